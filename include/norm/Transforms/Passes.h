@@ -1,0 +1,30 @@
+//===- Passes.h - norm-opt transformation passes ----------------*- C++ -*-===//
+//
+// Part of norm-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_TRANSFORMS_PASSES_H
+#define NORM_TRANSFORMS_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+namespace norm {
+
+#define GEN_PASS_DECL
+#include "norm/Transforms/Passes.h.inc"
+
+/// Patterns that lower norm.layer_norm_grad / norm.rms_norm_grad to linalg on
+/// tensors (what --norm-decompose applies), for pipelines that drive their
+/// own rewrites.
+void populateNormDecomposePatterns(RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "norm/Transforms/Passes.h.inc"
+
+} // namespace norm
+} // namespace mlir
+
+#endif // NORM_TRANSFORMS_PASSES_H

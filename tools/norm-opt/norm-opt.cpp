@@ -1,0 +1,36 @@
+//===- norm-opt.cpp - The norm-opt driver ---------------------------------===//
+//
+// Part of norm-opt. An mlir-opt style driver: parse, run a pass pipeline,
+// print. It registers the norm dialect and passes plus the upstream
+// dialects and passes a norm backward pipeline uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RegisterUpstream.h"
+
+#include "norm/InitNorm.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  mlir::norm::registerUpstreamDialects(registry);
+  mlir::norm::registerNormDialect(registry);
+  mlir::norm::registerUpstreamPasses();
+  mlir::norm::registerNormPassesAndPipelines();
+
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "norm-opt " NORM_OPT_VERSION "\n"
+       << "  built with LLVM/MLIR " LLVM_VERSION_STRING "\n";
+  });
+
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv,
+      "norm-opt: find and fuse the mixed-order reductions of LayerNorm / "
+      "RMSNorm backward\n",
+      registry));
+}
