@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+#===- scripts/dev.sh - set up, build, run the examples or the tests ------===#
+#
+# usage: scripts/dev.sh example   install what is missing, build, run the
+#                                 shipped examples through every stage
+#        scripts/dev.sh test      install what is missing, build, run ctest
+#        scripts/dev.sh build     install what is missing, build
+#
+# Environment: NORM_BUILD_DIR (default: build/), MLIR_DIR, CUDAToolkit_ROOT.
+# Re-running is fast and quiet when everything is already in place.
+#===----------------------------------------------------------------------===#
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${NORM_BUILD_DIR:-$root/build}
+packages=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+          cmake ninja-build g++ libgtest-dev python3)
+
+log() { printf '== %s\n' "$*"; }
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  log "installing: ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+configure_and_build() {
+  if [ ! -f "$build/build.ninja" ]; then
+    log "configuring $build"
+    local args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release)
+    [ -n "${MLIR_DIR:-}" ] && args+=(-DMLIR_DIR="$MLIR_DIR")
+    [ -n "${CUDAToolkit_ROOT:-}" ] && args+=(-DCUDAToolkit_ROOT="$CUDAToolkit_ROOT")
+    cmake "${args[@]}" >"$build.configure.log" 2>&1 ||
+      { cat "$build.configure.log"; exit 1; }
+  fi
+  # --quiet keeps an up-to-date build silent; errors still print.
+  ninja -C "$build" --quiet
+}
+
+run_examples() {
+  local opt="$build/bin/norm-opt" out="$build/examples"
+  mkdir -p "$out"
+  for f in "$root"/examples/*.mlir; do
+    local name
+    name=$(basename "$f" .mlir)
+    log "$name: $(grep -c 'norm\.[a-z_]*_grad ' "$f") norm op(s) in $(basename "$f")"
+    # Stage 1: parse + verify.
+    "$opt" "$f" -o "$out/$name.verified.mlir"
+    echo "   verified            -> ${out#"$root"/}/$name.verified.mlir"
+    # Stage 2: --norm-decompose to the linalg form front ends emit.
+    local d="$out/$name.decomposed.mlir"
+    "$opt" "$f" --norm-decompose -o "$d"
+    echo "   --norm-decompose    -> ${out#"$root"/}/$name.decomposed.mlir:" \
+      "$(grep -c 'linalg.generic' "$d") linalg.generic," \
+      "$(grep -c '"reduction"\]' "$d") row reduction(s) over N," \
+      "$(grep -c '"reduction", "parallel"\]' "$d") column reduction(s) over rows," \
+      "$(grep -c 'norm\.' "$d") norm op(s) left"
+  done
+}
+
+cmd=${1:-}
+case "$cmd" in
+  example) install_missing; configure_and_build; run_examples ;;
+  test)    install_missing; configure_and_build
+           ctest --test-dir "$build" --output-on-failure ;;
+  build)   install_missing; configure_and_build ;;
+  *) sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
