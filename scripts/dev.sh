@@ -42,8 +42,10 @@ configure_and_build() {
     cmake "${args[@]}" >"$build.configure.log" 2>&1 ||
       { cat "$build.configure.log"; exit 1; }
   fi
-  # --quiet keeps an up-to-date build silent; errors still print.
-  ninja -C "$build" --quiet
+  if ninja -C "$build" -n 2>/dev/null | grep -q '^\['; then log "building $build"; fi
+  local out
+  out=$(ninja -C "$build" --quiet 2>&1) || { printf '%s\n' "$out"; exit 1; }
+  printf '%s\n' "$out" | grep -v '^ninja: \(Entering directory\|no work to do\)' || true
 }
 
 run_examples() {
