@@ -7,7 +7,9 @@
 #ifndef NORM_TRANSFORMS_PASSES_H
 #define NORM_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
+#include "norm/Dialect/Norm/IR/NormDialect.h"
 
 namespace mlir {
 class RewritePatternSet;

@@ -55,4 +55,63 @@ def NormDecompose : Pass<"norm-decompose"> {
   ];
 }
 
+def NormFuseMixedReductions
+    : Pass<"norm-fuse-mixed-reductions", "::mlir::func::FuncOp"> {
+  let summary = "Find the row and column reductions of a norm backward and "
+                "fuse them into one norm.mixed_reduction";
+  let description = [{
+    A structural match over linalg on tensors (`linalg.generic` and the
+    named `linalg.reduce` / `linalg.map` / `linalg.broadcast`, seen through
+    their generic form without rewriting them). Over one iteration domain
+    `[rows..., N]` it finds a *mixed-order reduction group*: row reductions
+    (iterators `[parallel..., reduction]`), the elementwise ops that consume
+    their results broadcast back over `N` (dx and its epilogues), and column
+    reductions (`[reduction..., parallel]`) of values computed from the
+    same inputs. Reductions join a group when they read the same
+    full-domain tensor (`x`, `dy`), share an intermediate, or chain through
+    row results (statistics recomputed inside the backward become successive
+    row stages). Unit dims read with a constant-0 map (keepdim statistics,
+    TOSA's `tensor.expand_shape` after `linalg.reduce`) are looked through.
+
+    Each group becomes one `norm.mixed_reduction` whose regions hold the
+    cloned scalar payloads; the group's ops and the helpers only they used
+    are erased. Everything else stays exactly as it was. A group is left
+    alone (and a remark says why) when one pass over the rows would be
+    wrong or impossible: a column-reduction result that feeds the row
+    computation, reductions over different domains, a non-additive
+    combiner, a row reduction that starts from something other than zero.
+
+    Before (abridged, one generic per step):
+
+    ```mlir
+    %s  = linalg.generic {iterator_types = ["parallel", "reduction"]}
+            ins(%xhat, %wdy) outs(%zero_rows)   // sum_n(xhat * wdy)
+    %dx = linalg.generic {iterator_types = ["parallel", "parallel"]}
+            ins(%xhat, %wdy, %s, %rstd) ...     // %s broadcast over n
+    %dw = linalg.generic {iterator_types = ["reduction", "parallel"]}
+            ins(%dy, %xhat) outs(%zero_cols)    // sum_rows(dy * xhat)
+    ```
+
+    After:
+
+    ```mlir
+    %dx, %dw = norm.mixed_reduction full(%x, %dy : ...) row(%rstd : ...)
+        col(%w : ...) col_init(%zero_cols : ...)
+        row_stages { xhat * wdy } elementwise { dx } columns { dy * xhat }
+        -> full(tensor<...>) col(tensor<...>)
+    ```
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark per candidate reduction: fused (with the group's "
+           "size) or why not">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::norm::NormDialect"
+  ];
+}
+
 #endif // NORM_TRANSFORMS_PASSES_TD

@@ -86,3 +86,116 @@ LogicalResult RMSNormGradOp::verify() {
 
 #define GET_OP_CLASSES
 #include "norm/Dialect/Norm/IR/NormOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// MixedReductionOp
+//===----------------------------------------------------------------------===//
+
+static YieldOp getYield(Region &region) {
+  return cast<YieldOp>(region.front().getTerminator());
+}
+
+unsigned MixedReductionOp::getNumRowResultsBefore(unsigned stage) {
+  unsigned n = 0;
+  for (Region &region : getRowStages().take_front(stage))
+    n += getYield(region).getValues().size();
+  return n;
+}
+
+LogicalResult MixedReductionOp::verify() {
+  if (getFull().empty())
+    return emitOpError("needs at least one 'full' input to define the domain");
+  auto domainType = cast<RankedTensorType>(getFull().front().getType());
+  if (domainType.getRank() < 2)
+    return emitOpError("expects a domain of rank >= 2 ([rows..., N]), got ")
+           << domainType;
+  ArrayRef<int64_t> domain = domainType.getShape();
+  ArrayRef<int64_t> rows = domain.drop_back();
+  ArrayRef<int64_t> cols = domain.take_back();
+
+  auto check = [&](ValueRange values, ArrayRef<int64_t> shape,
+                   StringRef what) -> LogicalResult {
+    for (Value v : values) {
+      auto type = cast<RankedTensorType>(v.getType());
+      if (type.getShape().size() != shape.size() ||
+          failed(verifyCompatibleShape(type.getShape(), shape)))
+        return emitOpError() << "expects every " << what << " to match the "
+                             << "domain " << domainType << ", got " << type;
+    }
+    return success();
+  };
+  if (failed(check(getFull(), domain, "'full' input [rows..., N]")) ||
+      failed(check(getRow(), rows, "'row' input [rows...]")) ||
+      failed(check(getCol(), cols, "'col' input [N]")) ||
+      failed(check(getColInit(), cols, "'col_init' [N]")) ||
+      failed(check(getFullResults(), domain, "full result [rows..., N]")))
+    return failure();
+
+  if (getColInit().size() != getColResults().size())
+    return emitOpError() << "has " << getColInit().size()
+                         << " 'col_init' values for " << getColResults().size()
+                         << " column results";
+  for (auto [init, result] : llvm::zip(getColInit(), getColResults()))
+    if (init.getType() != result.getType())
+      return emitOpError() << "expects column result type " << result.getType()
+                           << " to match its 'col_init' " << init.getType();
+  return success();
+}
+
+LogicalResult MixedReductionOp::verifyRegions() {
+  if (getRowStages().empty())
+    return emitOpError("needs at least one row stage");
+
+  SmallVector<Type> inputTypes;
+  for (Value v : getOperands().take_front(getNumInputs()))
+    inputTypes.push_back(cast<RankedTensorType>(v.getType()).getElementType());
+
+  SmallVector<Type> rowResultTypes;
+  auto checkRegion = [&](Region &region, StringRef name,
+                         std::optional<TypeRange> yieldTypes) -> LogicalResult {
+    Block &block = region.front();
+    SmallVector<Type> expected(inputTypes);
+    llvm::append_range(expected, rowResultTypes);
+    if (block.getArgumentTypes() != TypeRange(expected)) {
+      InFlightDiagnostic diag = emitOpError()
+                                << "region '" << name
+                                << "' expects block arguments (";
+      llvm::interleaveComma(expected, diag);
+      diag << "): one per full, row and col input, then the row results "
+              "available to it";
+      return diag;
+    }
+    YieldOp yield = getYield(region);
+    if (yieldTypes && yield.getValues().getTypes() != *yieldTypes) {
+      InFlightDiagnostic diag = yield.emitOpError()
+                                << "in region '" << name << "' must yield (";
+      llvm::interleaveComma(*yieldTypes, diag);
+      return diag << ")";
+    }
+    return success();
+  };
+
+  for (auto [index, stage] : llvm::enumerate(getRowStages())) {
+    std::string name = "row_stages #" + std::to_string(index);
+    if (failed(checkRegion(stage, name, std::nullopt)))
+      return failure();
+    YieldOp yield = getYield(stage);
+    if (yield.getValues().empty())
+      return yield.emitOpError() << "in region '" << name
+                                 << "' must yield at least one contribution";
+    for (Type t : yield.getValues().getTypes())
+      if (!isa<FloatType>(t))
+        return yield.emitOpError() << "in region '" << name
+                                   << "' must yield floats, got " << t;
+    llvm::append_range(rowResultTypes, yield.getValues().getTypes());
+  }
+
+  SmallVector<Type> fullTypes, colTypes;
+  for (Type t : getFullResults().getTypes())
+    fullTypes.push_back(cast<RankedTensorType>(t).getElementType());
+  for (Type t : getColResults().getTypes())
+    colTypes.push_back(cast<RankedTensorType>(t).getElementType());
+  if (failed(checkRegion(getElementwise(), "elementwise", TypeRange(fullTypes))))
+    return failure();
+  return checkRegion(getColumns(), "columns", TypeRange(colTypes));
+}

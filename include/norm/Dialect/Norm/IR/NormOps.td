@@ -8,6 +8,7 @@
 #define NORM_DIALECT_NORM_IR_NORMOPS_TD
 
 include "norm/Dialect/Norm/IR/NormDialect.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // Activations and weights: the float types norm backward kernels support.
@@ -133,6 +134,130 @@ def Norm_RMSNormGradOp : Norm_GradOp<"rms_norm_grad", [
     `->` type($dx) (`,` type($dweight)^)? (`,` type($dbias)^)?
   }];
   let extraClassDeclaration = sharedExtraClassDeclaration;
+}
+
+
+//===----------------------------------------------------------------------===//
+// The fused mixed-order reduction
+//===----------------------------------------------------------------------===//
+
+def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
+    AttrSizedOperandSegments, AttrSizedResultSegments,
+    RecursiveMemoryEffects, SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "Row reductions, an elementwise body and column reductions "
+                "over one [rows..., N] domain";
+  let description = [{
+    One mixed-order reduction group, as `--norm-fuse-mixed-reductions` finds
+    it: everything a norm backward computes in one pass over the rows.
+
+    The domain is the shape `[rows..., N]` of the `full` inputs (all full
+    inputs share it). `row` inputs are per-row values (shape `[rows...]`),
+    `col` inputs per-column values (shape `[N]`). Each region is a scalar
+    payload evaluated at one point `(r, n)` of the domain; its block
+    arguments are, in order, the elements of the `full`, `row` and `col`
+    inputs at that point, then row results (below). Values defined above the
+    op (scalar constants) may be used in the regions.
+
+    - `row_stages`: one region per stage of row reductions. Stage `s` also
+      receives the row results of stages `0..s-1` and yields one contribution
+      per row result: `row_result[r] = sum_n contribution(r, n)`. Chained
+      reductions (mean, then variance over `x - mean`, then the dx sums) are
+      successive stages.
+    - `elementwise`: receives all row results and yields one element per
+      `full_results` value (dx, a residual gradient, ...).
+    - `columns`: receives all row results and yields one contribution per
+      `col_results` value: `col_result[n] = col_init[n] + sum_r
+      contribution(r, n)`, summed over all leading dims. `col_init` is the
+      value the column reduction started from (zeros, or an existing gradient
+      to accumulate into).
+
+    Sums are additive and their order is not specified here;
+    `--norm-partial-accumulate` fixes it (fp32 partials per program, then a
+    fixed-order final reduction), which makes results deterministic.
+
+    Example (RMSNorm backward, f32, with weight):
+
+    ```mlir
+    %dx, %dw = norm.mixed_reduction
+        full(%x, %dy : tensor<4x8xf32>, tensor<4x8xf32>)
+        row(%rstd : tensor<4xf32>) col(%w : tensor<8xf32>)
+        col_init(%zeros : tensor<8xf32>)
+        row_stages {
+        ^bb0(%xe: f32, %dye: f32, %r: f32, %we: f32):
+          %xhat = arith.mulf %xe, %r : f32
+          %wdy = arith.mulf %dye, %we : f32
+          %c = arith.mulf %xhat, %wdy : f32
+          norm.yield %c : f32
+        }
+        elementwise {
+        ^bb0(%xe: f32, %dye: f32, %r: f32, %we: f32, %s: f32):
+          ...
+          norm.yield %dxe : f32
+        }
+        columns {
+        ^bb0(%xe: f32, %dye: f32, %r: f32, %we: f32, %s: f32):
+          %xhat = arith.mulf %xe, %r : f32
+          %c = arith.mulf %dye, %xhat : f32
+          norm.yield %c : f32
+        } -> full(tensor<4x8xf32>) col(tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins
+    Variadic<AnyRankedTensor>:$full,
+    Variadic<AnyRankedTensor>:$row,
+    Variadic<AnyRankedTensor>:$col,
+    Variadic<AnyRankedTensor>:$col_init
+  );
+  let results = (outs
+    Variadic<AnyRankedTensor>:$full_results,
+    Variadic<AnyRankedTensor>:$col_results
+  );
+  // Only the last region may be variadic; the syntax still reads in
+  // evaluation order (stages, elementwise, columns).
+  let regions = (region
+    SizedRegion<1>:$elementwise,
+    SizedRegion<1>:$columns,
+    VariadicRegion<SizedRegion<1>>:$row_stages
+  );
+  let assemblyFormat = [{
+    `full` `(` $full `:` type($full) `)`
+    (`row` `(` $row^ `:` type($row) `)`)?
+    (`col` `(` $col^ `:` type($col) `)`)?
+    (`col_init` `(` $col_init^ `:` type($col_init) `)`)?
+    `row_stages` $row_stages
+    `elementwise` $elementwise
+    `columns` $columns
+    attr-dict
+    `->` `full` `(` type($full_results) `)` `col` `(` type($col_results) `)`
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The number of block arguments every region starts with (one per
+    /// full, row and col input).
+    unsigned getNumInputs() {
+      return getFull().size() + getRow().size() + getCol().size();
+    }
+    /// Row results produced by the stages before `stage`.
+    unsigned getNumRowResultsBefore(unsigned stage);
+    /// All row results, of all stages.
+    unsigned getNumRowResults() {
+      return getNumRowResultsBefore(getRowStages().size());
+    }
+    /// The domain shape [rows..., N].
+    ArrayRef<int64_t> getDomainShape() {
+      return cast<RankedTensorType>(getFull().front().getType()).getShape();
+    }
+  }];
+}
+
+def Norm_YieldOp : Norm_Op<"yield", [
+    Pure, Terminator, ReturnLike,
+    ParentOneOf<["MixedReductionOp"]>]> {
+  let summary = "Yields the values of a norm.mixed_reduction region";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let builders = [OpBuilder<(ins), [{ /* nothing to yield */ }]>];
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
 #endif // NORM_DIALECT_NORM_IR_NORMOPS_TD

@@ -1,0 +1,990 @@
+//===- FuseMixedReductions.cpp - Find and fuse mixed-order reductions -----===//
+//
+// Part of norm-opt.
+//
+// A structural match over linalg on tensors. Every linalg op is viewed as a
+// linalg.generic (named ops through a scratch generalisation that leaves the
+// input untouched) and classified by iterator types and indexing maps:
+// elementwise, row reduction (reduce the trailing dim) or column reduction
+// (reduce all leading dims). Each reduction, and each elementwise op that
+// consumes a row reduction, walks its backward slice through elementwise
+// producers, fills, splat constants and unit-dim reshapes down to the values
+// it reads from outside. Candidates that share a full-domain input or an
+// intermediate, or that chain through row results, form one group. A group
+// with at least one row and one column reduction becomes one
+// norm.mixed_reduction whose regions hold the cloned scalar payloads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Dialect/Norm/IR/NormOps.h"
+#include "norm/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::norm {
+#define GEN_PASS_DEF_NORMFUSEMIXEDREDUCTIONS
+#include "norm/Transforms/Passes.h.inc"
+} // namespace mlir::norm
+
+using namespace mlir;
+using namespace mlir::norm;
+
+namespace {
+
+using utils::IteratorType;
+/// Domain dims that index a value, ascending. For a domain [rows..., N]:
+/// all dims = full, the leading ones = a row value, {last} = a column value.
+using Dims = SmallVector<unsigned, 4>;
+
+unsigned dimsKey(ArrayRef<unsigned> dims) {
+  unsigned key = 0;
+  for (unsigned d : dims)
+    key |= 1u << d;
+  return key;
+}
+
+enum class Kind { Elementwise, RowReduce, ColReduce, Other };
+
+/// A linalg op seen as a linalg.generic. For named ops, `generic` is a
+/// generalised clone in a scratch module whose operands are placeholders:
+/// operand i of `generic` stands for operand i of `op`.
+struct View {
+  Operation *op = nullptr;
+  linalg::GenericOp generic;
+  Kind kind = Kind::Other;
+  SmallVector<int64_t> loops; // static loop ranges (kDynamic allowed)
+  std::string whyOther;       // for remarks on reductions we cannot take
+};
+
+/// How an operand is read: `base` indexed by domain dims `dims` after
+/// dropping the unit dims `unitDims` of the original value.
+struct Access {
+  Value base;
+  Dims dims;
+  SmallVector<int64_t> unitDims; // positions in `base` to collapse away
+};
+
+/// What defines a value requested at some domain dims.
+struct Def {
+  enum { Fill, Splat, Elementwise, RowResult, ColResult, External, Bad } kind;
+  const View *view = nullptr;
+  unsigned resultIndex = 0;
+  Dims loopToDomain; // Elementwise: domain dim of each loop of the view
+  Value fillValue;
+  Attribute splat;
+  Access access; // External
+  std::string why;
+};
+
+bool isZeroFill(Value v) {
+  auto fill = v.getDefiningOp<linalg::FillOp>();
+  if (!fill)
+    return false;
+  auto cst = fill.value().getDefiningOp<arith::ConstantOp>();
+  if (!cst)
+    return false;
+  auto attr = dyn_cast<FloatAttr>(cst.getValue());
+  return attr && attr.getValue().isZero();
+}
+
+/// The final `arith.addf %out, %x` of a reduction output, or null when the
+/// combiner is not an additive fold of that output.
+Operation *additiveCombiner(linalg::GenericOp g, unsigned output) {
+  Block &body = g.getRegion().front();
+  BlockArgument out = g.getRegionOutputArgs()[output];
+  Value yielded = body.getTerminator()->getOperand(output);
+  auto add = yielded.getDefiningOp<arith::AddFOp>();
+  if (!add || add->getBlock() != &body || !out.hasOneUse())
+    return nullptr;
+  if (add.getLhs() != out && add.getRhs() != out)
+    return nullptr;
+  return add;
+}
+
+/// Describes a non-additive combiner for a remark.
+std::string combinerName(linalg::GenericOp g, unsigned output) {
+  Value yielded = g.getRegion().front().getTerminator()->getOperand(output);
+  if (Operation *def = yielded.getDefiningOp())
+    return def->getName().getStringRef().str();
+  return "a block argument";
+}
+
+class Analysis {
+public:
+  Analysis(func::FuncOp func, bool remarks) : func(func), remarks(remarks) {}
+
+  void run();
+
+  // Classification, shared with the region emitter.
+  std::optional<Access> resolve(Value v, AffineMap map,
+                                ArrayRef<unsigned> loopToDomain,
+                                std::string &why) const;
+  Def classify(Value v, const Dims &dims) const;
+
+private:
+  // Views.
+  void buildViews();
+  const View *viewOf(Operation *op) const {
+    auto it = views.find(op);
+    return it == views.end() ? nullptr : &it->second;
+  }
+
+  // Slices and groups.
+  struct Slice {
+    llvm::SetVector<Operation *> fullOps; // elementwise ops over the domain
+    llvm::SetVector<Value> fullLeaves;    // external full-domain inputs
+    llvm::SetVector<Operation *> rowReductions, colReductions;
+    llvm::MapVector<std::pair<Value, unsigned>, Access> externals;
+    std::string failure;
+  };
+  void walkSlice(const Access &access, Slice &slice,
+                 DenseSet<std::pair<Value, unsigned>> &seen) const;
+  void walkOperands(const View &view, ArrayRef<unsigned> loopToDomain,
+                    Slice &slice,
+                    DenseSet<std::pair<Value, unsigned>> &seen) const;
+  Slice sliceOf(const View &candidate) const;
+
+  struct Group {
+    SmallVector<Operation *> candidates; // in block order
+    llvm::SetVector<Operation *> members;
+    SmallVector<Operation *> rowReductions, colReductions;
+  };
+  LogicalResult validate(Group &group, std::string &why);
+  LogicalResult fuse(Group &group, std::string &why);
+
+  void remark(Operation *op, const Twine &message) {
+    if (remarks)
+      op->emitRemark(message);
+  }
+
+  func::FuncOp func;
+  bool remarks;
+  OwningOpRef<ModuleOp> scratch;
+  DenseMap<Operation *, View> views;
+  SmallVector<int64_t> domain; // of the group being processed
+  DenseMap<Operation *, Slice> slices;
+  DenseMap<Operation *, unsigned> position; // walk order
+};
+
+//===----------------------------------------------------------------------===//
+// Views
+//===----------------------------------------------------------------------===//
+
+void Analysis::buildViews() {
+  MLIRContext *ctx = func.getContext();
+  OpBuilder b(ctx);
+  scratch = ModuleOp::create(b, func.getLoc());
+  IRRewriter rewriter(ctx);
+
+  func.walk([&](linalg::LinalgOp op) {
+    View view;
+    view.op = op;
+    if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation())) {
+      view.generic = generic;
+    } else {
+      // Generalise a clone whose operands are placeholders, so the input IR
+      // and its use lists stay exactly as they are.
+      rewriter.setInsertionPointToEnd(scratch->getBody());
+      IRMapping mapping;
+      for (Value operand : op->getOperands())
+        mapping.map(operand, UnrealizedConversionCastOp::create(
+                                 rewriter, op.getLoc(), operand.getType(),
+                                 ValueRange{})
+                                 .getResult(0));
+      auto clone = cast<linalg::LinalgOp>(rewriter.clone(*op, mapping));
+      FailureOr<linalg::GenericOp> generalized =
+          linalg::generalizeNamedOp(rewriter, clone);
+      if (failed(generalized)) {
+        rewriter.eraseOp(clone);
+        return;
+      }
+      view.generic = *generalized;
+    }
+    linalg::GenericOp g = view.generic;
+    if (g.getNumDpsInits() == 0 || !g.hasPureTensorSemantics())
+      return;
+    view.loops = g.getStaticLoopRanges();
+    SmallVector<IteratorType> its = g.getIteratorTypesArray();
+    unsigned rank = its.size();
+    unsigned numReduction = llvm::count(its, IteratorType::reduction);
+    bool allOutputsIdentity = llvm::all_of(
+        g.getDpsInitsMutable(), [&](OpOperand &init) {
+          return g.getMatchingIndexingMap(&init).isIdentity();
+        });
+    if (numReduction == 0) {
+      view.kind = allOutputsIdentity ? Kind::Elementwise : Kind::Other;
+    } else if (rank >= 2 && numReduction == 1 &&
+               its.back() == IteratorType::reduction) {
+      view.kind = Kind::RowReduce;
+    } else if (rank >= 2 && numReduction == rank - 1 &&
+               its.back() == IteratorType::parallel) {
+      view.kind = Kind::ColReduce;
+    }
+    if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
+      for (unsigned i = 0, e = g.getNumDpsInits(); i < e; ++i) {
+        if (!additiveCombiner(g, i)) {
+          view.whyOther = "the reduction is not additive (its combiner is " +
+                          combinerName(g, i) + ")";
+          view.kind = Kind::Other;
+          break;
+        }
+      }
+    }
+    views[op] = std::move(view);
+  });
+}
+
+/// Resolves operand `v` read through `map` by an op whose loop i is domain
+/// dim loopToDomain[i]. Unit dims read with a constant 0 are dropped,
+/// looking through a tensor.expand_shape that only added them.
+std::optional<Access> Analysis::resolve(Value v, AffineMap map,
+                                        ArrayRef<unsigned> loopToDomain,
+                                        std::string &why) const {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type) {
+    why = "an operand is not a ranked tensor";
+    return std::nullopt;
+  }
+  Access access;
+  access.base = v;
+  for (auto [pos, expr] : llvm::enumerate(map.getResults())) {
+    if (auto dim = dyn_cast<AffineDimExpr>(expr)) {
+      unsigned d = loopToDomain[dim.getPosition()];
+      if (!access.dims.empty() && access.dims.back() >= d) {
+        why = "an operand is read through a transposing indexing map";
+        return std::nullopt;
+      }
+      access.dims.push_back(d);
+      continue;
+    }
+    auto cst = dyn_cast<AffineConstantExpr>(expr);
+    if (!cst || cst.getValue() != 0 || type.getDimSize(pos) != 1) {
+      why = "an operand is read through an unsupported indexing map";
+      return std::nullopt;
+    }
+    access.unitDims.push_back(pos);
+  }
+  // tensor.expand_shape that only inserted the unit dims: read its source.
+  if (!access.unitDims.empty()) {
+    if (auto expand = v.getDefiningOp<tensor::ExpandShapeOp>()) {
+      if (expand.getSrcType().getRank() ==
+          type.getRank() - int64_t(access.unitDims.size())) {
+        access.base = expand.getSrc();
+        access.unitDims.clear();
+      }
+    }
+  }
+  return access;
+}
+
+Def Analysis::classify(Value v, const Dims &dims) const {
+  Def def;
+  if (auto fill = v.getDefiningOp<linalg::FillOp>()) {
+    def.kind = Def::Fill;
+    def.fillValue = fill.value();
+    return def;
+  }
+  if (auto cst = v.getDefiningOp<arith::ConstantOp>()) {
+    if (auto dense = dyn_cast<SplatElementsAttr>(cst.getValue())) {
+      def.kind = Def::Splat;
+      def.splat = dense.getSplatValue<Attribute>();
+      return def;
+    }
+  }
+  if (auto result = dyn_cast<OpResult>(v)) {
+    if (const View *view = viewOf(result.getOwner())) {
+      def.view = view;
+      def.resultIndex = result.getResultNumber();
+      unsigned rank = domain.size();
+      switch (view->kind) {
+      case Kind::Elementwise: {
+        if (view->loops.size() != dims.size())
+          break;
+        for (auto [loop, d] : llvm::zip(view->loops, dims))
+          if (loop != domain[d] && loop != ShapedType::kDynamic &&
+              domain[d] != ShapedType::kDynamic) {
+            def.kind = Def::Bad;
+            def.why = "an elementwise producer runs over a different domain";
+            return def;
+          }
+        def.kind = Def::Elementwise;
+        def.loopToDomain = dims;
+        return def;
+      }
+      case Kind::RowReduce:
+      case Kind::ColReduce: {
+        bool row = view->kind == Kind::RowReduce;
+        Dims expected;
+        for (unsigned d = row ? 0 : rank - 1; d < (row ? rank - 1 : rank); ++d)
+          expected.push_back(d);
+        if (dims != expected) {
+          def.kind = Def::Bad;
+          def.why = "a reduction result is read over other dims than it has";
+          return def;
+        }
+        if (view->loops != ArrayRef<int64_t>(domain)) {
+          def.kind = Def::Bad;
+          def.why = "it reads a reduction over a different domain";
+          return def;
+        }
+        def.kind = row ? Def::RowResult : Def::ColResult;
+        return def;
+      }
+      case Kind::Other:
+        break;
+      }
+    }
+  }
+  def.kind = Def::External;
+  def.access.base = v;
+  def.access.dims = dims;
+  return def;
+}
+
+//===----------------------------------------------------------------------===//
+// Slices
+//===----------------------------------------------------------------------===//
+
+void Analysis::walkOperands(const View &view, ArrayRef<unsigned> loopToDomain,
+                            Slice &slice,
+                            DenseSet<std::pair<Value, unsigned>> &seen) const {
+  linalg::GenericOp g = view.generic;
+  for (OpOperand &operand : view.op->getOpOperands()) {
+    OpOperand &gOperand = g->getOpOperand(operand.getOperandNumber());
+    bool isInit = g.isDpsInit(&gOperand);
+    // Inits of elementwise ops matter only when the payload reads them;
+    // reduction inits are checked by the caller.
+    if (isInit && (view.kind != Kind::Elementwise ||
+                   g.getMatchingBlockArgument(&gOperand).use_empty()))
+      continue;
+    std::string why;
+    std::optional<Access> access =
+        resolve(operand.get(), g.getMatchingIndexingMap(&gOperand),
+                loopToDomain, why);
+    if (!access) {
+      slice.failure = why;
+      return;
+    }
+    walkSlice(*access, slice, seen);
+    if (!slice.failure.empty())
+      return;
+  }
+}
+
+void Analysis::walkSlice(const Access &access, Slice &slice,
+                         DenseSet<std::pair<Value, unsigned>> &seen) const {
+  if (!seen.insert({access.base, dimsKey(access.dims)}).second)
+    return;
+  const Dims &dims = access.dims;
+  Def def = classify(access.base, dims);
+  switch (def.kind) {
+  case Def::Fill:
+  case Def::Splat:
+    return;
+  case Def::Bad:
+    slice.failure = def.why;
+    return;
+  case Def::RowResult:
+    slice.rowReductions.insert(def.view->op);
+    return;
+  case Def::ColResult:
+    slice.colReductions.insert(def.view->op);
+    return;
+  case Def::External:
+    if (dims.size() == domain.size())
+      slice.fullLeaves.insert(access.base);
+    slice.externals.insert({{access.base, dimsKey(dims)}, access});
+    return;
+  case Def::Elementwise:
+    if (dims.size() == domain.size())
+      slice.fullOps.insert(def.view->op);
+    walkOperands(*def.view, def.loopToDomain, slice, seen);
+    return;
+  }
+}
+
+Analysis::Slice Analysis::sliceOf(const View &candidate) const {
+  Slice slice;
+  DenseSet<std::pair<Value, unsigned>> seen;
+  Dims all;
+  for (unsigned d = 0; d < domain.size(); ++d)
+    all.push_back(d);
+  if (candidate.kind == Kind::RowReduce) {
+    for (Value init : cast<DestinationStyleOpInterface>(candidate.op)
+                          .getDpsInits())
+      if (!isZeroFill(init)) {
+        slice.failure = "the row reduction starts from a value other than a "
+                        "zero fill";
+        return slice;
+      }
+  }
+  if (candidate.kind == Kind::Elementwise)
+    slice.fullOps.insert(candidate.op);
+  walkOperands(candidate, all, slice, seen);
+  return slice;
+}
+
+//===----------------------------------------------------------------------===//
+// Groups
+//===----------------------------------------------------------------------===//
+
+LogicalResult Analysis::validate(Group &group, std::string &why) {
+  Block *block = group.candidates.front()->getBlock();
+  for (Operation *op : group.candidates) {
+    const Slice &slice = slices[op];
+    group.members.insert(op);
+    group.members.insert(slice.fullOps.begin(), slice.fullOps.end());
+    for (Operation *row : slice.rowReductions) {
+      if (!llvm::is_contained(group.candidates, row)) {
+        why = "it depends on a row reduction that cannot be fused";
+        return failure();
+      }
+    }
+    for (Operation *col : slice.colReductions) {
+      if (llvm::is_contained(group.candidates, col)) {
+        why = "a column reduction result feeds the row computation, so one "
+              "pass over the rows cannot compute it";
+        return failure();
+      }
+    }
+  }
+  for (Operation *op : group.members) {
+    if (op->getBlock() != block) {
+      why = "its ops are in different blocks";
+      return failure();
+    }
+    switch (viewOf(op)->kind) {
+    case Kind::RowReduce:
+      group.rowReductions.push_back(op);
+      break;
+    case Kind::ColReduce:
+      group.colReductions.push_back(op);
+      break;
+    default:
+      break;
+    }
+  }
+  auto byOrder = [&](Operation *a, Operation *b) {
+    return position[a] < position[b];
+  };
+  llvm::sort(group.rowReductions, byOrder);
+  llvm::sort(group.colReductions, byOrder);
+  if (group.rowReductions.empty()) {
+    why = "no row reduction (over N) shares its inputs";
+    return failure();
+  }
+  if (group.colReductions.empty()) {
+    why = "no additive column reduction (over the rows) shares its inputs";
+    return failure();
+  }
+  // A row reduction's result may leave the group only if nothing else
+  // recomputes it: keep the contract simple and require it stays inside.
+  for (Operation *op : group.rowReductions)
+    for (Operation *user : op->getUsers())
+      if (!group.members.contains(user) && !isa<tensor::ExpandShapeOp>(user) &&
+          viewOf(user) == nullptr) {
+        why = "a row reduction result is used outside the group";
+        return failure();
+      }
+  return success();
+}
+
+
+//===----------------------------------------------------------------------===//
+// Emission
+//===----------------------------------------------------------------------===//
+
+/// Clones the scalar payloads a region needs, memoised per region.
+class RegionEmitter {
+public:
+  RegionEmitter(const Analysis &analysis, OpBuilder &b,
+                const DenseMap<std::pair<Value, unsigned>, unsigned> &inputs,
+                const DenseMap<Value, Value> &scalars,
+                const DenseMap<std::pair<Operation *, unsigned>, unsigned>
+                    &rowResults,
+                Block *block, unsigned numInputs, unsigned numRowResults)
+      : analysis(analysis), b(b), inputs(inputs), scalars(scalars),
+        rowResults(rowResults), block(block), numInputs(numInputs),
+        numRowResults(numRowResults) {}
+
+  FailureOr<Value> emit(const Access &access);
+  /// The payload of `view` run at `loopToDomain`: the yielded values, or for
+  /// a reduction the contribution each output adds.
+  FailureOr<SmallVector<Value>> payload(const View &view,
+                                        ArrayRef<unsigned> loopToDomain);
+
+private:
+  const Analysis &analysis;
+  OpBuilder &b;
+  const DenseMap<std::pair<Value, unsigned>, unsigned> &inputs;
+  const DenseMap<Value, Value> &scalars; // extracted above the fused op
+  const DenseMap<std::pair<Operation *, unsigned>, unsigned> &rowResults;
+  Block *block;
+  unsigned numInputs, numRowResults;
+  DenseMap<std::pair<Value, unsigned>, Value> values;
+  DenseMap<std::pair<Operation *, unsigned>, SmallVector<Value>> payloads;
+};
+
+FailureOr<Value> RegionEmitter::emit(const Access &access) {
+  auto key = std::make_pair(access.base, dimsKey(access.dims));
+  if (Value v = values.lookup(key))
+    return v;
+  Def def = analysis.classify(access.base, access.dims);
+  Value result;
+  switch (def.kind) {
+  case Def::Fill:
+    result = def.fillValue;
+    break;
+  case Def::Splat:
+    result = arith::ConstantOp::create(b, access.base.getLoc(),
+                                       cast<TypedAttr>(def.splat));
+    break;
+  case Def::RowResult: {
+    unsigned index = rowResults.lookup({def.view->op, def.resultIndex});
+    if (index >= numRowResults)
+      return failure();
+    result = block->getArgument(numInputs + index);
+    break;
+  }
+  case Def::Elementwise: {
+    FailureOr<SmallVector<Value>> yielded =
+        payload(*def.view, def.loopToDomain);
+    if (failed(yielded))
+      return failure();
+    result = (*yielded)[def.resultIndex];
+    break;
+  }
+  case Def::External: {
+    if (access.dims.empty()) {
+      result = scalars.lookup(access.base);
+    } else {
+      auto it = inputs.find(key);
+      if (it != inputs.end())
+        result = block->getArgument(it->second);
+    }
+    if (!result)
+      return failure();
+    break;
+  }
+  case Def::ColResult:
+  case Def::Bad:
+    return failure();
+  }
+  values[key] = result;
+  return result;
+}
+
+FailureOr<SmallVector<Value>>
+RegionEmitter::payload(const View &view, ArrayRef<unsigned> loopToDomain) {
+  auto key = std::make_pair(view.op, dimsKey(loopToDomain));
+  auto cached = payloads.find(key);
+  if (cached != payloads.end())
+    return cached->second;
+
+  linalg::GenericOp g = view.generic;
+  Block &body = g.getRegion().front();
+  IRMapping mapping;
+  for (OpOperand &operand : view.op->getOpOperands()) {
+    OpOperand &gOperand = g->getOpOperand(operand.getOperandNumber());
+    BlockArgument arg = g.getMatchingBlockArgument(&gOperand);
+    if (arg.use_empty() || (g.isDpsInit(&gOperand) &&
+                            view.kind != Kind::Elementwise))
+      continue;
+    std::string why;
+    std::optional<Access> access = analysis.resolve(
+        operand.get(), g.getMatchingIndexingMap(&gOperand), loopToDomain,
+        why);
+    if (!access)
+      return failure();
+    FailureOr<Value> value = emit(*access);
+    if (failed(value))
+      return failure();
+    mapping.map(arg, *value);
+  }
+
+  SmallVector<Operation *> combiners;
+  if (view.kind != Kind::Elementwise)
+    for (unsigned i = 0, e = g.getNumDpsInits(); i < e; ++i)
+      combiners.push_back(additiveCombiner(g, i));
+  for (Operation &op : body.without_terminator())
+    if (!llvm::is_contained(combiners, &op))
+      b.clone(op, mapping);
+
+  SmallVector<Value> results;
+  if (view.kind == Kind::Elementwise) {
+    for (Value v : body.getTerminator()->getOperands())
+      results.push_back(mapping.lookupOrDefault(v));
+  } else {
+    for (auto [i, combiner] : llvm::enumerate(combiners)) {
+      BlockArgument out = g.getRegionOutputArgs()[i];
+      Value contribution = combiner->getOperand(0) == out
+                               ? combiner->getOperand(1)
+                               : combiner->getOperand(0);
+      results.push_back(mapping.lookupOrDefault(contribution));
+    }
+  }
+  payloads[key] = results;
+  return results;
+}
+
+/// Materialises an external access as an operand of the fused op: unit
+/// dims collapsed away, a value with no domain dims extracted as a scalar.
+Value materialize(OpBuilder &b, Location loc, const Access &access) {
+  Value v = access.base;
+  if (access.unitDims.empty())
+    return v;
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<ReassociationIndices> reassociation;
+  ReassociationIndices pending;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    pending.push_back(d);
+    if (!llvm::is_contained(access.unitDims, d)) {
+      reassociation.push_back(pending);
+      pending.clear();
+    }
+  }
+  if (!pending.empty() && !reassociation.empty())
+    llvm::append_range(reassociation.back(), pending);
+  return tensor::CollapseShapeOp::create(b, loc, v, reassociation);
+}
+
+LogicalResult Analysis::fuse(Group &group, std::string &why) {
+  unsigned rank = domain.size();
+  Dims rowDims, colDims = {rank - 1};
+  for (unsigned d = 0; d + 1 < rank; ++d)
+    rowDims.push_back(d);
+
+  // Stages: a row reduction runs after those whose results it reads.
+  DenseMap<Operation *, unsigned> stageOf;
+  unsigned numStages = 0;
+  for (Operation *op : group.rowReductions) {
+    unsigned stage = 0;
+    for (Operation *dep : slices[op].rowReductions)
+      stage = std::max(stage, stageOf[dep] + 1);
+    stageOf[op] = stage;
+    numStages = std::max(numStages, stage + 1);
+  }
+  DenseMap<std::pair<Operation *, unsigned>, unsigned> rowResults;
+  SmallVector<unsigned> rowResultsBefore(numStages + 1, 0);
+  for (unsigned stage = 0; stage < numStages; ++stage) {
+    rowResultsBefore[stage + 1] = rowResultsBefore[stage];
+    for (Operation *op : group.rowReductions)
+      if (stageOf[op] == stage)
+        for (unsigned i = 0; i < op->getNumResults(); ++i)
+          rowResults[{op, i}] = rowResultsBefore[stage + 1]++;
+  }
+
+  // External inputs, by how the domain indexes them.
+  SmallVector<Access> full, row, col, scalar;
+  DenseSet<std::pair<Value, unsigned>> seenInputs;
+  for (Operation *op : group.candidates) {
+    for (auto &[key, access] : slices[op].externals) {
+      if (!seenInputs.insert(key).second)
+        continue;
+      if (access.dims.size() == rank)
+        full.push_back(access);
+      else if (access.dims == rowDims)
+        row.push_back(access);
+      else if (access.dims == colDims)
+        col.push_back(access);
+      else if (access.dims.empty())
+        scalar.push_back(access);
+      else {
+        why = "an input is indexed by only some of the leading dims";
+        return failure();
+      }
+    }
+  }
+  if (full.empty()) {
+    why = "no input spans the whole [rows..., N] domain";
+    return failure();
+  }
+
+  // Results that leave the group.
+  Operation *last = group.members.front();
+  for (Operation *op : group.members)
+    if (position[op] > position[last])
+      last = op;
+  SmallVector<Value> fullOuts, colOuts, colInits;
+  auto leaves = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      return !group.members.contains(user);
+    });
+  };
+  for (Operation *op : group.members) {
+    Kind kind = viewOf(op)->kind;
+    for (OpResult r : op->getResults()) {
+      if (kind == Kind::ColReduce) {
+        colOuts.push_back(r);
+        colInits.push_back(
+            cast<DestinationStyleOpInterface>(op).getDpsInits()[r.getResultNumber()]);
+      } else if (kind == Kind::Elementwise && leaves(r)) {
+        fullOuts.push_back(r);
+      }
+    }
+  }
+  for (Value v : llvm::concat<Value>(fullOuts, colOuts))
+    for (Operation *user : v.getUsers())
+      if (!group.members.contains(user) &&
+          (user->getBlock() != last->getBlock() || user->isBeforeInBlock(last))) {
+        why = "a result of the group is used before the group's last op";
+        return failure();
+      }
+
+  // Build the fused op right after the group's last op.
+  Location loc = group.rowReductions.front()->getLoc();
+  OpBuilder b(last->getContext());
+  b.setInsertionPointAfter(last);
+  DenseMap<std::pair<Value, unsigned>, unsigned> inputIndex;
+  SmallVector<Value> fullValues, rowValues, colValues;
+  unsigned numInputs = 0;
+  for (auto [accesses, values] :
+       {std::make_pair(&full, &fullValues), std::make_pair(&row, &rowValues),
+        std::make_pair(&col, &colValues)}) {
+    for (const Access &access : *accesses) {
+      values->push_back(materialize(b, loc, access));
+      inputIndex[{access.base, dimsKey(access.dims)}] = numInputs++;
+    }
+  }
+  // Scalars (0-d tensors, all-unit-dim tensors) are read once, above the op.
+  DenseMap<Value, Value> scalarValues;
+  for (const Access &access : scalar) {
+    auto type = cast<RankedTensorType>(access.base.getType());
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    SmallVector<Value> indices(type.getRank(), zero);
+    scalarValues[access.base] =
+        tensor::ExtractOp::create(b, loc, access.base, indices);
+  }
+
+  SmallVector<Type> fullTypes, colTypes;
+  for (Value v : fullOuts)
+    fullTypes.push_back(v.getType());
+  for (Value v : colOuts)
+    colTypes.push_back(v.getType());
+  auto fused = MixedReductionOp::create(b, loc, fullTypes, colTypes,
+                                        fullValues, rowValues, colValues,
+                                        colInits, numStages);
+
+  SmallVector<Type> inputTypes;
+  for (Value v : llvm::concat<Value>(fullValues, rowValues, colValues))
+    inputTypes.push_back(cast<RankedTensorType>(v.getType()).getElementType());
+  SmallVector<Type> rowResultTypes(rowResultsBefore.back());
+  for (auto &[key, index] : rowResults)
+    rowResultTypes[index] =
+        getElementTypeOrSelf(key.first->getResult(key.second).getType());
+
+  // Creates a region's block and an emitter that sees `numRowResults`.
+  auto withRegion = [&](Region &region, unsigned numRowResults,
+                        function_ref<FailureOr<SmallVector<Value>>(
+                            RegionEmitter &)> body) -> LogicalResult {
+    SmallVector<Type> argTypes(inputTypes);
+    argTypes.append(rowResultTypes.begin(),
+                    rowResultTypes.begin() + numRowResults);
+    Block *block = b.createBlock(&region, {}, argTypes,
+                                 SmallVector<Location>(argTypes.size(), loc));
+    RegionEmitter emitter(*this, b, inputIndex, scalarValues, rowResults,
+                          block, numInputs, numRowResults);
+    FailureOr<SmallVector<Value>> yielded = body(emitter);
+    if (failed(yielded))
+      return failure();
+    YieldOp::create(b, loc, *yielded);
+    return success();
+  };
+
+  auto contributions = [&](ArrayRef<Operation *> ops) {
+    return [&, ops](RegionEmitter &emitter) -> FailureOr<SmallVector<Value>> {
+      SmallVector<Value> all;
+      Dims allDims;
+      for (unsigned d = 0; d < rank; ++d)
+        allDims.push_back(d);
+      for (Operation *op : ops) {
+        FailureOr<SmallVector<Value>> c = emitter.payload(*viewOf(op), allDims);
+        if (failed(c))
+          return failure();
+        llvm::append_range(all, *c);
+      }
+      return all;
+    };
+  };
+
+  LogicalResult built = success();
+  for (unsigned stage = 0; stage < numStages && succeeded(built); ++stage) {
+    SmallVector<Operation *> ops;
+    for (Operation *op : group.rowReductions)
+      if (stageOf[op] == stage)
+        ops.push_back(op);
+    built = withRegion(fused.getRowStages()[stage], rowResultsBefore[stage],
+                       contributions(ops));
+  }
+  if (succeeded(built))
+    built = withRegion(
+        fused.getElementwise(), rowResultsBefore.back(),
+        [&](RegionEmitter &emitter) -> FailureOr<SmallVector<Value>> {
+          SmallVector<Value> yielded;
+          Dims allDims;
+          for (unsigned d = 0; d < rank; ++d)
+            allDims.push_back(d);
+          for (Value v : fullOuts) {
+            FailureOr<Value> e = emitter.emit(Access{v, allDims, {}});
+            if (failed(e))
+              return failure();
+            yielded.push_back(*e);
+          }
+          return yielded;
+        });
+  if (succeeded(built))
+    built = withRegion(fused.getColumns(), rowResultsBefore.back(),
+                       contributions(group.colReductions));
+  if (failed(built) || failed(fused.verify()) || failed(fused.verifyRegions())) {
+    fused->erase();
+    why = "internal: the fused op could not be built";
+    return failure();
+  }
+
+  remark(group.rowReductions.front(),
+         "fused a mixed-order reduction group of " +
+             Twine(group.members.size()) + " ops: " +
+             Twine(group.rowReductions.size()) + " row reduction(s) in " +
+             Twine(numStages) + " stage(s), " +
+             Twine(group.colReductions.size()) + " column reduction(s), " +
+             Twine(group.members.size() - group.rowReductions.size() -
+                   group.colReductions.size()) +
+             " elementwise op(s)");
+
+  // Replace, then erase what only the group used.
+  for (auto [from, to] : llvm::zip(fullOuts, fused.getFullResults()))
+    from.replaceUsesWithIf(to, [&](OpOperand &use) {
+      return !group.members.contains(use.getOwner());
+    });
+  for (auto [from, to] : llvm::zip(colOuts, fused.getColResults()))
+    from.replaceAllUsesWith(to);
+  SmallVector<Operation *> dead(group.members.begin(), group.members.end());
+  llvm::sort(dead, [&](Operation *a, Operation *c) {
+    return position[a] > position[c];
+  });
+  SetVector<Operation *> producers;
+  for (Operation *op : dead) {
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (!group.members.contains(def))
+          producers.insert(def);
+    op->dropAllUses();
+    op->erase();
+  }
+  // Helpers (fills, empties, reshapes, per-row/per-column generics) that
+  // now have no users go too; nothing else is touched.
+  while (!producers.empty()) {
+    Operation *op = producers.pop_back_val();
+    if (!isOpTriviallyDead(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        producers.insert(def);
+    op->erase();
+  }
+  return success();
+}
+
+void Analysis::run() {
+  buildViews();
+
+  // Candidates per domain: reductions, and elementwise ops fed by a row
+  // reduction (they carry dx and its epilogues).
+  SmallVector<Operation *> order;
+  func.walk([&](Operation *op) {
+    position[op] = position.size();
+    if (viewOf(op))
+      order.push_back(op);
+  });
+
+  llvm::MapVector<SmallVector<int64_t>, SmallVector<Operation *>> byDomain;
+  for (Operation *op : order) {
+    const View &view = *viewOf(op);
+    if (view.loops.size() < 2)
+      continue;
+    if (view.kind == Kind::Other) {
+      if (!view.whyOther.empty())
+        remark(op, "not fused: " + view.whyOther);
+      continue;
+    }
+    byDomain[view.loops].push_back(op);
+  }
+
+  for (auto &[loops, ops] : byDomain) {
+    domain = loops;
+    SmallVector<Operation *> candidates;
+    for (Operation *op : ops) {
+      const View &view = *viewOf(op);
+      Slice slice = sliceOf(view);
+      bool isReduction = view.kind != Kind::Elementwise;
+      if (!isReduction && slice.rowReductions.empty())
+        continue;
+      if (!slice.failure.empty()) {
+        if (isReduction)
+          remark(op, "not fused: " + slice.failure);
+        continue;
+      }
+      slices[op] = std::move(slice);
+      candidates.push_back(op);
+    }
+
+    // Union candidates that share a full input or intermediate, or chain.
+    llvm::EquivalenceClasses<Operation *> classes;
+    DenseMap<void *, Operation *> owner;
+    auto link = [&](void *key, Operation *op) {
+      auto [it, inserted] = owner.try_emplace(key, op);
+      if (!inserted)
+        classes.unionSets(it->second, op);
+    };
+    for (Operation *op : candidates) {
+      classes.insert(op);
+      const Slice &slice = slices[op];
+      link(op, op);
+      for (Value leaf : slice.fullLeaves)
+        link(leaf.getAsOpaquePointer(), op);
+      for (Operation *full : slice.fullOps)
+        link(full, op);
+      for (Operation *row : slice.rowReductions)
+        link(row, op);
+    }
+
+    for (auto it = classes.begin(); it != classes.end(); ++it) {
+      if (!(*it)->isLeader())
+        continue;
+      Group group;
+      for (auto member = classes.member_begin(**it);
+           member != classes.member_end(); ++member)
+        group.candidates.push_back(*member);
+      llvm::sort(group.candidates, [&](Operation *a, Operation *b) {
+        return position[a] < position[b];
+      });
+      std::string why;
+      if (failed(validate(group, why)) || failed(fuse(group, why))) {
+        for (Operation *op : group.candidates)
+          if (viewOf(op)->kind != Kind::Elementwise)
+            remark(op, "not fused: " + why);
+      }
+    }
+  }
+}
+
+} // namespace
+
+namespace {
+struct NormFuseMixedReductionsPass
+    : norm::impl::NormFuseMixedReductionsBase<NormFuseMixedReductionsPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    Analysis(getOperation(), remarks).run();
+  }
+};
+} // namespace
