@@ -45,6 +45,10 @@ using utils::IteratorType;
 /// all dims = full, the leading ones = a row value, {last} = a column value.
 using Dims = SmallVector<unsigned, 4>;
 
+/// In a loop-to-domain mapping: a loop of extent 1 that no domain dim
+/// drives (a keepdim unit dim).
+constexpr unsigned kUnitDim = ~0u;
+
 unsigned dimsKey(ArrayRef<unsigned> dims) {
   unsigned key = 0;
   for (unsigned d : dims)
@@ -128,7 +132,7 @@ public:
   std::optional<Access> resolve(Value v, AffineMap map,
                                 ArrayRef<unsigned> loopToDomain,
                                 std::string &why) const;
-  Def classify(Value v, const Dims &dims) const;
+  Def classify(const Access &access) const;
 
 private:
   // Views.
@@ -173,6 +177,7 @@ private:
   SmallVector<int64_t> domain; // of the group being processed
   DenseMap<Operation *, Slice> slices;
   DenseMap<Operation *, unsigned> position; // walk order
+  DenseSet<Operation *> erased;             // by fusing an earlier group
 };
 
 //===----------------------------------------------------------------------===//
@@ -230,6 +235,28 @@ void Analysis::buildViews() {
       view.kind = Kind::ColReduce;
     }
     if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
+      // The output keeps the parallel dims in order (a dropped dim may stay
+      // as a constant-0 unit dim).
+      bool outputsOk = llvm::all_of(g.getDpsInitsMutable(), [&](OpOperand &init) {
+        unsigned next = 0;
+        for (AffineExpr e : g.getMatchingIndexingMap(&init).getResults()) {
+          while (next < rank && its[next] == IteratorType::reduction)
+            ++next;
+          if (auto d = dyn_cast<AffineDimExpr>(e)) {
+            if (d.getPosition() != next++)
+              return false;
+          } else if (!isa<AffineConstantExpr>(e)) {
+            return false;
+          }
+        }
+        while (next < rank && its[next] == IteratorType::reduction)
+          ++next;
+        return next == rank;
+      });
+      if (!outputsOk)
+        view.kind = Kind::Other;
+    }
+    if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
       for (unsigned i = 0, e = g.getNumDpsInits(); i < e; ++i) {
         if (!additiveCombiner(g, i)) {
           view.whyOther = "the reduction is not additive (its combiner is " +
@@ -257,7 +284,8 @@ std::optional<Access> Analysis::resolve(Value v, AffineMap map,
   Access access;
   access.base = v;
   for (auto [pos, expr] : llvm::enumerate(map.getResults())) {
-    if (auto dim = dyn_cast<AffineDimExpr>(expr)) {
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (dim && loopToDomain[dim.getPosition()] != kUnitDim) {
       unsigned d = loopToDomain[dim.getPosition()];
       if (!access.dims.empty() && access.dims.back() >= d) {
         why = "an operand is read through a transposing indexing map";
@@ -267,7 +295,7 @@ std::optional<Access> Analysis::resolve(Value v, AffineMap map,
       continue;
     }
     auto cst = dyn_cast<AffineConstantExpr>(expr);
-    if (!cst || cst.getValue() != 0 || type.getDimSize(pos) != 1) {
+    if ((!dim && (!cst || cst.getValue() != 0)) || type.getDimSize(pos) != 1) {
       why = "an operand is read through an unsupported indexing map";
       return std::nullopt;
     }
@@ -286,7 +314,9 @@ std::optional<Access> Analysis::resolve(Value v, AffineMap map,
   return access;
 }
 
-Def Analysis::classify(Value v, const Dims &dims) const {
+Def Analysis::classify(const Access &access) const {
+  Value v = access.base;
+  const Dims &dims = access.dims;
   Def def;
   if (auto fill = v.getDefiningOp<linalg::FillOp>()) {
     def.kind = Def::Fill;
@@ -307,17 +337,25 @@ Def Analysis::classify(Value v, const Dims &dims) const {
       unsigned rank = domain.size();
       switch (view->kind) {
       case Kind::Elementwise: {
-        if (view->loops.size() != dims.size())
+        // Output dims read as unit dims (keepdim) are loops of extent 1.
+        if (view->loops.size() != dims.size() + access.unitDims.size())
           break;
-        for (auto [loop, d] : llvm::zip(view->loops, dims))
-          if (loop != domain[d] && loop != ShapedType::kDynamic &&
+        auto dim = dims.begin();
+        for (auto [loop, extent] : llvm::enumerate(view->loops)) {
+          if (llvm::is_contained(access.unitDims, int64_t(loop))) {
+            def.loopToDomain.push_back(kUnitDim);
+            continue;
+          }
+          unsigned d = *dim++;
+          if (extent != domain[d] && extent != ShapedType::kDynamic &&
               domain[d] != ShapedType::kDynamic) {
             def.kind = Def::Bad;
             def.why = "an elementwise producer runs over a different domain";
             return def;
           }
+          def.loopToDomain.push_back(d);
+        }
         def.kind = Def::Elementwise;
-        def.loopToDomain = dims;
         return def;
       }
       case Kind::RowReduce:
@@ -385,7 +423,7 @@ void Analysis::walkSlice(const Access &access, Slice &slice,
   if (!seen.insert({access.base, dimsKey(access.dims)}).second)
     return;
   const Dims &dims = access.dims;
-  Def def = classify(access.base, dims);
+  Def def = classify(access);
   switch (def.kind) {
   case Def::Fill:
   case Def::Splat:
@@ -486,15 +524,6 @@ LogicalResult Analysis::validate(Group &group, std::string &why) {
     why = "no additive column reduction (over the rows) shares its inputs";
     return failure();
   }
-  // A row reduction's result may leave the group only if nothing else
-  // recomputes it: keep the contract simple and require it stays inside.
-  for (Operation *op : group.rowReductions)
-    for (Operation *user : op->getUsers())
-      if (!group.members.contains(user) && !isa<tensor::ExpandShapeOp>(user) &&
-          viewOf(user) == nullptr) {
-        why = "a row reduction result is used outside the group";
-        return failure();
-      }
   return success();
 }
 
@@ -538,7 +567,7 @@ FailureOr<Value> RegionEmitter::emit(const Access &access) {
   auto key = std::make_pair(access.base, dimsKey(access.dims));
   if (Value v = values.lookup(key))
     return v;
-  Def def = analysis.classify(access.base, access.dims);
+  Def def = analysis.classify(access);
   Value result;
   switch (def.kind) {
   case Def::Fill:
@@ -867,28 +896,19 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
     });
   for (auto [from, to] : llvm::zip(colOuts, fused.getColResults()))
     from.replaceAllUsesWith(to);
-  SmallVector<Operation *> dead(group.members.begin(), group.members.end());
-  llvm::sort(dead, [&](Operation *a, Operation *c) {
-    return position[a] > position[c];
-  });
-  SetVector<Operation *> producers;
-  for (Operation *op : dead) {
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        if (!group.members.contains(def))
-          producers.insert(def);
-    op->dropAllUses();
-    op->erase();
-  }
-  // Helpers (fills, empties, reshapes, per-row/per-column generics) that
-  // now have no users go too; nothing else is touched.
-  while (!producers.empty()) {
-    Operation *op = producers.pop_back_val();
+  // Erase the group and the helpers (fills, empties, reshapes, per-row and
+  // per-column generics) that nothing else uses any more. A member with a
+  // user outside the group (a row sum that is also returned) stays, so the
+  // IR is correct whatever the users are.
+  SetVector<Operation *> worklist(group.members.begin(), group.members.end());
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
     if (!isOpTriviallyDead(op))
       continue;
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp())
-        producers.insert(def);
+        worklist.insert(def);
+    erased.insert(op);
     op->erase();
   }
   return success();
@@ -923,6 +943,8 @@ void Analysis::run() {
     domain = loops;
     SmallVector<Operation *> candidates;
     for (Operation *op : ops) {
+      if (erased.contains(op))
+        continue;
       const View &view = *viewOf(op);
       Slice slice = sliceOf(view);
       bool isReduction = view.kind != Kind::Elementwise;
