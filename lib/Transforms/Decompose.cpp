@@ -273,7 +273,14 @@ struct DecomposeGrad : OpRewritePattern<OpTy> {
     in.weight = op.getWeight();
     in.bias = op.getBias();
     in.zeroCenteredWeight = op.getZeroCenteredWeight();
-    rewriter.replaceOp(op, decompose(rewriter, op.getLoc(), in));
+    SmallVector<Value> results = decompose(rewriter, op.getLoc(), in);
+    // The chain's shapes come from `x`; a weight or bias may be more (or
+    // less) static than the trailing dim of `x` (tensor<64xf32> with
+    // tensor<?x?xbf16>), so its gradient is cast back to the result type.
+    for (auto [value, type] : llvm::zip_equal(results, op->getResultTypes()))
+      if (value.getType() != type)
+        value = tensor::CastOp::create(rewriter, op.getLoc(), type, value);
+    rewriter.replaceOp(op, results);
     return success();
   }
 };

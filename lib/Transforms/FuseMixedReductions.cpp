@@ -761,13 +761,34 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
       }
     }
   }
+  // Users of the results that sit before the group's last op (a reshape of
+  // dW between the dW and dB reductions) move after the fused op, with
+  // their own users, when they have no side effects.
+  llvm::SetVector<Operation *> toMove;
+  SmallVector<Operation *> pending;
   for (Value v : llvm::concat<Value>(fullOuts, colOuts))
     for (Operation *user : v.getUsers())
-      if (!group.members.contains(user) &&
-          (user->getBlock() != last->getBlock() || user->isBeforeInBlock(last))) {
-        why = "a result of the group is used before the group's last op";
-        return failure();
-      }
+      if (!group.members.contains(user))
+        pending.push_back(user);
+  while (!pending.empty()) {
+    Operation *user = pending.pop_back_val();
+    while (user->getBlock() != last->getBlock() && user->getParentOp())
+      user = user->getParentOp();
+    if (user->getBlock() != last->getBlock()) {
+      why = "a result of the group is used outside its block";
+      return failure();
+    }
+    if (!user->isBeforeInBlock(last) || group.members.contains(user) ||
+        !toMove.insert(user))
+      continue;
+    if (!isMemoryEffectFree(user)) {
+      why = "a result of the group is used, before the group's last op, by "
+            "an op with side effects";
+      return failure();
+    }
+    for (Operation *next : user->getUsers())
+      pending.push_back(next);
+  }
 
   // Build the fused op right after the group's last op.
   Location loc = group.rowReductions.front()->getLoc();
@@ -877,6 +898,16 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
     fused->erase();
     why = "internal: the fused op could not be built";
     return failure();
+  }
+
+  SmallVector<Operation *> moved(toMove.begin(), toMove.end());
+  llvm::sort(moved, [&](Operation *a, Operation *c) {
+    return a->isBeforeInBlock(c);
+  });
+  Operation *after = fused;
+  for (Operation *op : moved) {
+    op->moveAfter(after);
+    after = op;
   }
 
   remark(group.rowReductions.front(),

@@ -84,6 +84,50 @@ LogicalResult RMSNormGradOp::verify() {
   return verifyGradOp(*this, {{getRstd(), "rstd"}});
 }
 
+//===----------------------------------------------------------------------===//
+// Grad op result types
+//===----------------------------------------------------------------------===//
+
+/// `type($dx) (`,` type($dweight))? (`,` type($dbias))?`, where which optional
+/// results are present follows from the optional operands (a plain optional
+/// group would read the only extra type of a bias-only op as 'dweight').
+static ParseResult
+parseGradResultTypes(OpAsmParser &parser,
+                     std::optional<OpAsmParser::UnresolvedOperand> weight,
+                     std::optional<OpAsmParser::UnresolvedOperand> bias,
+                     Type &dxType, Type &dweightType, Type &dbiasType) {
+  if (parser.parseType(dxType))
+    return failure();
+  auto parseGradType = [&](bool present, StringRef param, StringRef grad,
+                           Type &type) -> ParseResult {
+    if (!present)
+      return success();
+    if (failed(parser.parseOptionalComma()))
+      return parser.emitError(parser.getCurrentLocation())
+             << "expected the type of the '" << grad
+             << "' result, which the '" << param << "' operand asks for";
+    return parser.parseType(type);
+  };
+  if (parseGradType(weight.has_value(), "weight", "dweight", dweightType) ||
+      parseGradType(bias.has_value(), "bias", "dbias", dbiasType))
+    return failure();
+  if (succeeded(parser.parseOptionalComma()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected no more result types: 'dx', then 'dweight' only with "
+              "a 'weight' operand and 'dbias' only with a 'bias' operand";
+  return success();
+}
+
+static void printGradResultTypes(OpAsmPrinter &printer, Operation *,
+                                 Value /*weight*/, Value /*bias*/, Type dxType,
+                                 Type dweightType, Type dbiasType) {
+  printer << dxType;
+  if (dweightType)
+    printer << ", " << dweightType;
+  if (dbiasType)
+    printer << ", " << dbiasType;
+}
+
 #define GET_OP_CLASSES
 #include "norm/Dialect/Norm/IR/NormOps.cpp.inc"
 

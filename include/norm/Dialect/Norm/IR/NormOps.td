@@ -83,7 +83,8 @@ def Norm_LayerNormGradOp : Norm_GradOp<"layer_norm_grad", [
     (`weight` `(` $weight^ `:` type($weight) `)`)?
     (`bias` `(` $bias^ `:` type($bias) `)`)?
     attr-dict `:` type($x) `,` type($mean)
-    `->` type($dx) (`,` type($dweight)^)? (`,` type($dbias)^)?
+    `->` custom<GradResultTypes>(ref($weight), ref($bias), type($dx),
+                                 type($dweight), type($dbias))
   }];
   let extraClassDeclaration = sharedExtraClassDeclaration;
 }
@@ -131,7 +132,8 @@ def Norm_RMSNormGradOp : Norm_GradOp<"rms_norm_grad", [
     (`weight` `(` $weight^ `:` type($weight) `)`)?
     (`bias` `(` $bias^ `:` type($bias) `)`)?
     attr-dict `:` type($x) `,` type($rstd)
-    `->` type($dx) (`,` type($dweight)^)? (`,` type($dbias)^)?
+    `->` custom<GradResultTypes>(ref($weight), ref($bias), type($dx),
+                                 type($dweight), type($dbias))
   }];
   let extraClassDeclaration = sharedExtraClassDeclaration;
 }

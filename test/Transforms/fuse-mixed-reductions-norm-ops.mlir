@@ -1,0 +1,76 @@
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions | FileCheck %s
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions='remarks=true' -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+
+// The --norm-decompose output of both high-level ops is the canonical input
+// of the recognition pass: every variant with a weight or a bias is one
+// group. Without either there is no column reduction, so nothing to fuse.
+
+// CHECK-LABEL: func.func @layer_bf16_f32_weight_bias
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<16x384xbf16>, tensor<16x384xbf16>) row(%{{.*}}, %{{.*}} : tensor<16xf32>, tensor<16xf32>) col(%{{.*}} : tensor<384xf32>)
+// CHECK-SAME:    col_init(%{{.*}}, %{{.*}} : tensor<384xf32>, tensor<384xf32>) row_stages
+// CHECK:         } -> full(tensor<16x384xbf16>) col(tensor<384xf32>, tensor<384xf32>)
+// CHECK-NOT:     linalg.generic
+// CHECK:         return
+func.func @layer_bf16_f32_weight_bias(%dy: tensor<16x384xbf16>, %x: tensor<16x384xbf16>, %mean: tensor<16xf32>, %rstd: tensor<16xf32>, %w: tensor<384xf32>, %b: tensor<384xf32>) -> (tensor<16x384xbf16>, tensor<384xf32>, tensor<384xf32>) {
+  %dx, %dw, %db = norm.layer_norm_grad %dy, %x, %mean, %rstd weight(%w : tensor<384xf32>) bias(%b : tensor<384xf32>) : tensor<16x384xbf16>, tensor<16xf32> -> tensor<16x384xbf16>, tensor<384xf32>, tensor<384xf32>
+  return %dx, %dw, %db : tensor<16x384xbf16>, tensor<384xf32>, tensor<384xf32>
+}
+
+// -----
+
+// The bf16 dW is truncated after the fused op (one small generic over N).
+// CHECK-LABEL: func.func @layer_f16_weight_only
+// CHECK:         %{{.*}}, %[[DW:.*]] = norm.mixed_reduction
+// CHECK:         } -> full(tensor<16x384xf16>) col(tensor<384xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[DW]] : tensor<384xf32>) outs(%{{.*}} : tensor<384xf16>)
+// CHECK:           arith.truncf
+func.func @layer_f16_weight_only(%dy: tensor<16x384xf16>, %x: tensor<16x384xf16>, %mean: tensor<16xf32>, %rstd: tensor<16xf32>, %w: tensor<384xf16>) -> (tensor<16x384xf16>, tensor<384xf16>) {
+  %dx, %dw = norm.layer_norm_grad %dy, %x, %mean, %rstd weight(%w : tensor<384xf16>) : tensor<16x384xf16>, tensor<16xf32> -> tensor<16x384xf16>, tensor<384xf16>
+  return %dx, %dw : tensor<16x384xf16>, tensor<384xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @layer_f32_bias_only
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<16x384xf32>, tensor<16x384xf32>) row(%{{.*}}, %{{.*}} : tensor<16xf32>, tensor<16xf32>) col_init(%{{.*}} : tensor<384xf32>)
+// CHECK-NOT:     linalg.generic
+func.func @layer_f32_bias_only(%dy: tensor<16x384xf32>, %x: tensor<16x384xf32>, %mean: tensor<16xf32>, %rstd: tensor<16xf32>, %b: tensor<384xf32>) -> (tensor<16x384xf32>, tensor<384xf32>) {
+  %dx, %db = norm.layer_norm_grad %dy, %x, %mean, %rstd bias(%b : tensor<384xf32>) : tensor<16x384xf32>, tensor<16xf32> -> tensor<16x384xf32>, tensor<384xf32>
+  return %dx, %db : tensor<16x384xf32>, tensor<384xf32>
+}
+
+// -----
+
+// REMARK-COUNT-3: remark: fused a mixed-order reduction group
+// REMARK:         remark: not fused: no additive column reduction (over the rows) shares its inputs
+// REMARK-COUNT-2: remark: fused a mixed-order reduction group
+// REMARK-NOT:     remark
+// CHECK-LABEL: func.func @layer_no_affine
+// CHECK-NOT:     norm.mixed_reduction
+func.func @layer_no_affine(%dy: tensor<16x384xf32>, %x: tensor<16x384xf32>, %mean: tensor<16xf32>, %rstd: tensor<16xf32>) -> tensor<16x384xf32> {
+  %dx = norm.layer_norm_grad %dy, %x, %mean, %rstd : tensor<16x384xf32>, tensor<16xf32> -> tensor<16x384xf32>
+  return %dx : tensor<16x384xf32>
+}
+
+// -----
+
+// Zero-centred (Gemma) weight: the w + 1 is inside the cloned payloads.
+// CHECK-LABEL: func.func @rms_bf16_zero_centered_3d
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<2x8x512xbf16>, tensor<2x8x512xbf16>) row(%{{.*}} : tensor<2x8xf32>) col(%{{.*}} : tensor<512xbf16>)
+// CHECK:           %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK:           arith.addf %{{.*}}, %[[ONE]] : f32
+// CHECK:         } -> full(tensor<2x8x512xbf16>) col(tensor<512xf32>)
+func.func @rms_bf16_zero_centered_3d(%dy: tensor<2x8x512xbf16>, %x: tensor<2x8x512xbf16>, %rstd: tensor<2x8xf32>, %w: tensor<512xbf16>) -> (tensor<2x8x512xbf16>, tensor<512xbf16>) {
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<512xbf16>) {zero_centered_weight} : tensor<2x8x512xbf16>, tensor<2x8xf32> -> tensor<2x8x512xbf16>, tensor<512xbf16>
+  return %dx, %dw : tensor<2x8x512xbf16>, tensor<512xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @rms_dynamic_weight_bias
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<?x?xf32>, tensor<?x?xf32>) row(%{{.*}} : tensor<?xf32>) col(%{{.*}} : tensor<?xf32>) col_init(%{{.*}}, %{{.*}} : tensor<?xf32>, tensor<?xf32>)
+// CHECK:         } -> full(tensor<?x?xf32>) col(tensor<?xf32>, tensor<?xf32>)
+func.func @rms_dynamic_weight_bias(%dy: tensor<?x?xf32>, %x: tensor<?x?xf32>, %rstd: tensor<?xf32>, %w: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %dx, %dw, %db = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<?xf32>) bias(%b : tensor<?xf32>) : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+  return %dx, %dw, %db : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
