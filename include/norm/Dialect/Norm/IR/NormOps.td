@@ -230,7 +230,8 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     `elementwise` $elementwise
     `columns` $columns
     attr-dict
-    `->` `full` `(` type($full_results) `)` `col` `(` type($col_results) `)`
+    `->` (`full` `(` type($full_results)^ `)`)?
+    (`col` `(` type($col_results)^ `)`)?
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;

@@ -1,0 +1,146 @@
+// RUN: norm-opt %s -split-input-file -verify-diagnostics
+
+func.func @rank1_domain(%x: tensor<8xf32>, %z: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'norm.mixed_reduction' op expects a domain of rank >= 2 ([rows..., N]), got 'tensor<8xf32>'}}
+  %c = norm.mixed_reduction full(%x : tensor<8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield %a : f32
+  } -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+func.func @full_inputs_disagree(%x: tensor<4x8xf32>, %y: tensor<4x9xf32>, %z: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects every 'full' input [rows..., N] to match the domain 'tensor<4x8xf32>', got 'tensor<4x9xf32>'}}
+  %c = norm.mixed_reduction full(%x, %y : tensor<4x8xf32>, tensor<4x9xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield %a : f32
+  } -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+func.func @row_input_shape(%x: tensor<4x8xf32>, %r: tensor<8xf32>, %z: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects every 'row' input [rows...] to match the domain 'tensor<4x8xf32>', got 'tensor<8xf32>'}}
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) row(%r : tensor<8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield %a : f32
+  } -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+func.func @col_result_type(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> tensor<8xf16> {
+  // expected-error @+1 {{expects column result type 'tensor<8xf16>' to match its 'col_init' 'tensor<8xf32>'}}
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield %a : f32
+  } -> col(tensor<8xf16>)
+  return %c : tensor<8xf16>
+}
+
+// -----
+
+func.func @stage_block_args(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{region 'row_stages #1' expects block arguments ('f32', 'f32'): one per full, row and col input, then the row results available to it}}
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  }, {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32, %t: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %s: f32, %t: f32):
+    norm.yield %a : f32
+  } -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+func.func @elementwise_yield_types(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>) {
+  %d, %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32):
+    // expected-error @+1 {{'norm.yield' op in region 'elementwise' must yield ('bf16')}}
+    norm.yield %a : f32
+  } columns {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield %a : f32
+  } -> full(tensor<4x8xbf16>) col(tensor<8xf32>)
+  return %d, %c : tensor<4x8xbf16>, tensor<8xf32>
+}
+
+// -----
+
+func.func @empty_stage(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> tensor<8xf32> {
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{'norm.yield' op in region 'row_stages #0' must yield at least one contribution}}
+    norm.yield
+  } elementwise {
+  ^bb0(%a: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+func.func @col_init_count(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  // expected-error @+1 {{has 1 'col_init' values for 2 column results}}
+  %c:2 = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield %a, %a : f32, f32
+  } -> col(tensor<8xf32>, tensor<8xf32>)
+  return %c#0, %c#1 : tensor<8xf32>, tensor<8xf32>
+}
