@@ -50,6 +50,7 @@ configure_and_build() {
 
 run_examples() {
   local opt="$build/bin/norm-opt" out="$build/examples"
+  stage() { printf '   %-30s -> %s %s\n' "$1" "${out#"$root"/}/$2" "${*:3}"; }
   mkdir -p "$out"
   for f in "$root"/examples/*.mlir; do
     local name
@@ -57,15 +58,23 @@ run_examples() {
     log "$name: $(grep -c 'norm\.[a-z_]*_grad ' "$f") norm op(s) in $(basename "$f")"
     # Stage 1: parse + verify.
     "$opt" "$f" -o "$out/$name.verified.mlir"
-    echo "   verified            -> ${out#"$root"/}/$name.verified.mlir"
+    stage "parse + verify" "$name.verified.mlir"
     # Stage 2: --norm-decompose to the linalg form front ends emit.
     local d="$out/$name.decomposed.mlir"
     "$opt" "$f" --norm-decompose -o "$d"
-    echo "   --norm-decompose    -> ${out#"$root"/}/$name.decomposed.mlir:" \
+    stage "--norm-decompose" "$name.decomposed.mlir:" \
       "$(grep -c 'linalg.generic' "$d") linalg.generic," \
       "$(grep -c '"reduction"\]' "$d") row reduction(s) over N," \
       "$(grep -c '"reduction", "parallel"\]' "$d") column reduction(s) over rows," \
       "$(grep -c 'norm\.' "$d") norm op(s) left"
+    # Stage 3: recognition of the mixed-order reduction group.
+    local fz="$out/$name.fused.mlir"
+    "$opt" "$d" --norm-fuse-mixed-reductions='remarks=true' \
+      -mlir-print-op-on-diagnostic=false -o "$fz" 2>"$out/$name.remarks"
+    stage "--norm-fuse-mixed-reductions" "$name.fused.mlir:" \
+      "$(grep -c 'norm.mixed_reduction' "$fz") norm.mixed_reduction," \
+      "$(grep -c 'linalg.generic' "$fz") linalg.generic left"
+    sed -n 's/.*remark: /     remark: /p' "$out/$name.remarks"
   done
 }
 
