@@ -8,6 +8,7 @@
 #define NORM_TRANSFORMS_PASSES_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/Pass.h"
 #include "norm/Dialect/Norm/IR/NormDialect.h"
 

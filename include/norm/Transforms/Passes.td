@@ -114,4 +114,55 @@ def NormFuseMixedReductions
   ];
 }
 
+def NormPartialAccumulate : Pass<"norm-partial-accumulate"> {
+  let summary = "Rewrite norm.mixed_reduction into a persistent row loop "
+                "with fp32 partial accumulation of the column sums";
+  let description = [{
+    Turns each `norm.mixed_reduction` into a target-independent loop nest on
+    tensors that reads every input once:
+
+    ```mlir
+    %P = arith.constant 8 : index                     // `programs`
+    %r:3 = scf.forall (%p) in (%P) shared_outs(%dx = %e, %part = %ws) {
+      // rows [lo, hi) = a contiguous block of ceil(M / P) rows
+      %t:2 = scf.for %row = %lo to %hi iter_args(%tile, %acc) {
+        scf.for %n ... { row stage: f32 sums over n }
+        scf.for %n ... { dx[row, n] = elementwise(...);
+                         %acc[n] += column contribution (f32) }
+      }
+      scf.forall.in_parallel {
+        tensor.parallel_insert_slice %t#0 into %dx[%lo, 0] [%count, N] [1, 1]
+        tensor.parallel_insert_slice %t#1 into %part[%p, 0] [1, N] [1, 1]
+      }
+    }
+    // dW[n] = init[n] + (part[0, n] + part[1, n] + ... + part[P-1, n])
+    scf.for %n ... { scf.for %q = 0 to %P ... }
+    ```
+
+    Rows go to programs in contiguous blocks (program p owns rows
+    [p * B, min((p + 1) * B, M)), B = ceil(M / P)) so that each program
+    writes one contiguous slice of every full result. The column sums of a
+    program accumulate in fp32 across all its rows; each program writes them
+    once, as row p of an fp32 partial buffer [P, N] per column result. That
+    workspace is a `tensor.empty` in the IR (bufferization turns it into an
+    allocation the embedding compiler sees and can place). The final
+    reduction adds the P rows in a fixed order, then the initial value
+    (zeros, or an existing gradient), and converts to the result type: for a
+    given P the results are bitwise reproducible.
+
+    P is an SSA value (`arith.constant`, set by the `programs` option here;
+    the GPU lowering sets it from the SM count at run time).
+  }];
+  let options = [
+    Option<"programs", "programs", "int64_t", /*default=*/"8",
+           "Number of programs P (parallel iterations of the row loop)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 #endif // NORM_TRANSFORMS_PASSES_TD

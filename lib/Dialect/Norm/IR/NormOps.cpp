@@ -96,6 +96,7 @@ parseGradResultTypes(OpAsmParser &parser,
                      std::optional<OpAsmParser::UnresolvedOperand> weight,
                      std::optional<OpAsmParser::UnresolvedOperand> bias,
                      Type &dxType, Type &dweightType, Type &dbiasType) {
+  SMLoc typesLoc = parser.getCurrentLocation();
   if (parser.parseType(dxType))
     return failure();
   auto parseGradType = [&](bool present, StringRef param, StringRef grad,
@@ -103,7 +104,7 @@ parseGradResultTypes(OpAsmParser &parser,
     if (!present)
       return success();
     if (failed(parser.parseOptionalComma()))
-      return parser.emitError(parser.getCurrentLocation())
+      return parser.emitError(typesLoc)
              << "expected the type of the '" << grad
              << "' result, which the '" << param << "' operand asks for";
     return parser.parseType(type);

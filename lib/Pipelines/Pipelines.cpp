@@ -1,0 +1,62 @@
+//===- Pipelines.cpp - norm-opt pass pipelines ----------------------------===//
+//
+// Part of norm-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Pipelines/Pipelines.h"
+
+#include "norm/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace {
+/// Appends an upstream stage given as pipeline text. The texts are fixed and
+/// covered by the tests; a failure is a build/LLVM-version mismatch.
+void addUpstream(OpPassManager &pm, StringRef text) {
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  if (failed(parsePassPipeline(text, pm, os)))
+    llvm::report_fatal_error(llvm::Twine("norm-opt: upstream pipeline '") +
+                             text + "' did not parse: " + errors);
+}
+} // namespace
+
+void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
+                                       const NormCPUPipelineOptions &options) {
+  pm.addPass(createNormDecompose());
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(createNormFuseMixedReductions());
+  fn.addPass(createNormPartialAccumulate(
+      NormPartialAccumulateOptions{options.programs}));
+  addUpstream(pm, "canonicalize,cse");
+  // Tensors to buffers: function boundaries too, with identity layouts so
+  // the C interface takes plain strided memrefs; then deallocation.
+  addUpstream(pm, "one-shot-bufferize{bufferize-function-boundaries "
+                  "function-boundary-type-conversion=identity-layout-map}");
+  addUpstream(pm, "buffer-deallocation-pipeline");
+  // The programs run one after the other on the CPU (a reference path).
+  addUpstream(pm, "func.func(scf-forall-to-for),convert-linalg-to-loops,"
+                  "canonicalize,cse,expand-strided-metadata,lower-affine,"
+                  "convert-scf-to-cf,finalize-memref-to-llvm");
+  // bf16 conversions as integer ops: no __truncsfbf2 libcall needed.
+  addUpstream(pm, "arith-expand{include-bf16=true},convert-math-to-llvm,"
+                  "convert-arith-to-llvm,func.func(llvm-request-c-wrappers),"
+                  "convert-func-to-llvm,convert-cf-to-llvm,"
+                  "reconcile-unrealized-casts");
+}
+
+void norm::registerNormPipelines() {
+  PassPipelineRegistration<NormCPUPipelineOptions>(
+      "norm-lower-to-cpu",
+      "Fuse, partially accumulate, bufferize and lower norm backward "
+      "functions to the LLVM dialect with C interfaces (the CPU reference "
+      "path)",
+      buildNormLowerToCPUPipeline);
+}

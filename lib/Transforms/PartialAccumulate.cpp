@@ -1,0 +1,324 @@
+//===- PartialAccumulate.cpp - norm.mixed_reduction to a persistent loop --===//
+//
+// Part of norm-opt.
+//
+// Rewrites each norm.mixed_reduction into a target-independent persistent
+// loop on tensors:
+//
+//   scf.forall (%p) in (%P)            // P programs
+//     scf.for %r = lo(p) to hi(p)      // a contiguous block of rows
+//       scf.for %n ...                 // each row stage: row sums in f32
+//       scf.for %n ...                 // elementwise results, and the column
+//                                      // contributions added into fp32
+//                                      // loop-carried accumulators [N]
+//     in_parallel: the block of full results, and the accumulators as row p
+//                  of the fp32 partial buffer [P, N]
+//   scf.for %n { scf.for %q = 0 to P } // fixed-order final reduction + init
+//
+// Rows are split into P contiguous blocks (ceil(M / P) rows each) rather
+// than strided by P: each program then owns one contiguous slice of every
+// full result, which tensor semantics can express with one
+// tensor.parallel_insert_slice, and its rows are adjacent in memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Dialect/Norm/IR/NormOps.h"
+#include "norm/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::norm {
+#define GEN_PASS_DEF_NORMPARTIALACCUMULATE
+#include "norm/Transforms/Passes.h.inc"
+} // namespace mlir::norm
+
+using namespace mlir;
+using namespace mlir::norm;
+
+namespace {
+
+/// Builds the loop nest for one op. Full inputs/results are handled as 2-D
+/// [M, N] (leading dims collapsed), row inputs as [M].
+class LoopBuilder {
+public:
+  LoopBuilder(RewriterBase &b, MixedReductionOp op, Value programs)
+      : b(b), op(op), loc(op.getLoc()), programs(programs),
+        f32(b.getF32Type()) {}
+
+  SmallVector<Value> build();
+
+private:
+  Value collapseLeading(Value v, bool keepLast) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t rank = type.getRank();
+    int64_t leading = keepLast ? rank - 1 : rank;
+    if (leading == 1)
+      return v;
+    SmallVector<ReassociationIndices> groups(1);
+    for (int64_t d = 0; d < leading; ++d)
+      groups[0].push_back(d);
+    if (keepLast)
+      groups.push_back({rank - 1});
+    return tensor::CollapseShapeOp::create(b, loc, v, groups);
+  }
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value zeroF32() {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+  }
+  Value toF32(OpBuilder &nb, Value v) {
+    if (v.getType() == f32)
+      return v;
+    return arith::ExtFOp::create(nb, loc, f32, v);
+  }
+  Value fromF32(OpBuilder &nb, Value v, Type to) {
+    if (to == f32)
+      return v;
+    return arith::TruncFOp::create(nb, loc, to, v);
+  }
+
+  /// Block arguments shared by every region at (row, col): the elements of
+  /// the full, row and col inputs.
+  SmallVector<Value> inputElements(OpBuilder &nb, Value row, Value col) {
+    SmallVector<Value> args;
+    for (Value v : full2d)
+      args.push_back(tensor::ExtractOp::create(nb, loc, v, {row, col}));
+    for (Value v : row1d)
+      args.push_back(tensor::ExtractOp::create(nb, loc, v, row));
+    for (Value v : op.getCol())
+      args.push_back(tensor::ExtractOp::create(nb, loc, v, col));
+    return args;
+  }
+
+  /// Clones `region`'s body with its block arguments bound to `args`;
+  /// returns the yielded values.
+  SmallVector<Value> inlineRegion(OpBuilder &nb, Region &region,
+                                  ValueRange args) {
+    Block &block = region.front();
+    IRMapping mapping;
+    mapping.map(block.getArguments(), args.take_front(block.getNumArguments()));
+    for (Operation &inner : block.without_terminator())
+      nb.clone(inner, mapping);
+    SmallVector<Value> yielded;
+    for (Value v : block.getTerminator()->getOperands())
+      yielded.push_back(mapping.lookupOrDefault(v));
+    return yielded;
+  }
+
+  RewriterBase &b;
+  MixedReductionOp op;
+  Location loc;
+  Value programs;
+  Type f32;
+  SmallVector<Value> full2d, row1d;
+  Value numRows, numCols;
+};
+
+SmallVector<Value> LoopBuilder::build() {
+  for (Value v : op.getFull())
+    full2d.push_back(collapseLeading(v, /*keepLast=*/true));
+  for (Value v : op.getRow())
+    row1d.push_back(collapseLeading(v, /*keepLast=*/false));
+  // Sizes stay static where the types are, so the slices keep static shapes.
+  OpFoldResult rowsOfr = tensor::getMixedSize(b, loc, full2d.front(), 0);
+  OpFoldResult colsOfr = tensor::getMixedSize(b, loc, full2d.front(), 1);
+  numRows = getValueOrCreateConstantIndexOp(b, loc, rowsOfr);
+  numCols = getValueOrCreateConstantIndexOp(b, loc, colsOfr);
+  Value zeroIdx = index(0), oneIdx = index(1);
+  OpFoldResult zeroAttr = b.getIndexAttr(0), oneAttr = b.getIndexAttr(1);
+
+  // Destinations: full results as [M, N], one fp32 partial buffer [P, N] per
+  // column result (the workspace lives in the IR).
+  SmallVector<Value> outs;
+  for (Value r : op.getFullResults()) {
+    Type elem = cast<RankedTensorType>(r.getType()).getElementType();
+    outs.push_back(tensor::EmptyOp::create(
+        b, loc, ArrayRef<OpFoldResult>{rowsOfr, colsOfr}, elem));
+  }
+  unsigned numFull = outs.size();
+  unsigned numCol = op.getColResults().size();
+  for (unsigned i = 0; i < numCol; ++i)
+    outs.push_back(tensor::EmptyOp::create(
+        b, loc, ArrayRef<OpFoldResult>{getAsOpFoldResult(programs), colsOfr},
+        f32));
+
+  // Rows per program: ceil(M / P).
+  Value block = arith::CeilDivUIOp::create(b, loc, numRows, programs);
+  Value zero = zeroF32();
+
+  unsigned numStages = op.getRowStages().size();
+  auto forall = scf::ForallOp::create(
+      b, loc, ArrayRef<OpFoldResult>{programs}, outs, std::nullopt);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = forall.getBody();
+    b.setInsertionPointToStart(body);
+    Value p = forall.getInductionVar(0);
+    ValueRange shared = forall.getRegionIterArgs();
+    Value lo = arith::MinUIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, p, block), numRows);
+    Value hi = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, lo, block), numRows);
+    Value count = arith::SubIOp::create(b, loc, hi, lo);
+
+    // This program's slice of every full result, and zeroed accumulators.
+    SmallVector<Value> carried;
+    for (unsigned i = 0; i < numFull; ++i)
+      carried.push_back(tensor::ExtractSliceOp::create(
+          b, loc, shared[i], ArrayRef<OpFoldResult>{lo, zeroAttr},
+          ArrayRef<OpFoldResult>{count, colsOfr},
+          ArrayRef<OpFoldResult>{oneAttr, oneAttr}));
+    for (unsigned i = 0; i < numCol; ++i) {
+      Value empty = tensor::EmptyOp::create(
+          b, loc, ArrayRef<OpFoldResult>{colsOfr}, f32);
+      carried.push_back(
+          linalg::FillOp::create(b, loc, zero, empty).result());
+    }
+
+    auto rowLoop = scf::ForOp::create(
+        b, loc, lo, hi, oneIdx, carried,
+        [&](OpBuilder &rb, Location, Value row, ValueRange state) {
+          // Row stages: sums over n in f32, each stage seeing the earlier.
+          SmallVector<Value> rowResults;
+          for (unsigned s = 0; s < numStages; ++s) {
+            Region &stage = op.getRowStages()[s];
+            auto yield = cast<YieldOp>(stage.front().getTerminator());
+            SmallVector<Value> init(yield.getValues().size(), zero);
+            auto sums = scf::ForOp::create(
+                rb, loc, zeroIdx, numCols, oneIdx, init,
+                [&](OpBuilder &cb, Location, Value col, ValueRange acc) {
+                  SmallVector<Value> args = inputElements(cb, row, col);
+                  llvm::append_range(args, rowResults);
+                  SmallVector<Value> contrib = inlineRegion(cb, stage, args);
+                  SmallVector<Value> next;
+                  for (auto [a, c] : llvm::zip(acc, contrib))
+                    next.push_back(
+                        arith::AddFOp::create(cb, loc, a, toF32(cb, c)));
+                  scf::YieldOp::create(cb, loc, next);
+                });
+            for (auto [sum, type] :
+                 llvm::zip(sums.getResults(), yield.getValues().getTypes()))
+              rowResults.push_back(fromF32(rb, sum, type));
+          }
+
+          // Elementwise results and column contributions, one pass over n.
+          Value local = arith::SubIOp::create(rb, loc, row, lo);
+          auto cols = scf::ForOp::create(
+              rb, loc, zeroIdx, numCols, oneIdx, state,
+              [&](OpBuilder &cb, Location, Value col, ValueRange tiles) {
+                SmallVector<Value> args = inputElements(cb, row, col);
+                llvm::append_range(args, rowResults);
+                SmallVector<Value> next;
+                SmallVector<Value> elems =
+                    inlineRegion(cb, op.getElementwise(), args);
+                for (auto [tile, e] :
+                     llvm::zip(tiles.take_front(numFull), elems))
+                  next.push_back(tensor::InsertOp::create(
+                      cb, loc, e, tile, ValueRange{local, col}));
+                SmallVector<Value> contrib =
+                    inlineRegion(cb, op.getColumns(), args);
+                for (auto [acc, c] :
+                     llvm::zip(tiles.drop_front(numFull), contrib)) {
+                  Value old = tensor::ExtractOp::create(cb, loc, acc, col);
+                  Value sum = arith::AddFOp::create(cb, loc, old, toF32(cb, c));
+                  next.push_back(tensor::InsertOp::create(cb, loc, sum, acc,
+                                                          ValueRange{col}));
+                }
+                scf::YieldOp::create(cb, loc, next);
+              });
+          scf::YieldOp::create(rb, loc, cols.getResults());
+        });
+
+    // Publish: the block of full results, the accumulators as row p.
+    auto inParallel = forall.getTerminator();
+    b.setInsertionPointToStart(inParallel.getBody());
+    for (unsigned i = 0; i < numFull; ++i)
+      tensor::ParallelInsertSliceOp::create(
+          b, loc, rowLoop.getResult(i), shared[i],
+          ArrayRef<OpFoldResult>{lo, zeroAttr},
+          ArrayRef<OpFoldResult>{count, colsOfr},
+          ArrayRef<OpFoldResult>{oneAttr, oneAttr});
+    for (unsigned i = 0; i < numCol; ++i)
+      tensor::ParallelInsertSliceOp::create(
+          b, loc, rowLoop.getResult(numFull + i), shared[numFull + i],
+          ArrayRef<OpFoldResult>{p, zeroAttr},
+          ArrayRef<OpFoldResult>{oneAttr, colsOfr},
+          ArrayRef<OpFoldResult>{oneAttr, oneAttr});
+  }
+
+  // Full results back to the domain's shape.
+  SmallVector<Value> results;
+  for (auto [i, r] : llvm::enumerate(op.getFullResults())) {
+    Value v = forall.getResult(i);
+    auto type = cast<RankedTensorType>(r.getType());
+    if (type.getRank() != 2) {
+      SmallVector<ReassociationIndices> groups(1);
+      for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+        groups[0].push_back(d);
+      groups.push_back({type.getRank() - 1});
+      SmallVector<OpFoldResult> shape =
+          tensor::getMixedSizes(b, loc, op.getFull().front());
+      v = tensor::ExpandShapeOp::create(b, loc, type, v, groups, shape);
+    } else if (v.getType() != type) {
+      v = tensor::CastOp::create(b, loc, type, v);
+    }
+    results.push_back(v);
+  }
+
+  // Final reduction over the P partial rows, in order q = 0, 1, ..., P-1,
+  // then added to the initial value: deterministic for a given P.
+  for (auto [i, init] : llvm::enumerate(op.getColInit())) {
+    Value partials = forall.getResult(numFull + i);
+    Type elem = cast<RankedTensorType>(init.getType()).getElementType();
+    auto finalLoop = scf::ForOp::create(
+        b, loc, zeroIdx, numCols, oneIdx, ValueRange{init},
+        [&](OpBuilder &nb, Location, Value col, ValueRange out) {
+          auto sum = scf::ForOp::create(
+              nb, loc, zeroIdx, programs, oneIdx, ValueRange{zero},
+              [&](OpBuilder &qb, Location, Value q, ValueRange acc) {
+                Value part = tensor::ExtractOp::create(qb, loc, partials,
+                                                       ValueRange{q, col});
+                scf::YieldOp::create(
+                    qb, loc,
+                    ValueRange{arith::AddFOp::create(qb, loc, acc[0], part)});
+              });
+          Value start = tensor::ExtractOp::create(nb, loc, out[0], col);
+          Value total =
+              arith::AddFOp::create(nb, loc, toF32(nb, start), sum.getResult(0));
+          Value stored = tensor::InsertOp::create(
+              nb, loc, fromF32(nb, total, elem), out[0], ValueRange{col});
+          scf::YieldOp::create(nb, loc, stored);
+        });
+    results.push_back(finalLoop.getResult(0));
+  }
+  return results;
+}
+
+struct NormPartialAccumulatePass
+    : norm::impl::NormPartialAccumulateBase<NormPartialAccumulatePass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (programs < 1) {
+      getOperation()->emitError()
+          << "norm-partial-accumulate: 'programs' must be >= 1, got "
+          << programs;
+      return signalPassFailure();
+    }
+    SmallVector<MixedReductionOp> ops;
+    getOperation()->walk([&](MixedReductionOp op) { ops.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (MixedReductionOp op : ops) {
+      rewriter.setInsertionPoint(op);
+      Value p = arith::ConstantIndexOp::create(rewriter, op.getLoc(), programs);
+      rewriter.replaceOp(op, LoopBuilder(rewriter, op, p).build());
+    }
+  }
+};
+
+} // namespace
