@@ -307,7 +307,7 @@ struct NormPartialAccumulatePass
     if (programs < 1) {
       getOperation()->emitError()
           << "norm-partial-accumulate: 'programs' must be >= 1, got "
-          << programs;
+          << int64_t(programs);
       return signalPassFailure();
     }
     SmallVector<MixedReductionOp> ops;

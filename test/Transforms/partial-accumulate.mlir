@@ -1,0 +1,124 @@
+// RUN: norm-opt %s -split-input-file --norm-partial-accumulate=programs=3 | FileCheck %s
+// RUN: not norm-opt %s --norm-partial-accumulate=programs=0 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADP
+
+// BADP: 'programs' must be >= 1, got 0
+
+// RMSNorm with weight: one row stage, dx, one column sum.
+// CHECK-LABEL: func.func @rms
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x64xbf16>, %[[DY:.*]]: tensor<?x64xbf16>, %[[R:.*]]: tensor<?xf32>, %[[W:.*]]: tensor<64xf32>, %[[Z:.*]]: tensor<64xf32>)
+// CHECK-DAG:     %[[P:.*]] = arith.constant 3 : index
+// CHECK-DAG:     %[[C64:.*]] = arith.constant 64 : index
+// CHECK-DAG:     %[[M:.*]] = tensor.dim %[[X]], %{{.*}} : tensor<?x64xbf16>
+// CHECK-DAG:     %[[DXE:.*]] = tensor.empty(%[[M]]) : tensor<?x64xbf16>
+// The fp32 partial buffer [P, N] is allocated in the IR.
+// CHECK-DAG:     %[[WS:.*]] = tensor.empty() : tensor<3x64xf32>
+// CHECK:         %[[B:.*]] = arith.ceildivui %[[M]], %[[P]] : index
+// CHECK:         %[[F:.*]]:2 = scf.forall (%[[PID:.*]]) in (%[[P]]) shared_outs(%[[DXO:.*]] = %[[DXE]], %[[PART:.*]] = %[[WS]]) -> (tensor<?x64xbf16>, tensor<3x64xf32>) {
+// CHECK:           %[[LO0:.*]] = arith.muli %[[PID]], %[[B]] : index
+// CHECK:           %[[LO:.*]] = arith.minui %[[LO0]], %[[M]] : index
+// CHECK:           %[[HI:.*]] = arith.minui %{{.*}}, %[[M]] : index
+// CHECK:           %[[CNT:.*]] = arith.subi %[[HI]], %[[LO]] : index
+// CHECK:           %[[TILE:.*]] = tensor.extract_slice %[[DXO]][%[[LO]], 0] [%[[CNT]], 64] [1, 1]
+// CHECK:           %[[ACC0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64xf32>)
+// CHECK:           %[[ROWS:.*]]:2 = scf.for %[[ROW:.*]] = %[[LO]] to %[[HI]] step %{{.*}} iter_args(%[[T:.*]] = %[[TILE]], %[[ACC:.*]] = %[[ACC0]]) -> (tensor<?x64xbf16>, tensor<64xf32>) {
+// Row stage: an f32 sum over the row.
+// CHECK:             %[[S:.*]] = scf.for %{{.*}} = %{{.*}} to %[[C64]] step %{{.*}} iter_args(%[[SA:.*]] = %{{.*}}) -> (f32) {
+// CHECK:               arith.addf %[[SA]], %{{.*}} : f32
+// Elementwise + columns in one pass: dx inserted, column contribution
+// added into the loop-carried fp32 accumulator.
+// CHECK:             scf.for %[[COL:.*]] = %{{.*}} to %[[C64]] step %{{.*}} iter_args(%[[T2:.*]] = %[[T]], %[[A2:.*]] = %[[ACC]]) -> (tensor<?x64xbf16>, tensor<64xf32>) {
+// CHECK:               arith.divf %[[S]], %{{.*}} : f32
+// CHECK:               arith.truncf %{{.*}} : f32 to bf16
+// CHECK:               tensor.insert %{{.*}} into %[[T2]]
+// CHECK:               %[[OLD:.*]] = tensor.extract %[[A2]][%[[COL]]] : tensor<64xf32>
+// CHECK:               %[[NEW:.*]] = arith.addf %[[OLD]], %{{.*}} : f32
+// CHECK:               tensor.insert %[[NEW]] into %[[A2]][%[[COL]]] : tensor<64xf32>
+// CHECK:           scf.forall.in_parallel {
+// CHECK-NEXT:        tensor.parallel_insert_slice %[[ROWS]]#0 into %[[DXO]][%[[LO]], 0] [%[[CNT]], 64] [1, 1]
+// CHECK-NEXT:        tensor.parallel_insert_slice %[[ROWS]]#1 into %[[PART]][%[[PID]], 0] [1, 64] [1, 1] : tensor<64xf32> into tensor<3x64xf32>
+// Final reduction: for every column, the P partial rows in order, then the
+// initial value.
+// CHECK:         %[[DW:.*]] = scf.for %[[N:.*]] = %{{.*}} to %[[C64]] step %{{.*}} iter_args(%[[OUT:.*]] = %[[Z]]) -> (tensor<64xf32>) {
+// CHECK:           %[[SUM:.*]] = scf.for %[[Q:.*]] = %{{.*}} to %[[P]] step %{{.*}} iter_args(%[[QA:.*]] = %{{.*}}) -> (f32) {
+// CHECK:             %[[PQ:.*]] = tensor.extract %[[F]]#1[%[[Q]], %[[N]]] : tensor<3x64xf32>
+// CHECK:             arith.addf %[[QA]], %[[PQ]] : f32
+// CHECK:           %[[INIT:.*]] = tensor.extract %[[OUT]][%[[N]]] : tensor<64xf32>
+// CHECK:           arith.addf %[[INIT]], %[[SUM]] : f32
+// CHECK:         return %[[F]]#0, %[[DW]]
+func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf32>, %w: tensor<64xf32>, %z: tensor<64xf32>) -> (tensor<?x64xbf16>, tensor<64xf32>) {
+  %n = arith.constant 64.0 : f32
+  %dx, %dw = norm.mixed_reduction full(%x, %dy : tensor<?x64xbf16>, tensor<?x64xbf16>) row(%rstd : tensor<?xf32>) col(%w : tensor<64xf32>) col_init(%z : tensor<64xf32>)
+  row_stages {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: f32):
+    %x32 = arith.extf %xe : bf16 to f32
+    %dy32 = arith.extf %dye : bf16 to f32
+    %xhat = arith.mulf %x32, %r : f32
+    %wdy = arith.mulf %dy32, %we : f32
+    %c = arith.mulf %xhat, %wdy : f32
+    norm.yield %c : f32
+  }
+  elementwise {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: f32, %s: f32):
+    %x32 = arith.extf %xe : bf16 to f32
+    %dy32 = arith.extf %dye : bf16 to f32
+    %xhat = arith.mulf %x32, %r : f32
+    %wdy = arith.mulf %dy32, %we : f32
+    %c1 = arith.divf %s, %n : f32
+    %p = arith.mulf %xhat, %c1 : f32
+    %d = arith.subf %wdy, %p : f32
+    %v = arith.mulf %d, %r : f32
+    %t = arith.truncf %v : f32 to bf16
+    norm.yield %t : bf16
+  }
+  columns {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: f32, %s: f32):
+    %x32 = arith.extf %xe : bf16 to f32
+    %dy32 = arith.extf %dye : bf16 to f32
+    %xhat = arith.mulf %x32, %r : f32
+    %c = arith.mulf %dy32, %xhat : f32
+    norm.yield %c : f32
+  } -> full(tensor<?x64xbf16>) col(tensor<64xf32>)
+  return %dx, %dw : tensor<?x64xbf16>, tensor<64xf32>
+}
+
+// -----
+
+// Rank-3 domain: full inputs collapse to [B*S, N] and dx expands back;
+// two chained row stages; two column results, each with its partial buffer.
+// CHECK-LABEL: func.func @rank3_two_stages
+// CHECK:         %[[XC:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<2x?x16xf32> into tensor<?x16xf32>
+// CHECK-DAG:     tensor.empty() : tensor<3x16xf32>
+// CHECK-DAG:     tensor.empty() : tensor<3x16xf32>
+// CHECK:         scf.forall
+// CHECK:           scf.for
+// CHECK:             %[[S0:.*]] = scf.for {{.*}} -> (f32)
+// CHECK:             %[[S1:.*]] = scf.for {{.*}} -> (f32)
+// CHECK:               arith.divf %[[S0]]
+// CHECK:           scf.forall.in_parallel
+// CHECK-COUNT-3:     tensor.parallel_insert_slice
+// CHECK:         tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2]] output_shape [2, %{{.*}}, 16] : tensor<?x16xf32> into tensor<2x?x16xf32>
+// CHECK-COUNT-2: scf.for {{.*}} -> (tensor<16xf32>)
+func.func @rank3_two_stages(%x: tensor<2x?x16xf32>, %z: tensor<16xf32>) -> (tensor<2x?x16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %n = arith.constant 16.0 : f32
+  %a, %c:2 = norm.mixed_reduction full(%x : tensor<2x?x16xf32>) col_init(%z, %z : tensor<16xf32>, tensor<16xf32>)
+  row_stages {
+  ^bb0(%xe: f32):
+    norm.yield %xe : f32
+  }, {
+  ^bb0(%xe: f32, %sum: f32):
+    %m = arith.divf %sum, %n : f32
+    %d = arith.subf %xe, %m : f32
+    %sq = arith.mulf %d, %d : f32
+    norm.yield %sq : f32
+  }
+  elementwise {
+  ^bb0(%xe: f32, %sum: f32, %ssq: f32):
+    %o = arith.subf %xe, %ssq : f32
+    norm.yield %o : f32
+  }
+  columns {
+  ^bb0(%xe: f32, %sum: f32, %ssq: f32):
+    norm.yield %xe, %ssq : f32, f32
+  } -> full(tensor<2x?x16xf32>) col(tensor<16xf32>, tensor<16xf32>)
+  return %a, %c#0, %c#1 : tensor<2x?x16xf32>, tensor<16xf32>, tensor<16xf32>
+}
