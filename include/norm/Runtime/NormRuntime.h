@@ -1,0 +1,142 @@
+/*===- NormRuntime.h - norm-opt's CUDA driver-API runtime (C ABI) -*- C -*-===*
+ *
+ * Part of norm-opt. The small runtime that generated host launchers and
+ * Python (ctypes) call to load kernels and launch them. It talks to the CUDA
+ * *driver* API, and loads libcuda at run time (dlopen "libcuda.so.1", then
+ * "libcuda.so"; the environment variable NORMRT_LIBCUDA names another path),
+ * so nothing links against libcuda and a machine without a driver gets an
+ * error status instead of a loader failure.
+ *
+ * Conventions:
+ *  - every entry point returning int returns a normrt_status;
+ *  - nothing aborts, prints or throws; on failure the calling thread's
+ *    message (normrt_last_error) says which call failed and why, with the
+ *    CUDA error name and string where the driver reported one;
+ *  - every entry point is thread-safe;
+ *  - CUstream and CUfunction are passed as void * so this header needs no
+ *    cuda.h and is valid C (C99 and later) and C++.
+ *
+ * docs/runtime.md describes the API, the module cache and the workspace
+ * policy in full.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef NORM_RUNTIME_NORMRUNTIME_H
+#define NORM_RUNTIME_NORMRUNTIME_H
+
+#include <stddef.h>
+
+#if defined(_WIN32)
+#define NORMRT_API
+#elif defined(__GNUC__)
+#define NORMRT_API __attribute__((visibility("default")))
+#else
+#define NORMRT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum normrt_status {
+  NORMRT_SUCCESS = 0,
+  /* libcuda could not be loaded, lacks an entry point, or cuInit failed
+     (for instance the toolkit's stub library). */
+  NORMRT_ERROR_NO_DRIVER = 1,
+  /* The driver works but there is no CUDA device. */
+  NORMRT_ERROR_NO_DEVICE = 2,
+  /* A null out-pointer or image, an empty name, a zero grid or block... */
+  NORMRT_ERROR_INVALID_ARGUMENT = 3,
+  /* A pointer or stride is not aligned as a kernel requires. */
+  NORMRT_ERROR_MISALIGNED = 4,
+  /* A size out of the supported range (a caller-set workspace too small, a
+     grid or block dimension over the hardware limit). */
+  NORMRT_ERROR_OUT_OF_RANGE = 5,
+  /* Module load or function lookup failed. */
+  NORMRT_ERROR_MODULE = 6,
+  /* cuFuncSetAttribute or cuLaunchKernel failed. */
+  NORMRT_ERROR_LAUNCH = 7,
+  /* Device (or host) memory exhausted. */
+  NORMRT_ERROR_OUT_OF_MEMORY = 8,
+  /* Any other driver error; the message has the CUDA error name. */
+  NORMRT_ERROR_DRIVER = 9
+} normrt_status;
+
+/* The enumerator's name ("NORMRT_ERROR_NO_DRIVER", ...), or
+   "NORMRT_ERROR_UNKNOWN" for a value that is none of them. Never NULL. */
+NORMRT_API const char *normrt_status_string(int status);
+
+/* The message of this thread's last failure, "" when nothing has failed on
+   this thread. A success does not clear it. The pointer stays valid for the
+   thread's lifetime; the text changes at its next failure. */
+NORMRT_API const char *normrt_last_error(void);
+
+/* Loads libcuda and calls cuInit(0), once per process (thread-safe); later
+   calls return the cached status. Every entry point that needs the driver
+   calls it, so calling it first is optional. */
+NORMRT_API int normrt_init(void);
+
+/* If no context is current on this thread, retains device 0's primary
+   context (once per process) and makes it current. A context someone else
+   made current (PyTorch makes a device's primary context current) is left
+   alone. */
+NORMRT_API int normrt_ensure_context(void);
+
+/* *out = the multiprocessor count of the current context's device. */
+NORMRT_API int normrt_sm_count(int *out);
+
+/* *function_out = the CUfunction `kernel_name` of `image` (a cubin, fatbin,
+   or NUL-terminated PTX) in the current context. The module is loaded once
+   per (context, image address) and the lookup is cached per (context, image,
+   name); the image must stay at that address, unchanged, until
+   normrt_release_all. */
+NORMRT_API int normrt_get_function(const void *image, const char *kernel_name,
+                                   void **function_out);
+
+/* *ptr_out = at least `bytes` bytes of device scratch for the current
+   context and `stream`, valid until the next normrt_workspace call for the
+   same (context, stream) that asks for more, or normrt_release_all. A buffer
+   set with normrt_set_workspace takes precedence; when it is smaller than
+   `bytes` this returns NORMRT_ERROR_OUT_OF_RANGE and the message says the
+   size needed. Otherwise the runtime allocates one buffer per (context,
+   stream) and grows it on demand (after synchronising the stream, before
+   freeing the old one). bytes == 0 gives *ptr_out == NULL. Every launch on
+   the stream shares its workspace, so a kernel sequence that uses it must
+   not interleave with another on the same stream. CU_STREAM_PER_THREAD
+   ((void *)2) gets one workspace per calling thread (kept until
+   normrt_release_all, also after the thread exits). */
+NORMRT_API int normrt_workspace(void *stream, size_t bytes, void **ptr_out);
+
+/* Makes [ptr, ptr + bytes) the workspace of (current context, stream);
+   ptr must be 16-byte aligned. ptr == NULL removes the caller's buffer (the
+   runtime's own is used again). The runtime never frees a caller's buffer. */
+NORMRT_API int normrt_set_workspace(void *stream, void *ptr, size_t bytes);
+
+/* Launches `function` (from normrt_get_function) on a grid_x x grid_y grid of
+   block_x-thread blocks with `shared_bytes` of dynamic shared memory on
+   `stream` (NULL: the legacy default stream). Above 48 KiB it first raises
+   the function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES. `args` is
+   cuLaunchKernel's kernelParams (may be NULL for a kernel without
+   parameters). */
+NORMRT_API int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
+                             unsigned block_x, unsigned shared_bytes,
+                             void *stream, void **args);
+
+/* NORMRT_SUCCESS when `ptr` is a multiple of `alignment` (a power of two;
+   NULL counts as aligned), NORMRT_ERROR_MISALIGNED otherwise, with a message
+   naming `what` (may be NULL). Needs no driver. */
+NORMRT_API int normrt_check_aligned(const void *ptr, size_t alignment,
+                                    const char *what);
+
+/* Frees the runtime's workspaces, forgets caller-set ones, and unloads every
+   module it loaded (functions from normrt_get_function become invalid). Safe
+   to call at any time, also before normrt_init or without a driver; it must
+   not race with launches that use those functions or workspaces. The
+   retained primary context is kept. */
+NORMRT_API void normrt_release_all(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* NORM_RUNTIME_NORMRUNTIME_H */

@@ -1,0 +1,899 @@
+//===- NormRuntime.cpp - CUDA driver-API runtime for generated kernels ----===//
+//
+// Part of norm-opt. Implements include/norm/Runtime/NormRuntime.h: a C ABI
+// over the CUDA driver API with libcuda loaded by dlopen at run time. Every
+// driver entry point is resolved with dlsym; cuda.h is used for types and
+// enumerators only.
+//
+// Rules this file keeps:
+//  - nothing aborts or prints; every failure returns a normrt_status and
+//    writes the calling thread's message (a fixed thread_local buffer);
+//  - no exception leaves an extern "C" function (each body runs in guarded();
+//    the file is compiled with -fexceptions so std::bad_alloc can be caught);
+//  - no work in global constructors or destructors: globals are constant-
+//    initialised (function pointers, plain values, atomics), the caches live in
+//    a heap object created on first use and never destroyed (process exit
+//    leaves device memory and modules to the driver);
+//  - the exported functions never call each other (each one works on the
+//    state of its own copy of the runtime, also when a kernel library links
+//    the static archive and another copy is loaded beside it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Runtime/NormRuntime.h"
+
+#include <cuda.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Error messages
+//===----------------------------------------------------------------------===//
+
+constexpr size_t kMessageSize = 1024;
+
+// This thread's last failure. Trivially constructed and destroyed, so it
+// needs no TLS constructor or destructor (safe in a dlopen'ed library).
+thread_local char tLastError[kMessageSize];
+
+int vfail(int status, const char *fmt, va_list args) {
+  std::vsnprintf(tLastError, kMessageSize, fmt, args);
+  return status;
+}
+
+__attribute__((format(printf, 2, 3))) int fail(int status, const char *fmt,
+                                               ...) {
+  va_list args;
+  va_start(args, fmt);
+  vfail(status, fmt, args);
+  va_end(args);
+  return status;
+}
+
+//===----------------------------------------------------------------------===//
+// The driver
+//===----------------------------------------------------------------------===//
+
+// The entry points this runtime uses, by their exported (versioned) names.
+struct Driver {
+  CUresult (*init)(unsigned int);
+  CUresult (*getErrorName)(CUresult, const char **);
+  CUresult (*getErrorString)(CUresult, const char **);
+  CUresult (*deviceGet)(CUdevice *, int);
+  CUresult (*deviceGetCount)(int *);
+  CUresult (*deviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*devicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*ctxGetCurrent)(CUcontext *);
+  CUresult (*ctxSetCurrent)(CUcontext);
+  CUresult (*ctxGetDevice)(CUdevice *);
+  CUresult (*ctxSynchronize)(void);
+  CUresult (*memAlloc)(CUdeviceptr *, size_t);
+  CUresult (*memFree)(CUdeviceptr);
+  CUresult (*moduleLoadData)(CUmodule *, const void *);
+  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*moduleUnload)(CUmodule);
+  CUresult (*funcSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*launchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
+                           unsigned int, unsigned int, unsigned int,
+                           unsigned int, CUstream, void **, void **);
+  CUresult (*streamSynchronize)(CUstream);
+};
+
+// Written once by loadDriver(), read-only afterwards (the guarded static in
+// initOnce() orders the writes before every reader, and every reader goes
+// through initOnce()).
+Driver gDriver;
+int gInitStatus = NORMRT_ERROR_NO_DRIVER;
+char gInitError[kMessageSize];
+// True once the driver is usable; lets normrt_release_all skip work without
+// triggering initialisation.
+std::atomic<bool> gDriverReady{false};
+
+template <typename Fn> bool resolve(void *handle, const char *name, Fn &fn) {
+  void *symbol = dlsym(handle, name);
+  if (!symbol)
+    return false;
+  fn = reinterpret_cast<Fn>(symbol);
+  return true;
+}
+
+// Names of common CUresult values, for libraries whose cuGetErrorName does
+// not answer (the toolkit's stub returns CUDA_ERROR_STUB_LIBRARY for every
+// call). Numbers rather than enumerators: they are the driver's stable ABI.
+struct ErrorName {
+  int result;
+  const char *name;
+};
+constexpr ErrorName kErrorNames[] = {
+    {0, "CUDA_SUCCESS"},
+    {1, "CUDA_ERROR_INVALID_VALUE"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED"},
+    {4, "CUDA_ERROR_DEINITIALIZED"},
+    {34, "CUDA_ERROR_STUB_LIBRARY"},
+    {36, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER"},
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE"},
+    {100, "CUDA_ERROR_NO_DEVICE"},
+    {101, "CUDA_ERROR_INVALID_DEVICE"},
+    {200, "CUDA_ERROR_INVALID_IMAGE"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+    {218, "CUDA_ERROR_INVALID_PTX"},
+    {221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
+    {223, "CUDA_ERROR_JIT_COMPILATION_DISABLED"},
+    {300, "CUDA_ERROR_INVALID_SOURCE"},
+    {304, "CUDA_ERROR_OPERATING_SYSTEM"},
+    {400, "CUDA_ERROR_INVALID_HANDLE"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE"},
+    {500, "CUDA_ERROR_NOT_FOUND"},
+    {600, "CUDA_ERROR_NOT_READY"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"},
+    {702, "CUDA_ERROR_LAUNCH_TIMEOUT"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED"},
+    {710, "CUDA_ERROR_ASSERT"},
+    {716, "CUDA_ERROR_MISALIGNED_ADDRESS"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED"},
+    {800, "CUDA_ERROR_NOT_PERMITTED"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED"},
+    {802, "CUDA_ERROR_SYSTEM_NOT_READY"},
+    {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"},
+    {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
+    {999, "CUDA_ERROR_UNKNOWN"},
+};
+
+const char *fallbackErrorName(int result) {
+  for (const ErrorName &entry : kErrorNames)
+    if (entry.result == result)
+      return entry.name;
+  return nullptr;
+}
+
+const char *fallbackErrorString(int result) {
+  switch (result) {
+  case 34:
+    return "the CUDA driver library is the toolkit's stub, not a real driver";
+  case 100:
+    return "no CUDA-capable device is detected";
+  case 803:
+    return "the CUDA driver library does not match the kernel module";
+  default:
+    return nullptr;
+  }
+}
+
+// "CUDA_ERROR_X (description)" for `result`, asking `driver` first.
+void describe(const Driver &driver, CUresult result, char *buffer,
+              size_t size) {
+  const char *name = nullptr;
+  const char *text = nullptr;
+  if (driver.getErrorName && driver.getErrorName(result, &name) != CUDA_SUCCESS)
+    name = nullptr;
+  if (driver.getErrorString &&
+      driver.getErrorString(result, &text) != CUDA_SUCCESS)
+    text = nullptr;
+  if (!name)
+    name = fallbackErrorName(static_cast<int>(result));
+  if (!text)
+    text = fallbackErrorString(static_cast<int>(result));
+  if (name && text)
+    std::snprintf(buffer, size, "%s (%s)", name, text);
+  else if (name)
+    std::snprintf(buffer, size, "%s", name);
+  else
+    std::snprintf(buffer, size, "CUresult %d", static_cast<int>(result));
+}
+
+// fail() with ": <CUDA error name (string)>" appended to the message.
+__attribute__((format(printf, 3, 4))) int cuFail(int status, CUresult result,
+                                                 const char *fmt, ...) {
+  char what[kMessageSize / 2];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(what, sizeof(what), fmt, args);
+  va_end(args);
+  char error[kMessageSize / 2];
+  describe(gDriver, result, error, sizeof(error));
+  return fail(status, "%s: %s", what, error);
+}
+
+// The status for a driver failure: memory and device errors keep their own
+// codes, everything else gets `otherwise`.
+int statusFor(CUresult result, int otherwise) {
+  if (result == CUDA_ERROR_OUT_OF_MEMORY)
+    return NORMRT_ERROR_OUT_OF_MEMORY;
+  return otherwise;
+}
+
+void setInitError(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void setInitError(const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(gInitError, kMessageSize, fmt, args);
+  va_end(args);
+}
+
+// Loads libcuda, resolves the entry points and calls cuInit(0); sets
+// gInitStatus and, on failure, gInitError. Runs once (initOnce).
+void loadDriver() {
+  gInitStatus = NORMRT_ERROR_NO_DRIVER;
+  const char *override = std::getenv("NORMRT_LIBCUDA");
+  const char *path = nullptr;
+  void *handle = nullptr;
+  if (override && *override) {
+    path = override;
+    handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char *why = dlerror();
+      setInitError("normrt_init: cannot load the CUDA driver library '%s' "
+                   "(named by NORMRT_LIBCUDA): %s",
+                   path, why ? why : "dlopen failed");
+      return;
+    }
+  } else {
+    char first[kMessageSize / 2] = "dlopen failed";
+    path = "libcuda.so.1";
+    handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      if (const char *why = dlerror())
+        std::snprintf(first, sizeof(first), "%s", why);
+      path = "libcuda.so";
+      handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!handle) {
+      const char *why = dlerror();
+      setInitError("normrt_init: cannot load the CUDA driver library "
+                   "(libcuda.so.1: %s; libcuda.so: %s); is the NVIDIA driver "
+                   "installed? NORMRT_LIBCUDA may name the library's path",
+                   first, why ? why : "dlopen failed");
+      return;
+    }
+  }
+  // The handle stays open for the life of the process, also on failure.
+
+  Driver driver{};
+  struct Entry {
+    const char *name;
+    bool ok;
+  };
+  const Entry entries[] = {
+      {"cuInit", resolve(handle, "cuInit", driver.init)},
+      {"cuGetErrorName",
+       resolve(handle, "cuGetErrorName", driver.getErrorName)},
+      {"cuGetErrorString",
+       resolve(handle, "cuGetErrorString", driver.getErrorString)},
+      {"cuDeviceGet", resolve(handle, "cuDeviceGet", driver.deviceGet)},
+      {"cuDeviceGetCount",
+       resolve(handle, "cuDeviceGetCount", driver.deviceGetCount)},
+      {"cuDeviceGetAttribute",
+       resolve(handle, "cuDeviceGetAttribute", driver.deviceGetAttribute)},
+      {"cuDevicePrimaryCtxRetain", resolve(handle, "cuDevicePrimaryCtxRetain",
+                                           driver.devicePrimaryCtxRetain)},
+      {"cuCtxGetCurrent",
+       resolve(handle, "cuCtxGetCurrent", driver.ctxGetCurrent)},
+      {"cuCtxSetCurrent",
+       resolve(handle, "cuCtxSetCurrent", driver.ctxSetCurrent)},
+      {"cuCtxGetDevice",
+       resolve(handle, "cuCtxGetDevice", driver.ctxGetDevice)},
+      {"cuCtxSynchronize",
+       resolve(handle, "cuCtxSynchronize", driver.ctxSynchronize)},
+      {"cuMemAlloc_v2", resolve(handle, "cuMemAlloc_v2", driver.memAlloc)},
+      {"cuMemFree_v2", resolve(handle, "cuMemFree_v2", driver.memFree)},
+      {"cuModuleLoadData",
+       resolve(handle, "cuModuleLoadData", driver.moduleLoadData)},
+      {"cuModuleGetFunction",
+       resolve(handle, "cuModuleGetFunction", driver.moduleGetFunction)},
+      {"cuModuleUnload",
+       resolve(handle, "cuModuleUnload", driver.moduleUnload)},
+      {"cuFuncSetAttribute",
+       resolve(handle, "cuFuncSetAttribute", driver.funcSetAttribute)},
+      {"cuLaunchKernel",
+       resolve(handle, "cuLaunchKernel", driver.launchKernel)},
+      {"cuStreamSynchronize",
+       resolve(handle, "cuStreamSynchronize", driver.streamSynchronize)},
+  };
+  for (const Entry &entry : entries) {
+    if (!entry.ok) {
+      setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
+                   "driver library (too old?)",
+                   path, entry.name);
+      return;
+    }
+  }
+
+  char error[kMessageSize / 2];
+  CUresult result = driver.init(0);
+  if (result != CUDA_SUCCESS) {
+    describe(driver, result, error, sizeof(error));
+    gInitStatus = result == CUDA_ERROR_NO_DEVICE ? NORMRT_ERROR_NO_DEVICE
+                                                 : NORMRT_ERROR_NO_DRIVER;
+    setInitError("normrt_init: cuInit(0) failed with the CUDA driver library "
+                 "'%s': %s",
+                 path, error);
+    return;
+  }
+  int count = 0;
+  result = driver.deviceGetCount(&count);
+  if (result != CUDA_SUCCESS) {
+    describe(driver, result, error, sizeof(error));
+    gInitStatus = statusFor(result, NORMRT_ERROR_DRIVER);
+    setInitError("normrt_init: cuDeviceGetCount failed: %s", error);
+    return;
+  }
+  if (count <= 0) {
+    gInitStatus = NORMRT_ERROR_NO_DEVICE;
+    setInitError("normrt_init: the CUDA driver ('%s') reports no device", path);
+    return;
+  }
+  gDriver = driver;
+  gInitStatus = NORMRT_SUCCESS;
+  gDriverReady.store(true, std::memory_order_release);
+}
+
+int loadDriverOnce() {
+  loadDriver();
+  return gInitStatus;
+}
+
+int initOnce() {
+  // A function-local static is std::call_once without its cost or its
+  // exported template instantiations: initialised exactly once, other threads
+  // wait for it, and the initialisation happens-before every return.
+  static const int status = loadDriverOnce();
+  return status;
+}
+
+// initOnce(), with the failure copied to this thread's message, prefixed by
+// the entry point `fn` unless it is normrt_init itself.
+int requireDriver(const char *fn) {
+  int status = initOnce();
+  if (status == NORMRT_SUCCESS)
+    return status;
+  if (std::strcmp(fn, "normrt_init") == 0)
+    return fail(status, "%s", gInitError);
+  return fail(status, "%s: the CUDA driver is not available (%s)", fn,
+              gInitError);
+}
+
+//===----------------------------------------------------------------------===//
+// Caches
+//===----------------------------------------------------------------------===//
+
+struct Module {
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  // std::less<> allows lookups by const char * without a std::string.
+  std::map<std::string, CUfunction, std::less<>> functions;
+};
+
+struct Workspace {
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  CUdeviceptr owned = 0; // the runtime's buffer
+  size_t ownedBytes = 0;
+  void *user = nullptr; // the caller's buffer (normrt_set_workspace)
+  size_t userBytes = 0;
+};
+
+struct State {
+  std::mutex contextMutex;
+  CUcontext primary = nullptr; // device 0's primary context, once retained
+
+  std::mutex moduleMutex;
+  std::map<std::pair<CUcontext, const void *>, Module> modules;
+
+  // Held while a workspace grows, which synchronises that stream.
+  std::mutex workspaceMutex;
+  std::map<std::tuple<CUcontext, CUstream, uint64_t>, Workspace> workspaces;
+};
+
+// A number per thread, never reused (0: not drawn yet).
+std::atomic<uint64_t> gNextThreadId{1};
+thread_local uint64_t tThreadId;
+
+// The workspace key of `stream` in `context`. CU_STREAM_PER_THREAD is one
+// handle for a different stream in every thread, so it is keyed per thread
+// too. Thread numbers are never reused: a thread that starts later cannot
+// inherit a buffer that kernels of an exited thread's stream may still use;
+// the buffer stays until normrt_release_all.
+std::tuple<CUcontext, CUstream, uint64_t> workspaceKey(CUcontext context,
+                                                       CUstream stream) {
+  uint64_t thread = 0;
+  if (stream == CU_STREAM_PER_THREAD) {
+    if (tThreadId == 0)
+      tThreadId = gNextThreadId.fetch_add(1, std::memory_order_relaxed);
+    thread = tThreadId;
+  }
+  return std::make_tuple(context, stream, thread);
+}
+
+// Created on first use, never destroyed: no global constructor, and nothing
+// runs at exit when the driver may already be gone.
+State &state() {
+  static State *instance = new State();
+  return *instance;
+}
+
+// Multiprocessor counts by device ordinal (0: not known yet).
+constexpr int kMaxCachedDevices = 64;
+std::atomic<int> gSmCount[kMaxCachedDevices];
+
+// The current context, making device 0's primary context current when there
+// is none. Needs the driver.
+int currentContext(const char *fn, CUcontext *out) {
+  CUcontext context = nullptr;
+  CUresult result = gDriver.ctxGetCurrent(&context);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetCurrent failed",
+                  fn);
+  if (!context) {
+    State &s = state();
+    {
+      std::lock_guard<std::mutex> lock(s.contextMutex);
+      if (!s.primary) {
+        CUdevice device = 0;
+        result = gDriver.deviceGet(&device, 0);
+        if (result != CUDA_SUCCESS)
+          return cuFail(result == CUDA_ERROR_INVALID_DEVICE
+                            ? NORMRT_ERROR_NO_DEVICE
+                            : NORMRT_ERROR_DRIVER,
+                        result, "%s: cuDeviceGet(0) failed", fn);
+        CUcontext primary = nullptr;
+        result = gDriver.devicePrimaryCtxRetain(&primary, device);
+        if (result != CUDA_SUCCESS)
+          return cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                        "%s: cuDevicePrimaryCtxRetain(device 0) failed", fn);
+        s.primary = primary;
+      }
+      context = s.primary;
+    }
+    result = gDriver.ctxSetCurrent(context);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_DRIVER, result,
+                    "%s: cuCtxSetCurrent(device 0's primary context) failed",
+                    fn);
+  }
+  *out = context;
+  return NORMRT_SUCCESS;
+}
+
+// Driver + current context, the preamble of every context-bound call.
+int requireContext(const char *fn, CUcontext *out) {
+  if (int status = requireDriver(fn))
+    return status;
+  return currentContext(fn, out);
+}
+
+// What an image looks like, for messages.
+const char *imageKind(const void *image) {
+  const unsigned char *b = static_cast<const unsigned char *>(image);
+  // Short-circuit evaluation never reads past a NUL of a short PTX string.
+  if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F')
+    return "cubin";
+  if (b[0] == 0x50 && b[1] == 0xed && b[2] == 0x55 && b[3] == 0xba)
+    return "fatbin";
+  return "PTX";
+}
+
+// Rounds `bytes` up for a new runtime-owned workspace: at least 1.5x the old
+// size (fewer regrowths while shapes increase), in 64 KiB steps. Returns
+// `bytes` itself where that would overflow.
+size_t paddedWorkspaceSize(size_t bytes, size_t oldBytes) {
+  constexpr size_t kStep = size_t(64) << 10;
+  size_t want = bytes;
+  if (oldBytes <= SIZE_MAX / 3 && oldBytes + oldBytes / 2 > want)
+    want = oldBytes + oldBytes / 2;
+  if (want > SIZE_MAX - (kStep - 1))
+    return bytes;
+  return (want + kStep - 1) / kStep * kStep;
+}
+
+// Frees and forgets the runtime-owned buffer of `w` (the caller has
+// synchronised whatever may still use it).
+CUresult freeOwned(Workspace &w) {
+  CUresult result = CUDA_SUCCESS;
+  if (w.owned) {
+    result = gDriver.memFree(w.owned);
+    w.owned = 0;
+    w.ownedBytes = 0;
+  }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Exception barrier
+//===----------------------------------------------------------------------===//
+
+template <typename Body> int guarded(const char *fn, Body &&body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    return fail(NORMRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  } catch (const std::exception &e) {
+    return fail(NORMRT_ERROR_DRIVER, "%s: internal error: %s", fn, e.what());
+  } catch (...) {
+    return fail(NORMRT_ERROR_DRIVER, "%s: internal error", fn);
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The C API
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+
+const char *normrt_status_string(int status) {
+  switch (status) {
+  case NORMRT_SUCCESS:
+    return "NORMRT_SUCCESS";
+  case NORMRT_ERROR_NO_DRIVER:
+    return "NORMRT_ERROR_NO_DRIVER";
+  case NORMRT_ERROR_NO_DEVICE:
+    return "NORMRT_ERROR_NO_DEVICE";
+  case NORMRT_ERROR_INVALID_ARGUMENT:
+    return "NORMRT_ERROR_INVALID_ARGUMENT";
+  case NORMRT_ERROR_MISALIGNED:
+    return "NORMRT_ERROR_MISALIGNED";
+  case NORMRT_ERROR_OUT_OF_RANGE:
+    return "NORMRT_ERROR_OUT_OF_RANGE";
+  case NORMRT_ERROR_MODULE:
+    return "NORMRT_ERROR_MODULE";
+  case NORMRT_ERROR_LAUNCH:
+    return "NORMRT_ERROR_LAUNCH";
+  case NORMRT_ERROR_OUT_OF_MEMORY:
+    return "NORMRT_ERROR_OUT_OF_MEMORY";
+  case NORMRT_ERROR_DRIVER:
+    return "NORMRT_ERROR_DRIVER";
+  default:
+    return "NORMRT_ERROR_UNKNOWN";
+  }
+}
+
+const char *normrt_last_error(void) { return tLastError; }
+
+int normrt_init(void) {
+  return guarded("normrt_init", [] { return requireDriver("normrt_init"); });
+}
+
+int normrt_ensure_context(void) {
+  return guarded("normrt_ensure_context", [] {
+    CUcontext context = nullptr;
+    return requireContext("normrt_ensure_context", &context);
+  });
+}
+
+int normrt_sm_count(int *out) {
+  constexpr const char *fn = "normrt_sm_count";
+  return guarded(fn, [&] {
+    if (!out)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    *out = 0;
+    CUcontext context = nullptr;
+    if (int status = requireContext(fn, &context))
+      return status;
+    CUdevice device = 0;
+    CUresult result = gDriver.ctxGetDevice(&device);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
+                    fn);
+    bool cacheable = device >= 0 && device < kMaxCachedDevices;
+    int count =
+        cacheable ? gSmCount[device].load(std::memory_order_relaxed) : 0;
+    if (count <= 0) {
+      result = gDriver.deviceGetAttribute(
+          &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+      if (result != CUDA_SUCCESS)
+        return cuFail(NORMRT_ERROR_DRIVER, result,
+                      "%s: cuDeviceGetAttribute(MULTIPROCESSOR_COUNT, "
+                      "device %d) failed",
+                      fn, static_cast<int>(device));
+      if (cacheable)
+        gSmCount[device].store(count, std::memory_order_relaxed);
+    }
+    *out = count;
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_get_function(const void *image, const char *kernel_name,
+                        void **function_out) {
+  constexpr const char *fn = "normrt_get_function";
+  return guarded(fn, [&] {
+    if (!function_out)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function_out is NULL",
+                  fn);
+    *function_out = nullptr;
+    if (!image)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: image is NULL", fn);
+    if (!kernel_name || !*kernel_name)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: kernel_name is NULL or empty", fn);
+    CUcontext context = nullptr;
+    if (int status = requireContext(fn, &context))
+      return status;
+
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.moduleMutex);
+    auto key = std::make_pair(context, image);
+    auto it = s.modules.find(key);
+    if (it == s.modules.end()) {
+      CUmodule module = nullptr;
+      CUresult result = gDriver.moduleLoadData(&module, image);
+      if (result != CUDA_SUCCESS)
+        return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                      "%s(\"%s\"): cuModuleLoadData of the %s image at %p "
+                      "failed",
+                      fn, kernel_name, imageKind(image), image);
+      try {
+        Module entry;
+        entry.context = context;
+        entry.module = module;
+        it = s.modules.emplace(key, std::move(entry)).first;
+      } catch (...) {
+        gDriver.moduleUnload(module);
+        throw;
+      }
+    }
+    Module &entry = it->second;
+    auto found = entry.functions.find(kernel_name);
+    if (found == entry.functions.end()) {
+      CUfunction function = nullptr;
+      CUresult result =
+          gDriver.moduleGetFunction(&function, entry.module, kernel_name);
+      if (result != CUDA_SUCCESS)
+        return cuFail(NORMRT_ERROR_MODULE, result,
+                      "%s: no kernel '%s' in the %s image at %p "
+                      "(cuModuleGetFunction failed)",
+                      fn, kernel_name, imageKind(image), image);
+      found = entry.functions.emplace(kernel_name, function).first;
+    }
+    *function_out = found->second;
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_workspace(void *stream, size_t bytes, void **ptr_out) {
+  constexpr const char *fn = "normrt_workspace";
+  return guarded(fn, [&] {
+    if (!ptr_out)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: ptr_out is NULL", fn);
+    *ptr_out = nullptr;
+    CUcontext context = nullptr;
+    if (int status = requireContext(fn, &context))
+      return status;
+    if (bytes == 0)
+      return static_cast<int>(NORMRT_SUCCESS);
+
+    CUstream cuStream = static_cast<CUstream>(stream);
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.workspaceMutex);
+    Workspace &w = s.workspaces[workspaceKey(context, cuStream)];
+    w.context = context;
+    w.stream = cuStream;
+    if (w.user) {
+      if (w.userBytes < bytes)
+        return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                    "%s: the workspace set by normrt_set_workspace for "
+                    "stream %p has %zu bytes; this call needs %zu bytes",
+                    fn, stream, w.userBytes, bytes);
+      *ptr_out = w.user;
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
+    if (w.ownedBytes >= bytes) {
+      *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(w.owned));
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
+    size_t oldBytes = w.ownedBytes;
+    if (w.owned) {
+      // Kernels queued on this stream may still use the old buffer.
+      CUresult result = gDriver.streamSynchronize(cuStream);
+      if (result != CUDA_SUCCESS)
+        return cuFail(NORMRT_ERROR_DRIVER, result,
+                      "%s: cuStreamSynchronize(%p) before growing the "
+                      "workspace from %zu to %zu bytes failed",
+                      fn, stream, oldBytes, bytes);
+      result = freeOwned(w);
+      if (result != CUDA_SUCCESS)
+        return cuFail(NORMRT_ERROR_DRIVER, result,
+                      "%s: cuMemFree_v2 of the old %zu-byte workspace failed",
+                      fn, oldBytes);
+    }
+    size_t size = paddedWorkspaceSize(bytes, oldBytes);
+    CUdeviceptr pointer = 0;
+    CUresult result = gDriver.memAlloc(&pointer, size);
+    if (result == CUDA_ERROR_OUT_OF_MEMORY && size != bytes) {
+      size = bytes; // the padding is optional
+      result = gDriver.memAlloc(&pointer, size);
+    }
+    if (result != CUDA_SUCCESS)
+      return cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                    "%s: cuMemAlloc_v2(%zu bytes) for the workspace of "
+                    "stream %p failed",
+                    fn, size, stream);
+    w.owned = pointer;
+    w.ownedBytes = size;
+    *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_set_workspace(void *stream, void *ptr, size_t bytes) {
+  constexpr const char *fn = "normrt_set_workspace";
+  return guarded(fn, [&] {
+    if (ptr && bytes == 0)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: bytes is 0 for a non-NULL buffer", fn);
+    if (ptr && reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+      return fail(NORMRT_ERROR_MISALIGNED,
+                  "%s: the workspace %p is not 16-byte aligned", fn, ptr);
+    CUcontext context = nullptr;
+    if (int status = requireContext(fn, &context))
+      return status;
+    CUstream cuStream = static_cast<CUstream>(stream);
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.workspaceMutex);
+    auto key = workspaceKey(context, cuStream);
+    if (!ptr) {
+      auto it = s.workspaces.find(key);
+      if (it != s.workspaces.end()) {
+        it->second.user = nullptr;
+        it->second.userBytes = 0;
+      }
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
+    Workspace &w = s.workspaces[key];
+    w.context = context;
+    w.stream = cuStream;
+    w.user = ptr;
+    w.userBytes = bytes;
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
+                  unsigned block_x, unsigned shared_bytes, void *stream,
+                  void **args) {
+  constexpr const char *fn = "normrt_launch";
+  return guarded(fn, [&] {
+    if (!function)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function is NULL", fn);
+    if (grid_x == 0 || grid_y == 0 || block_x == 0)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: grid %ux%u, block %u: every dimension must be nonzero",
+                  fn, grid_x, grid_y, block_x);
+    // The limits every CUDA device has had since compute capability 3.0.
+    if (grid_x > 0x7fffffffu || grid_y > 65535u || block_x > 1024u)
+      return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                  "%s: grid %ux%u, block %u exceeds the limits (grid x < "
+                  "2^31, grid y <= 65535, block <= 1024)",
+                  fn, grid_x, grid_y, block_x);
+    if (shared_bytes > static_cast<unsigned>(INT_MAX))
+      return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                  "%s: %u bytes of shared memory is out of range", fn,
+                  shared_bytes);
+    if (int status = requireDriver(fn))
+      return status;
+    CUfunction f = static_cast<CUfunction>(function);
+    CUstream cuStream = static_cast<CUstream>(stream);
+    if (shared_bytes > 48u * 1024u) {
+      CUresult result = gDriver.funcSetAttribute(
+          f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+          static_cast<int>(shared_bytes));
+      if (result != CUDA_SUCCESS)
+        return cuFail(NORMRT_ERROR_LAUNCH, result,
+                      "%s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, "
+                      "%u) failed",
+                      fn, shared_bytes);
+    }
+    CUresult result =
+        gDriver.launchKernel(f, grid_x, grid_y, 1, block_x, 1, 1, shared_bytes,
+                             cuStream, args, nullptr);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_LAUNCH, result,
+                    "%s: cuLaunchKernel(grid %ux%u, block %u, %u bytes of "
+                    "shared memory, stream %p) failed",
+                    fn, grid_x, grid_y, block_x, shared_bytes, stream);
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_check_aligned(const void *ptr, size_t alignment, const char *what) {
+  constexpr const char *fn = "normrt_check_aligned";
+  return guarded(fn, [&] {
+    const char *name = what && *what ? what : "pointer";
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: alignment %zu for %s is not a power of two", fn,
+                  alignment, name);
+    uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+    if (address % alignment != 0)
+      return fail(NORMRT_ERROR_MISALIGNED,
+                  "%s: %s (%p) is not aligned to %zu bytes (address mod %zu "
+                  "= %zu)",
+                  fn, name, ptr, alignment, alignment,
+                  static_cast<size_t>(address % alignment));
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+void normrt_release_all(void) {
+  guarded("normrt_release_all", [] {
+    // Without a driver nothing was ever loaded or allocated.
+    if (!gDriverReady.load(std::memory_order_acquire))
+      return static_cast<int>(NORMRT_SUCCESS);
+    State &s = state();
+    std::lock_guard<std::mutex> moduleLock(s.moduleMutex);
+    std::lock_guard<std::mutex> workspaceLock(s.workspaceMutex);
+    CUcontext saved = nullptr;
+    bool restore = gDriver.ctxGetCurrent(&saved) == CUDA_SUCCESS;
+    CUcontext current = saved;
+    auto enter = [&](CUcontext context) {
+      if (context != current && gDriver.ctxSetCurrent(context) == CUDA_SUCCESS)
+        current = context;
+      return current == context;
+    };
+    int status = NORMRT_SUCCESS;
+    // Workspaces first: kernels still running may use them. A whole-context
+    // synchronisation also covers streams destroyed since.
+    std::map<CUcontext, bool> synced;
+    for (auto &item : s.workspaces) {
+      Workspace &w = item.second;
+      if (!w.owned)
+        continue;
+      if (!enter(w.context)) {
+        status = fail(NORMRT_ERROR_DRIVER,
+                      "normrt_release_all: cannot make the context of a "
+                      "workspace current; its %zu bytes are leaked",
+                      w.ownedBytes);
+        continue;
+      }
+      if (!synced[w.context])
+        synced[w.context] = gDriver.ctxSynchronize() == CUDA_SUCCESS;
+      if (CUresult result = freeOwned(w))
+        status = cuFail(NORMRT_ERROR_DRIVER, result,
+                        "normrt_release_all: cuMemFree_v2 failed");
+    }
+    s.workspaces.clear();
+    for (auto &item : s.modules) {
+      Module &m = item.second;
+      if (!enter(m.context)) {
+        status = fail(NORMRT_ERROR_DRIVER,
+                      "normrt_release_all: cannot make the context of a "
+                      "module current; it stays loaded");
+        continue;
+      }
+      if (CUresult result = gDriver.moduleUnload(m.module))
+        status = cuFail(NORMRT_ERROR_DRIVER, result,
+                        "normrt_release_all: cuModuleUnload failed");
+    }
+    s.modules.clear();
+    if (restore && current != saved)
+      gDriver.ctxSetCurrent(saved);
+    return status;
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,61 @@
+/*===- RuntimeHeaderC.c - NormRuntime.h from C, linked to the archive -----===*
+ *
+ * Part of norm-opt. Built as strict C99 with warnings as errors, which
+ * proves include/norm/Runtime/NormRuntime.h is a valid C header; linked
+ * against libnorm_runtime_static.a alone (plus dl/pthread), which proves the
+ * archive is self-contained. ctest runs it with NORMRT_LIBCUDA naming a path
+ * that does not exist.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include "norm/Runtime/NormRuntime.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+
+static void check(int ok, const char *what) {
+  if (!ok) {
+    fprintf(stderr, "FAILED: %s (last error: %s)\n", what, normrt_last_error());
+    ++failures;
+  }
+}
+
+int main(void) {
+  normrt_status status = NORMRT_ERROR_NO_DRIVER;
+  static double buffer[4];
+  void *function = NULL;
+  void *workspace = NULL;
+  int sms = 0;
+
+  check(strcmp(normrt_status_string(status), "NORMRT_ERROR_NO_DRIVER") == 0,
+        "normrt_status_string");
+  check(strcmp(normrt_last_error(), "") == 0, "no error yet");
+  check(normrt_check_aligned(buffer, 8, "buffer") == NORMRT_SUCCESS, "aligned");
+  check(normrt_check_aligned((const char *)buffer + 1, 8, "buffer") ==
+            NORMRT_ERROR_MISALIGNED,
+        "misaligned");
+  check(strstr(normrt_last_error(), "buffer") != NULL, "message names it");
+
+  check(normrt_init() == NORMRT_ERROR_NO_DRIVER, "normrt_init");
+  check(strstr(normrt_last_error(), "NORMRT_LIBCUDA") != NULL, "init message");
+  check(normrt_ensure_context() == NORMRT_ERROR_NO_DRIVER, "ensure_context");
+  check(normrt_sm_count(&sms) == NORMRT_ERROR_NO_DRIVER, "sm_count");
+  check(normrt_get_function("", "k", &function) == NORMRT_ERROR_NO_DRIVER,
+        "get_function");
+  check(normrt_workspace(NULL, 64, &workspace) == NORMRT_ERROR_NO_DRIVER,
+        "workspace");
+  check(normrt_set_workspace(NULL, NULL, 0) == NORMRT_ERROR_NO_DRIVER,
+        "set_workspace");
+  check(normrt_launch(&sms, 1, 1, 32, 0, NULL, NULL) == NORMRT_ERROR_NO_DRIVER,
+        "launch");
+  check(normrt_launch(NULL, 1, 1, 32, 0, NULL, NULL) ==
+            NORMRT_ERROR_INVALID_ARGUMENT,
+        "launch NULL");
+  normrt_release_all();
+
+  if (failures == 0)
+    printf("NormRuntime.h from C: OK\n");
+  return failures == 0 ? 0 : 1;
+}

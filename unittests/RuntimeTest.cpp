@@ -1,0 +1,668 @@
+//===- RuntimeTest.cpp - The CUDA driver-API runtime without a GPU --------===//
+//
+// Part of norm-opt. normrt_init loads the driver once per process, so each
+// driver scenario runs in its own process: ctest runs this binary once per
+// scenario with NORMRT_TEST_SCENARIO and NORMRT_LIBCUDA set and a
+// --gtest_filter (unittests/CMakeLists.txt). A suite whose scenario is not
+// the current one skips, and ctest fails a run that skips anything.
+//
+//   no-driver       NORMRT_LIBCUDA=/nonexistent/libcuda.so.1
+//   not-a-driver    NORMRT_LIBCUDA=libm.so.6 (loads, lacks cuInit)
+//   stub            NORMRT_LIBCUDA=<toolkit>/lib64/stubs/libcuda.so
+//   default         NORMRT_LIBCUDA empty: the real loader path
+//   fake            NORMRT_LIBCUDA=libnormrt_fakecuda.so (RuntimeFakeCuda.cpp)
+//   fake-no-device  the fake with FAKECUDA_DEVICES=0
+//
+// RuntimeStatus, RuntimeAlign and RuntimeArgs need no driver and hold in
+// every scenario.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Runtime/NormRuntime.h"
+
+#include "RuntimeFakeCuda.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string env(const char *name) {
+  const char *value = std::getenv(name);
+  return value ? value : "";
+}
+
+#define REQUIRE_SCENARIO(name)                                                 \
+  do {                                                                         \
+    if (env("NORMRT_TEST_SCENARIO") != name)                                   \
+      GTEST_SKIP() << "runs in the '" name "' scenario (ctest runtime-" name   \
+                      ")";                                                     \
+  } while (0)
+
+std::string lastError() { return normrt_last_error(); }
+
+::testing::AssertionResult mentions(const std::string &text,
+                                    const std::string &part) {
+  if (text.find(part) != std::string::npos)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "'" << text << "' does not mention '" << part << "'";
+}
+
+void *fakeAddress(uintptr_t address) {
+  return reinterpret_cast<void *>(address);
+}
+
+const char kImage[] = "// fake PTX\n.entry norm_fwd\n.entry norm_bwd\n";
+
+//===----------------------------------------------------------------------===//
+// No driver needed
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeStatus, EveryCodeHasItsName) {
+  const char *names[] = {"NORMRT_SUCCESS",
+                         "NORMRT_ERROR_NO_DRIVER",
+                         "NORMRT_ERROR_NO_DEVICE",
+                         "NORMRT_ERROR_INVALID_ARGUMENT",
+                         "NORMRT_ERROR_MISALIGNED",
+                         "NORMRT_ERROR_OUT_OF_RANGE",
+                         "NORMRT_ERROR_MODULE",
+                         "NORMRT_ERROR_LAUNCH",
+                         "NORMRT_ERROR_OUT_OF_MEMORY",
+                         "NORMRT_ERROR_DRIVER"};
+  for (int code = NORMRT_SUCCESS; code <= NORMRT_ERROR_DRIVER; ++code)
+    EXPECT_STREQ(normrt_status_string(code), names[code]) << code;
+  EXPECT_STREQ(normrt_status_string(-1), "NORMRT_ERROR_UNKNOWN");
+  EXPECT_STREQ(normrt_status_string(10), "NORMRT_ERROR_UNKNOWN");
+  EXPECT_EQ(NORMRT_ERROR_NO_DRIVER, 1);
+  EXPECT_EQ(NORMRT_ERROR_DRIVER, 9);
+}
+
+TEST(RuntimeStatus, LastErrorIsPerThreadAndEmptyAtFirst) {
+  std::string before, after;
+  std::thread([&] {
+    before = lastError();
+    EXPECT_EQ(normrt_sm_count(nullptr), NORMRT_ERROR_INVALID_ARGUMENT);
+    after = lastError();
+  }).join();
+  EXPECT_EQ(before, "");
+  EXPECT_TRUE(mentions(after, "normrt_sm_count"));
+  std::thread([&] { before = lastError(); }).join();
+  EXPECT_EQ(before, "");
+}
+
+TEST(RuntimeAlign, AlignedAndMisaligned) {
+  alignas(64) static char buffer[128];
+  EXPECT_EQ(normrt_check_aligned(buffer, 16, "x"), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_check_aligned(buffer, 64, "x"), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_check_aligned(buffer + 4, 1, "x"), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_check_aligned(buffer + 4, 4, "x"), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_check_aligned(nullptr, 16, "weight"), NORMRT_SUCCESS);
+
+  EXPECT_EQ(normrt_check_aligned(buffer + 4, 16, "dy row stride"),
+            NORMRT_ERROR_MISALIGNED);
+  std::string message = lastError();
+  EXPECT_TRUE(mentions(message, "dy row stride"));
+  EXPECT_TRUE(mentions(message, "16 bytes"));
+  EXPECT_TRUE(mentions(message, "= 4"));
+
+  EXPECT_EQ(normrt_check_aligned(fakeAddress(0x1008), 16, nullptr),
+            NORMRT_ERROR_MISALIGNED);
+  EXPECT_TRUE(mentions(lastError(), "pointer"));
+  EXPECT_TRUE(mentions(lastError(), "0x1008"));
+}
+
+TEST(RuntimeAlign, AlignmentMustBeAPowerOfTwo) {
+  EXPECT_EQ(normrt_check_aligned(fakeAddress(48), 0, "x"),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_check_aligned(fakeAddress(48), 12, "x"),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "power of two"));
+}
+
+// Argument checks come before the driver: these hold with or without one.
+TEST(RuntimeArgs, NullOutPointers) {
+  EXPECT_EQ(normrt_sm_count(nullptr), NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_get_function(kImage, "norm_fwd", nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "function_out"));
+  EXPECT_EQ(normrt_workspace(nullptr, 64, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "normrt_workspace"));
+}
+
+TEST(RuntimeArgs, NullImageOrName) {
+  void *function = fakeAddress(0x1234);
+  EXPECT_EQ(normrt_get_function(nullptr, "norm_fwd", &function),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(function, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "image is NULL"));
+  EXPECT_EQ(normrt_get_function(kImage, nullptr, &function),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_get_function(kImage, "", &function),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "kernel_name"));
+}
+
+TEST(RuntimeArgs, LaunchShape) {
+  void *function = fakeAddress(0x1234); // never reached
+  EXPECT_EQ(normrt_launch(nullptr, 1, 1, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_launch(function, 0, 1, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_launch(function, 1, 0, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_launch(function, 1, 1, 0, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "grid 1x1, block 0"));
+  EXPECT_EQ(normrt_launch(function, 1, 1, 2048, 0, nullptr, nullptr),
+            NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_EQ(normrt_launch(function, 1, 70000, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_EQ(normrt_launch(function, 1u << 31, 1, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_OUT_OF_RANGE);
+}
+
+TEST(RuntimeArgs, CallerWorkspace) {
+  EXPECT_EQ(normrt_set_workspace(nullptr, fakeAddress(0x7000), 0),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_set_workspace(nullptr, fakeAddress(0x7004), 64),
+            NORMRT_ERROR_MISALIGNED);
+  EXPECT_TRUE(mentions(lastError(), "16-byte"));
+}
+
+TEST(RuntimeArgs, ReleaseAllIsAlwaysSafe) {
+  normrt_release_all();
+  normrt_release_all();
+}
+
+//===----------------------------------------------------------------------===//
+// No driver: every entry point fails cleanly with NO_DRIVER
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeNoDriver, InitFailsNamingThePath) {
+  REQUIRE_SCENARIO("no-driver");
+  std::string path = env("NORMRT_LIBCUDA");
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(normrt_init(), NORMRT_ERROR_NO_DRIVER);
+  std::string message = lastError();
+  EXPECT_TRUE(mentions(message, "normrt_init"));
+  EXPECT_TRUE(mentions(message, path));
+  EXPECT_TRUE(mentions(message, "NORMRT_LIBCUDA"));
+  // Cached: the same status and message again.
+  EXPECT_EQ(normrt_init(), NORMRT_ERROR_NO_DRIVER);
+  EXPECT_EQ(lastError(), message);
+}
+
+TEST(RuntimeNoDriver, EveryEntryPointReportsIt) {
+  REQUIRE_SCENARIO("no-driver");
+  std::string path = env("NORMRT_LIBCUDA");
+  auto expectNoDriver = [&](int status, const char *fn) {
+    EXPECT_EQ(status, NORMRT_ERROR_NO_DRIVER) << fn;
+    EXPECT_TRUE(mentions(lastError(), fn));
+    EXPECT_TRUE(mentions(lastError(), path));
+  };
+  expectNoDriver(normrt_ensure_context(), "normrt_ensure_context");
+  int sms = -1;
+  expectNoDriver(normrt_sm_count(&sms), "normrt_sm_count");
+  EXPECT_EQ(sms, 0);
+  void *function = fakeAddress(0x1234);
+  expectNoDriver(normrt_get_function(kImage, "norm_fwd", &function),
+                 "normrt_get_function");
+  EXPECT_EQ(function, nullptr);
+  void *workspace = fakeAddress(0x1234);
+  expectNoDriver(normrt_workspace(nullptr, 256, &workspace),
+                 "normrt_workspace");
+  EXPECT_EQ(workspace, nullptr);
+  expectNoDriver(normrt_set_workspace(nullptr, fakeAddress(0x7000), 4096),
+                 "normrt_set_workspace");
+  expectNoDriver(normrt_set_workspace(nullptr, nullptr, 0),
+                 "normrt_set_workspace");
+  expectNoDriver(
+      normrt_launch(fakeAddress(0x1234), 1, 1, 32, 64 << 10, nullptr, nullptr),
+      "normrt_launch");
+  normrt_release_all();
+}
+
+TEST(RuntimeNoDriver, OtherThreadsGetTheirOwnMessage) {
+  REQUIRE_SCENARIO("no-driver");
+  EXPECT_EQ(normrt_check_aligned(fakeAddress(3), 4, "main"),
+            NORMRT_ERROR_MISALIGNED);
+  std::string mainMessage = lastError();
+  std::vector<std::thread> threads;
+  std::vector<int> statuses(8, -1);
+  std::vector<std::string> messages(8);
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      statuses[i] = normrt_init();
+      messages[i] = lastError();
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(statuses[i], NORMRT_ERROR_NO_DRIVER);
+    EXPECT_TRUE(mentions(messages[i], env("NORMRT_LIBCUDA")));
+  }
+  EXPECT_EQ(lastError(), mainMessage);
+}
+
+TEST(RuntimeNotADriver, MissingEntryPoint) {
+  REQUIRE_SCENARIO("not-a-driver");
+  EXPECT_EQ(normrt_init(), NORMRT_ERROR_NO_DRIVER);
+  EXPECT_TRUE(mentions(lastError(), "has no cuInit"));
+  int sms = 0;
+  EXPECT_EQ(normrt_sm_count(&sms), NORMRT_ERROR_NO_DRIVER);
+}
+
+//===----------------------------------------------------------------------===//
+// The toolkit's stub libcuda: it loads, and cuInit says what it is
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeStub, InitFailsWithTheCudaErrorName) {
+  REQUIRE_SCENARIO("stub");
+  EXPECT_EQ(normrt_init(), NORMRT_ERROR_NO_DRIVER);
+  std::string message = lastError();
+  EXPECT_TRUE(mentions(message, "cuInit"));
+  EXPECT_TRUE(mentions(message, "CUDA_ERROR_STUB_LIBRARY"));
+  EXPECT_TRUE(mentions(message, env("NORMRT_LIBCUDA")));
+}
+
+TEST(RuntimeStub, EveryEntryPointReportsIt) {
+  REQUIRE_SCENARIO("stub");
+  void *out = nullptr;
+  int sms = 0;
+  EXPECT_EQ(normrt_ensure_context(), NORMRT_ERROR_NO_DRIVER);
+  EXPECT_EQ(normrt_sm_count(&sms), NORMRT_ERROR_NO_DRIVER);
+  EXPECT_EQ(normrt_get_function(kImage, "norm_fwd", &out),
+            NORMRT_ERROR_NO_DRIVER);
+  EXPECT_EQ(normrt_workspace(nullptr, 16, &out), NORMRT_ERROR_NO_DRIVER);
+  EXPECT_EQ(normrt_launch(fakeAddress(0x1234), 1, 1, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_NO_DRIVER);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_STUB_LIBRARY"));
+  normrt_release_all();
+}
+
+//===----------------------------------------------------------------------===//
+// The default loader path (libcuda.so.1, then libcuda.so)
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeDefault, InitIsCleanWhateverTheMachine) {
+  REQUIRE_SCENARIO("default");
+  int status = normrt_init();
+  EXPECT_TRUE(status == NORMRT_SUCCESS || status == NORMRT_ERROR_NO_DRIVER ||
+              status == NORMRT_ERROR_NO_DEVICE)
+      << normrt_status_string(status) << ": " << lastError();
+  if (status == NORMRT_ERROR_NO_DRIVER) {
+    EXPECT_TRUE(mentions(lastError(), "libcuda"));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The fake driver: caches, workspaces, launches
+//===----------------------------------------------------------------------===//
+
+class RuntimeFake : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (env("NORMRT_TEST_SCENARIO") != "fake")
+      GTEST_SKIP() << "runs in the 'fake' scenario (ctest runtime-fake)";
+    ASSERT_EQ(normrt_init(), NORMRT_SUCCESS) << lastError();
+    // The runtime dlopen'ed the fake already; this finds the same copy.
+    handle = dlopen(env("NORMRT_LIBCUDA").c_str(), RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(handle, nullptr) << dlerror();
+    stats = lookup<FakeCudaStatsFn>("fakecuda_stats")();
+    lastLaunch = lookup<FakeCudaLastLaunchFn>("fakecuda_last_launch");
+    setMemoryLimit =
+        lookup<FakeCudaSetMemoryLimitFn>("fakecuda_set_memory_limit");
+    newContext = lookup<FakeCudaNewContextFn>("fakecuda_new_context");
+    primaryContext =
+        lookup<FakeCudaPrimaryContextFn>("fakecuda_primary_context");
+    currentContext =
+        lookup<FakeCudaCurrentContextFn>("fakecuda_current_context");
+    setCurrentContext =
+        lookup<FakeCudaSetCurrentContextFn>("fakecuda_set_current_context");
+    normrt_release_all();
+  }
+  void TearDown() override {
+    if (!handle)
+      return;
+    normrt_release_all();
+    EXPECT_EQ(stats->liveModules.load(), 0);
+    EXPECT_EQ(stats->liveAllocations.load(), 0);
+    EXPECT_EQ(stats->badFrees.load(), 0);
+    dlclose(handle);
+  }
+  template <typename Fn> Fn lookup(const char *name) {
+    void *symbol = dlsym(handle, name);
+    EXPECT_NE(symbol, nullptr) << name;
+    return reinterpret_cast<Fn>(symbol);
+  }
+  void *function(const void *image, const char *name) {
+    void *f = nullptr;
+    EXPECT_EQ(normrt_get_function(image, name, &f), NORMRT_SUCCESS)
+        << lastError();
+    return f;
+  }
+
+  void *handle = nullptr;
+  FakeCudaStats *stats = nullptr;
+  FakeCudaLastLaunchFn lastLaunch = nullptr;
+  FakeCudaSetMemoryLimitFn setMemoryLimit = nullptr;
+  FakeCudaNewContextFn newContext = nullptr;
+  FakeCudaPrimaryContextFn primaryContext = nullptr;
+  FakeCudaCurrentContextFn currentContext = nullptr;
+  FakeCudaSetCurrentContextFn setCurrentContext = nullptr;
+};
+
+TEST_F(RuntimeFake, InitOnce) {
+  EXPECT_EQ(normrt_init(), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->inits.load(), 1);
+}
+
+TEST_F(RuntimeFake, EnsureContextRetainsThePrimaryOnce) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&] {
+      EXPECT_EQ(currentContext(), nullptr);
+      EXPECT_EQ(normrt_ensure_context(), NORMRT_SUCCESS) << lastError();
+      EXPECT_EQ(currentContext(), primaryContext());
+      EXPECT_EQ(normrt_ensure_context(), NORMRT_SUCCESS);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(stats->primaryRetains.load(), 1);
+}
+
+TEST_F(RuntimeFake, EnsureContextKeepsACurrentOne) {
+  void *other = newContext();
+  std::thread([&] {
+    setCurrentContext(other);
+    EXPECT_EQ(normrt_ensure_context(), NORMRT_SUCCESS);
+    EXPECT_EQ(currentContext(), other);
+  }).join();
+}
+
+TEST_F(RuntimeFake, SmCountIsCached) {
+  int sms = 0;
+  ASSERT_EQ(normrt_sm_count(&sms), NORMRT_SUCCESS) << lastError();
+  EXPECT_EQ(sms, 132);
+  int queries = stats->attributeQueries.load();
+  sms = 0;
+  ASSERT_EQ(normrt_sm_count(&sms), NORMRT_SUCCESS);
+  EXPECT_EQ(sms, 132);
+  EXPECT_EQ(stats->attributeQueries.load(), queries);
+}
+
+TEST_F(RuntimeFake, ModuleLoadedOncePerContextAndImage) {
+  int loads = stats->moduleLoads.load();
+  int lookups = stats->functionLookups.load();
+  void *fwd = function(kImage, "norm_fwd");
+  void *bwd = function(kImage, "norm_bwd");
+  EXPECT_NE(fwd, nullptr);
+  EXPECT_NE(bwd, nullptr);
+  EXPECT_NE(fwd, bwd);
+  EXPECT_EQ(function(kImage, "norm_fwd"), fwd);
+  EXPECT_EQ(stats->moduleLoads.load(), loads + 1);
+  EXPECT_EQ(stats->functionLookups.load(), lookups + 2);
+
+  // The same text at another address is another image.
+  static const char kCopy[] = "// fake PTX\n.entry norm_fwd\n.entry norm_bwd\n";
+  EXPECT_NE(function(kCopy, "norm_fwd"), fwd);
+  EXPECT_EQ(stats->moduleLoads.load(), loads + 2);
+
+  // Another context loads its own module.
+  void *other = newContext();
+  void *otherFwd = nullptr;
+  std::thread([&] {
+    setCurrentContext(other);
+    otherFwd = function(kImage, "norm_fwd");
+  }).join();
+  EXPECT_NE(otherFwd, nullptr);
+  EXPECT_NE(otherFwd, fwd);
+  EXPECT_EQ(stats->moduleLoads.load(), loads + 3);
+  EXPECT_EQ(stats->liveModules.load(), 3);
+}
+
+TEST_F(RuntimeFake, ModuleCacheIsThreadSafe) {
+  static const char kShared[] = ".entry k\n";
+  int loads = stats->moduleLoads.load();
+  std::vector<void *> functions(16, nullptr);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i)
+    threads.emplace_back([&, i] {
+      EXPECT_EQ(normrt_get_function(kShared, "k", &functions[i]),
+                NORMRT_SUCCESS)
+          << lastError();
+    });
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(stats->moduleLoads.load(), loads + 1);
+  for (void *f : functions) {
+    EXPECT_NE(f, nullptr);
+    EXPECT_EQ(f, functions[0]);
+  }
+}
+
+TEST_F(RuntimeFake, ModuleErrors) {
+  void *f = fakeAddress(0x1234);
+  EXPECT_EQ(normrt_get_function(kImage, "nope", &f), NORMRT_ERROR_MODULE);
+  EXPECT_EQ(f, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "'nope'"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_NOT_FOUND"));
+
+  static const char kBadPtx[] = "BAD PTX\n.entry k\n";
+  EXPECT_EQ(normrt_get_function(kBadPtx, "k", &f), NORMRT_ERROR_MODULE);
+  EXPECT_TRUE(mentions(lastError(), "cuModuleLoadData"));
+  EXPECT_TRUE(mentions(lastError(), "PTX image"));
+  EXPECT_TRUE(mentions(lastError(),
+                       "CUDA_ERROR_INVALID_PTX (fake: a PTX JIT compilation "
+                       "failed)"));
+
+  static const char kBadCubin[] = "\x7f"
+                                  "ELF BAD\n";
+  EXPECT_EQ(normrt_get_function(kBadCubin, "k", &f), NORMRT_ERROR_MODULE);
+  EXPECT_TRUE(mentions(lastError(), "cubin image"));
+  // A failed load is not cached: a second try goes to the driver again.
+  EXPECT_EQ(normrt_get_function(kBadPtx, "k", &f), NORMRT_ERROR_MODULE);
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_PTX"));
+}
+
+TEST_F(RuntimeFake, WorkspacePerStreamGrowsAndIsReused) {
+  void *s1 = fakeAddress(0x51), *s2 = fakeAddress(0x52);
+  int allocs = stats->allocs.load();
+  int frees = stats->frees.load();
+  void *p = nullptr;
+  ASSERT_EQ(normrt_workspace(s1, 1000, &p), NORMRT_SUCCESS) << lastError();
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
+  EXPECT_EQ(stats->lastAllocBytes.load(), size_t(64) << 10); // 64 KiB steps
+  void *again = nullptr;
+  ASSERT_EQ(normrt_workspace(s1, 64 << 10, &again), NORMRT_SUCCESS);
+  EXPECT_EQ(again, p);
+  EXPECT_EQ(stats->allocs.load(), allocs + 1);
+
+  // Growing synchronises the stream, frees the old buffer, takes >= 1.5x.
+  int syncs = stats->streamSyncs.load();
+  void *grown = nullptr;
+  ASSERT_EQ(normrt_workspace(s1, (64 << 10) + 1, &grown), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->streamSyncs.load(), syncs + 1);
+  EXPECT_EQ(stats->lastSyncedStream.load(), s1);
+  EXPECT_EQ(stats->frees.load(), frees + 1);
+  EXPECT_EQ(stats->allocs.load(), allocs + 2);
+  EXPECT_EQ(stats->lastAllocBytes.load(), size_t(128) << 10);
+  EXPECT_EQ(stats->liveAllocations.load(), 1);
+
+  // Another stream has its own buffer.
+  void *q = nullptr;
+  ASSERT_EQ(normrt_workspace(s2, 16, &q), NORMRT_SUCCESS);
+  EXPECT_NE(q, grown);
+  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  ASSERT_EQ(normrt_workspace(s1, 100, &again), NORMRT_SUCCESS);
+  EXPECT_EQ(again, grown);
+
+  // Zero bytes: no buffer.
+  void *none = fakeAddress(1);
+  ASSERT_EQ(normrt_workspace(s1, 0, &none), NORMRT_SUCCESS);
+  EXPECT_EQ(none, nullptr);
+}
+
+TEST_F(RuntimeFake, WorkspaceOfThePerThreadStreamIsPerThread) {
+  void *perThread = fakeAddress(0x2); // CU_STREAM_PER_THREAD
+  void *mine = nullptr, *again = nullptr, *legacy = nullptr;
+  ASSERT_EQ(normrt_workspace(perThread, 256, &mine), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_workspace(perThread, 256, &again), NORMRT_SUCCESS);
+  EXPECT_EQ(again, mine);
+  ASSERT_EQ(normrt_workspace(nullptr, 256, &legacy), NORMRT_SUCCESS);
+  std::vector<void *> theirs(4, nullptr), theirLegacy(4, nullptr);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      EXPECT_EQ(normrt_workspace(perThread, 256, &theirs[i]), NORMRT_SUCCESS);
+      EXPECT_EQ(normrt_workspace(nullptr, 256, &theirLegacy[i]),
+                NORMRT_SUCCESS);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NE(theirs[i], mine);
+    for (int j = 0; j < i; ++j)
+      EXPECT_NE(theirs[i], theirs[j]);
+    // The legacy default stream is one stream for every thread.
+    EXPECT_EQ(theirLegacy[i], legacy);
+  }
+}
+
+TEST_F(RuntimeFake, WorkspaceOutOfMemory) {
+  setMemoryLimit(size_t(100) << 10);
+  // The 64 KiB-rounded size does not fit; the exact size does.
+  void *p = nullptr;
+  ASSERT_EQ(normrt_workspace(nullptr, 70000, &p), NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(stats->lastAllocBytes.load(), 70000u);
+  EXPECT_EQ(normrt_workspace(fakeAddress(0x53), 1 << 20, &p),
+            NORMRT_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "cuMemAlloc_v2(1048576 bytes)"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_OUT_OF_MEMORY"));
+  setMemoryLimit(size_t(1) << 30);
+}
+
+TEST_F(RuntimeFake, CallerWorkspaceTakesPrecedence) {
+  void *s = fakeAddress(0x54);
+  void *mine = fakeAddress(0x7000);
+  ASSERT_EQ(normrt_set_workspace(s, mine, 4096), NORMRT_SUCCESS) << lastError();
+  int allocs = stats->allocs.load();
+  void *p = nullptr;
+  ASSERT_EQ(normrt_workspace(s, 4096, &p), NORMRT_SUCCESS);
+  EXPECT_EQ(p, mine);
+  EXPECT_EQ(normrt_workspace(s, 8192, &p), NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "has 4096 bytes"));
+  EXPECT_TRUE(mentions(lastError(), "needs 8192 bytes"));
+  EXPECT_EQ(stats->allocs.load(), allocs);
+
+  // Other streams are not affected.
+  ASSERT_EQ(normrt_workspace(fakeAddress(0x55), 8192, &p), NORMRT_SUCCESS);
+  EXPECT_NE(p, mine);
+
+  // Removing it brings the runtime's own buffer back.
+  ASSERT_EQ(normrt_set_workspace(s, nullptr, 0), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_workspace(s, 8192, &p), NORMRT_SUCCESS);
+  EXPECT_NE(p, mine);
+  EXPECT_EQ(stats->allocs.load(), allocs + 2);
+  // Removing one that is not there is fine.
+  EXPECT_EQ(normrt_set_workspace(fakeAddress(0x56), nullptr, 0),
+            NORMRT_SUCCESS);
+}
+
+TEST_F(RuntimeFake, Launch) {
+  void *f = function(kImage, "norm_bwd");
+  int value = 7;
+  void *args[] = {&value};
+  void *stream = fakeAddress(0x57);
+  ASSERT_EQ(normrt_launch(f, 4, 2, 128, 1024, stream, args), NORMRT_SUCCESS)
+      << lastError();
+  FakeCudaLaunch launch{};
+  lastLaunch(&launch);
+  EXPECT_EQ(launch.function, f);
+  EXPECT_EQ(launch.grid[0], 4u);
+  EXPECT_EQ(launch.grid[1], 2u);
+  EXPECT_EQ(launch.grid[2], 1u);
+  EXPECT_EQ(launch.block[0], 128u);
+  EXPECT_EQ(launch.block[1], 1u);
+  EXPECT_EQ(launch.block[2], 1u);
+  EXPECT_EQ(launch.shared, 1024u);
+  EXPECT_EQ(launch.stream, stream);
+  EXPECT_EQ(launch.args, args);
+  EXPECT_EQ(stats->setAttributes.load(), 0);
+
+  // 48 KiB needs no attribute, more does.
+  ASSERT_EQ(normrt_launch(f, 1, 1, 32, 48 << 10, nullptr, args),
+            NORMRT_SUCCESS);
+  EXPECT_EQ(stats->setAttributes.load(), 0);
+  ASSERT_EQ(normrt_launch(f, 1, 1, 32, 100 << 10, nullptr, args),
+            NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(stats->setAttributes.load(), 1);
+  EXPECT_EQ(stats->lastSharedAttribute.load(), 100 << 10);
+
+  // More than the device has: the attribute call fails.
+  EXPECT_EQ(normrt_launch(f, 1, 1, 32, 300 << 10, nullptr, args),
+            NORMRT_ERROR_LAUNCH);
+  EXPECT_TRUE(mentions(lastError(), "cuFuncSetAttribute"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_VALUE"));
+
+  // A function whose module is gone: cuLaunchKernel fails.
+  normrt_release_all();
+  EXPECT_EQ(normrt_launch(f, 3, 1, 64, 0, nullptr, args), NORMRT_ERROR_LAUNCH);
+  EXPECT_TRUE(mentions(lastError(), "cuLaunchKernel(grid 3x1, block 64"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_HANDLE"));
+}
+
+TEST_F(RuntimeFake, ReleaseAllFreesEverythingAndKeepsTheContext) {
+  void *other = newContext();
+  std::thread([&] {
+    setCurrentContext(other);
+    void *p = nullptr;
+    function(kImage, "norm_fwd");
+    EXPECT_EQ(normrt_workspace(nullptr, 100, &p), NORMRT_SUCCESS);
+  }).join();
+  ASSERT_EQ(normrt_ensure_context(), NORMRT_SUCCESS);
+  void *before = currentContext();
+  int contextSyncs = stats->contextSyncs.load();
+  function(kImage, "norm_fwd");
+  void *p = nullptr;
+  ASSERT_EQ(normrt_workspace(nullptr, 100, &p), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->liveModules.load(), 2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2);
+
+  normrt_release_all();
+  EXPECT_EQ(stats->liveModules.load(), 0);
+  EXPECT_EQ(stats->liveAllocations.load(), 0);
+  EXPECT_EQ(stats->contextSyncs.load(), contextSyncs + 2);
+  EXPECT_EQ(currentContext(), before);
+
+  // Everything comes back on demand.
+  int loads = stats->moduleLoads.load();
+  function(kImage, "norm_fwd");
+  EXPECT_EQ(stats->moduleLoads.load(), loads + 1);
+}
+
+TEST(RuntimeFakeNoDevice, InitReportsNoDevice) {
+  REQUIRE_SCENARIO("fake-no-device");
+  EXPECT_EQ(normrt_init(), NORMRT_ERROR_NO_DEVICE);
+  EXPECT_TRUE(mentions(lastError(), "no device"));
+  int sms = 0;
+  EXPECT_EQ(normrt_sm_count(&sms), NORMRT_ERROR_NO_DEVICE);
+}
+
+} // namespace
