@@ -23,3 +23,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.norm_tools_dir, config.llvm_tools_dir]
 tools = ["norm-opt", "mlir-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# ptxas from the CUDA toolkit CMake found (PTX checks; no GPU needed).
+config.substitutions.append(
+    ("%ptxas", os.path.join(config.cuda_bin_dir, "ptxas")))

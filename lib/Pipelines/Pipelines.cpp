@@ -6,6 +6,7 @@
 
 #include "norm/Pipelines/Pipelines.h"
 
+#include "norm/Conversion/Passes.h"
 #include "norm/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,7 +53,32 @@ void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
                   "reconcile-unrealized-casts");
 }
 
+void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
+                                        const NormGPUPipelineOptions &options) {
+  pm.addPass(createNormDecompose());
+  pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions());
+  addUpstream(pm, "canonicalize,cse");
+  ConvertNormToGPUOptions gpu;
+  gpu.threadsPerRow = options.threadsPerRow;
+  gpu.rowsPerCTA = options.rowsPerCTA;
+  gpu.vectorBytes = options.vectorBytes;
+  gpu.programsPerSM = options.programsPerSM;
+  pm.addPass(createConvertNormToGPU(gpu));
+  addUpstream(pm, (llvm::Twine("nvvm-attach-target{chip=") + options.chip +
+                   " features=" + options.features +
+                   " O=" + llvm::Twine(int(options.optLevel)) + "}")
+                      .str());
+  addUpstream(pm, "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,"
+                  "canonicalize,cse,reconcile-unrealized-casts)");
+  addUpstream(pm, "gpu-module-to-binary{format=isa}");
+}
+
 void norm::registerNormPipelines() {
+  PassPipelineRegistration<NormGPUPipelineOptions>(
+      "norm-lower-to-nvvm",
+      "Fuse norm backward functions and turn their kernels into PTX "
+      "(gpu.binary); host functions keep the annotated fused ops",
+      buildNormLowerToNVVMPipeline);
   PassPipelineRegistration<NormCPUPipelineOptions>(
       "norm-lower-to-cpu",
       "Fuse, partially accumulate, bufferize and lower norm backward "

@@ -6,6 +6,7 @@
 
 #include "norm/InitNorm.h"
 
+#include "norm/Conversion/Passes.h"
 #include "norm/Dialect/Norm/IR/NormDialect.h"
 #include "norm/Pipelines/Pipelines.h"
 #include "norm/Transforms/Passes.h"
@@ -23,6 +24,7 @@ void mlir::norm::registerNormPassesAndPipelines() {
   static std::once_flag once;
   std::call_once(once, [] {
     registerNormPasses();
+    registerNormConversionPasses();
     registerNormPipelines();
   });
 }

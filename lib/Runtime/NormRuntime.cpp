@@ -896,4 +896,10 @@ void normrt_release_all(void) {
   });
 }
 
+// Lets generated launchers report their own checks (shapes, strides)
+// through the same thread-local message.
+int normrt_report(int status, const char *message) {
+  return fail(status, "%s", message ? message : "");
+}
+
 } // extern "C"

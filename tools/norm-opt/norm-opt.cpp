@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileMain.h"
 #include "RegisterUpstream.h"
 
 #include "norm/InitNorm.h"
@@ -16,12 +17,18 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
+
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::norm::registerUpstreamDialects(registry);
   mlir::norm::registerNormDialect(registry);
   mlir::norm::registerUpstreamPasses();
   mlir::norm::registerNormPassesAndPipelines();
+
+  // `norm-opt compile IN.mlir --chip=... --emit=... -o OUT`.
+  if (argc > 1 && std::strcmp(argv[1], "compile") == 0)
+    return mlir::norm::compileMain(argc, argv, registry);
 
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "norm-opt " NORM_OPT_VERSION "\n"

@@ -30,6 +30,43 @@ struct NormCPUPipelineOptions
 void buildNormLowerToCPUPipeline(OpPassManager &pm,
                                  const NormCPUPipelineOptions &options);
 
+struct NormGPUPipelineOptions
+    : public PassPipelineOptions<NormGPUPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("GPU architecture (sm_80, sm_90a, ...)"),
+      llvm::cl::init("sm_90a")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features (e.g. +ptx80)"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<int> optLevel{
+      *this, "opt-level", llvm::cl::desc("LLVM optimisation level (0-3)"),
+      llvm::cl::init(3)};
+  PassOptions::Option<int64_t> threadsPerRow{
+      *this, "threads-per-row",
+      llvm::cl::desc("Lanes per row (power of two); 0 = heuristic"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> rowsPerCTA{
+      *this, "rows-per-cta",
+      llvm::cl::desc("Rows per CTA when a row takes < 32 lanes; 0 = heuristic"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> vectorBytes{
+      *this, "vector-bytes",
+      llvm::cl::desc("Bytes per global access (16, 8, 4, 2)"),
+      llvm::cl::init(16)};
+  PassOptions::Option<int64_t> programsPerSM{
+      *this, "programs-per-sm",
+      llvm::cl::desc("CTAs per SM; 0 = from the register estimate"),
+      llvm::cl::init(0)};
+};
+
+/// --norm-lower-to-nvvm: from the input form through decompose, fusion and
+/// --convert-norm-to-gpu to PTX: the kernels of `gpu.module @norm_kernels`
+/// become a `gpu.binary` holding PTX (format=isa) for `chip`. The host
+/// functions keep their (annotated) norm.mixed_reduction ops; `norm-opt
+/// compile` turns them into C launchers.
+void buildNormLowerToNVVMPipeline(OpPassManager &pm,
+                                  const NormGPUPipelineOptions &options);
+
 /// Registers the pipelines above under their names.
 void registerNormPipelines();
 

@@ -128,6 +128,10 @@ NORMRT_API int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
 NORMRT_API int normrt_check_aligned(const void *ptr, size_t alignment,
                                     const char *what);
 
+/* Sets this thread's message to `message` and returns `status`: generated
+   launchers report their own argument checks through it. */
+NORMRT_API int normrt_report(int status, const char *message);
+
 /* Frees the runtime's workspaces, forgets caller-set ones, and unloads every
    module it loaded (functions from normrt_get_function become invalid). Safe
    to call at any time, also before normrt_init or without a driver; it must

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Builds the kernels the GPU scripts load, on the build machine.
+
+For each (kind, activation dtype, weight dtype) one input module holds one
+function per hidden size N (`<kind>_<config>_<N>`, dynamic rows), written
+with the norm ops a front end that knows the op emits; `norm-opt compile
+--emit=lib` turns it into one shared library (cubin inside, C launchers,
+the runtime linked in) plus its header. A manifest (JSON) lists every
+function and its C signature, for bench/gpu_check.py and bench/bench.py.
+
+  bench/build_gpu_kernels.py [--norm-opt build/bin/norm-opt] [--out .carry/gpu]
+      [--chip sm_90a] [--ns 1024,4096] [--configs bf16,f16] [-j 2]
+      [-- extra norm-opt compile flags]
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+# The hidden sizes of ../shared/BENCHMARKS.md and the odd ones of the
+# validation list.
+BENCH_NS = [384, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384, 17389,
+            32768]
+EXTRA_NS = [17, 4099, 65536, 131072, 262144]
+# name: (x dtype, weight dtype)
+CONFIGS = {
+    "bf16": ("bf16", "bf16"),
+    "f16": ("f16", "f16"),
+    "f32": ("f32", "f32"),
+    "bf16w32": ("bf16", "f32"),
+}
+
+
+def function(kind, config, n):
+    x, w = CONFIGS[config]
+    name = f"{kind}_{config}_{n}"
+    full = f"tensor<?x{n}x{x}>"
+    vec = f"tensor<{n}x{w}>"
+    if kind == "layer":
+        text = f"""
+func.func @{name}(%dy: {full}, %x: {full}, %mean: tensor<?xf32>,
+    %rstd: tensor<?xf32>, %w: {vec}, %b: {vec})
+    -> ({full}, {vec}, {vec}) {{
+  %dx, %dw, %db = norm.layer_norm_grad %dy, %x, %mean, %rstd
+      weight(%w : {vec}) bias(%b : {vec})
+      : {full}, tensor<?xf32> -> {full}, {vec}, {vec}
+  return %dx, %dw, %db : {full}, {vec}, {vec}
+}}"""
+        # arguments: dy x mean rstd w b; results dx dw db
+        sig = {"args": ["dy", "x", "mean", "rstd", "w", "b"],
+               "results": ["dx", "dw", "db"],
+               "strides": ["dy", "x", "dx"]}
+    else:
+        text = f"""
+func.func @{name}(%dy: {full}, %x: {full}, %rstd: tensor<?xf32>,
+    %w: {vec}) -> ({full}, {vec}) {{
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : {vec})
+      : {full}, tensor<?xf32> -> {full}, {vec}
+  return %dx, %dw : {full}, {vec}
+}}"""
+        sig = {"args": ["dy", "x", "rstd", "w"], "results": ["dx", "dw"],
+               "strides": ["dy", "x", "dx"]}
+    sig.update(name=name, kind=kind, config=config, n=n, x=x, w=w)
+    return text, sig
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--norm-opt", default="build/bin/norm-opt")
+    ap.add_argument("--out", default=".carry/gpu")
+    ap.add_argument("--chip", default="sm_90a")
+    ap.add_argument("--ns", default=None, help="comma-separated N values")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--kinds", default="layer,rms")
+    ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("extra", nargs="*", help="extra norm-opt compile flags")
+    args = ap.parse_args()
+
+    ns = ([int(v) for v in args.ns.split(",")] if args.ns
+          else BENCH_NS + EXTRA_NS)
+    os.makedirs(args.out, exist_ok=True)
+    jobs, manifest = [], {"chip": args.chip, "libraries": []}
+    for kind in args.kinds.split(","):
+        for config in args.configs.split(","):
+            texts, sigs = [], []
+            for n in ns:
+                t, s = function(kind, config, n)
+                texts.append(t)
+                sigs.append(s)
+            stem = f"{kind}_{config}"
+            src = os.path.join(args.out, stem + ".mlir")
+            with open(src, "w") as f:
+                f.write("\n".join(texts) + "\n")
+            lib = os.path.join(args.out, f"lib{stem}.so")
+            cmd = [args.norm_opt, "compile", src, f"--chip={args.chip}",
+                   "--emit=lib", "-o", lib] + args.extra
+            jobs.append(cmd)
+            manifest["libraries"].append(
+                {"library": os.path.basename(lib), "functions": sigs})
+
+    def run(cmd):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        return cmd, r
+
+    failed = False
+    with concurrent.futures.ThreadPoolExecutor(args.j) as pool:
+        for cmd, r in pool.map(run, jobs):
+            if r.returncode != 0:
+                failed = True
+                print("FAILED:", " ".join(cmd), "\n", r.stderr, file=sys.stderr)
+            else:
+                print("built", cmd[-1])
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

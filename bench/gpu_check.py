@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""Checks the compiled kernels on a GPU against a float64 torch reference.
+
+Runs on the GPU machine over the libraries bench/build_gpu_kernels.py made
+(ctypes + torch tensors' data pointers). For every case: fresh random
+inputs (never zeros), outputs poisoned with NaN first, dx/dw/db compared
+with a float64 reference by relative L2 error, and every element checked
+written. Also: dw/db bitwise identical over 20 runs; strided rows and an
+unaligned base pointer (the scalar kernel); rows = 0; a problem of more
+than 2^31 elements; and a small training step whose backward is ours.
+
+  python3 bench/gpu_check.py --dir .carry/gpu [--quick] [--out DIR]
+
+Prints one line per case and a table last; exits non-zero on any failure.
+"""
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+
+DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+# Relative L2 tolerance by the stored type of a result. Our kernels compute
+# in f32 and round once; the bound is a few units of that type's rounding.
+TOL = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
+
+# (kind, N) -> rows for the shape sweep: ../shared/BENCHMARKS.md's shapes
+# plus the issue's extra ones.
+BENCH_SHAPES = [(4096, 1024), (8192, 2048), (8192, 4096), (16384, 4096),
+                (4096, 8192), (8192, 8192), (2048, 16384), (4096, 12288),
+                (32768, 1024), (65536, 768), (16384, 5120), (1024, 32768),
+                (576000, 384), (29, 17389)]
+EXTRA_SHAPES = [(1, 8192), (7, 4099), (3, 131072), (100000, 17),
+                (4096, 262144)]
+HUGE = (2097169, 1024)  # > 2^31 elements
+
+
+class Library:
+    def __init__(self, path, entry):
+        self.lib = ctypes.CDLL(path)
+        self.lib.normrt_last_error.restype = ctypes.c_char_p
+        self.funcs = {}
+        for sig in entry["functions"]:
+            fn = getattr(self.lib, sig["name"])
+            nptr = len(sig["args"]) + len(sig["results"])
+            fn.argtypes = ([ctypes.c_void_p] * nptr
+                           + [ctypes.c_int64] * (2 + len(sig["strides"]))
+                           + [ctypes.c_void_p])
+            fn.restype = ctypes.c_int
+            self.funcs[sig["n"]] = (fn, sig)
+
+    def error(self):
+        return self.lib.normrt_last_error().decode()
+
+
+def make_inputs(kind, xdt, wdt, m, n, gen, dev):
+    x = torch.randn(m, n, generator=gen, device=dev, dtype=torch.float32)
+    x = (x * 2 + 0.5).to(xdt)
+    dy = torch.randn(m, n, generator=gen, device=dev).to(xdt)
+    w = (1 + 0.2 * torch.randn(n, generator=gen, device=dev)).to(wdt)
+    b = (0.1 * torch.randn(n, generator=gen, device=dev)).to(wdt)
+    # Saved statistics in f32, as the forward keeps them.
+    chunk = max(1, (1 << 26) // n)
+    mean = torch.empty(m, device=dev)
+    rstd = torch.empty(m, device=dev)
+    for r0 in range(0, m, chunk):
+        xs = x[r0:r0 + chunk].float()
+        if kind == "layer":
+            mu = xs.mean(-1)
+            var = ((xs - mu[:, None]) ** 2).mean(-1)
+        else:
+            mu = torch.zeros(xs.shape[0], device=dev)
+            var = (xs * xs).mean(-1)
+        mean[r0:r0 + chunk] = mu
+        rstd[r0:r0 + chunk] = torch.rsqrt(var + 1e-5)
+    return dict(x=x, dy=dy, w=w, b=b, mean=mean, rstd=rstd)
+
+
+def reference(kind, t, m, n):
+    """float64 backward from the same (f32) statistics, in row chunks."""
+    chunk = max(1, (1 << 25) // n)
+    dx = torch.empty(m, n, dtype=torch.float64, device=t["x"].device)
+    dw = torch.zeros(n, dtype=torch.float64, device=t["x"].device)
+    db = torch.zeros(n, dtype=torch.float64, device=t["x"].device)
+    w = t["w"].double()
+    for r0 in range(0, m, chunk):
+        x = t["x"][r0:r0 + chunk].double()
+        dy = t["dy"][r0:r0 + chunk].double()
+        rstd = t["rstd"][r0:r0 + chunk].double()[:, None]
+        if kind == "layer":
+            xhat = (x - t["mean"][r0:r0 + chunk].double()[:, None]) * rstd
+        else:
+            xhat = x * rstd
+        wdy = dy * w
+        c1 = (xhat * wdy).sum(-1, keepdim=True) / n
+        if kind == "layer":
+            c2 = wdy.sum(-1, keepdim=True) / n
+            dx[r0:r0 + chunk] = (wdy - xhat * c1 - c2) * rstd
+        else:
+            dx[r0:r0 + chunk] = (wdy - xhat * c1) * rstd
+        dw += (dy * xhat).sum(0)
+        db += dy.sum(0)
+    return dict(dx=dx, dw=dw, db=db)
+
+
+def rel_l2(out, ref):
+    if not torch.isfinite(out).all():
+        return math.inf
+    num = torch.linalg.vector_norm(out.double() - ref).item()
+    den = torch.linalg.vector_norm(ref).item()
+    return num / den if den > 0 else num
+
+
+def rel_l2_chunked(out, ref, n):
+    chunk = max(1, (1 << 25) // n)
+    num = den = 0.0
+    for r0 in range(0, out.shape[0], chunk):
+        o = out[r0:r0 + chunk]
+        if not torch.isfinite(o).all():
+            return math.inf
+        r = ref[r0:r0 + chunk]
+        num += torch.linalg.vector_norm(o.double() - r).item() ** 2
+        den += torch.linalg.vector_norm(r).item() ** 2
+    return math.sqrt(num) / math.sqrt(den) if den > 0 else math.sqrt(num)
+
+
+def call(lib, fn, sig, t, outs, m, n, strides=None, stream=None):
+    ptrs = [t[a].data_ptr() for a in sig["args"]]
+    ptrs += [outs[r].data_ptr() for r in sig["results"]]
+    if strides is None:
+        strides = [n] * len(sig["strides"])
+    rc = fn(*ptrs, m, n, *strides,
+            stream if stream is not None
+            else torch.cuda.current_stream().cuda_stream)
+    if rc != 0:
+        raise RuntimeError(f"{sig['name']}: status {rc}: {lib.error()}")
+
+
+def poisoned_outputs(sig, m, n, xdt, wdt, dev):
+    outs = {"dx": torch.full((m, n), float("nan"), dtype=xdt, device=dev)}
+    for r in sig["results"][1:]:
+        outs[r] = torch.full((n,), float("nan"), dtype=wdt, device=dev)
+    return outs
+
+
+def check_case(lib, fn, sig, m, n, gen, dev, results, note=""):
+    xdt, wdt = DT[sig["x"]], DT[sig["w"]]
+    t = make_inputs(sig["kind"], xdt, wdt, m, n, gen, dev)
+    outs = poisoned_outputs(sig, m, n, xdt, wdt, dev)
+    call(lib, fn, sig, t, outs, m, n)
+    torch.cuda.synchronize()
+    ref = reference(sig["kind"], t, m, n)
+    errs = {"dx": rel_l2_chunked(outs["dx"], ref["dx"], n)}
+    for r in sig["results"][1:]:
+        errs[r] = rel_l2(outs[r], ref[r])
+    ok = all(e <= TOL[outs[k].dtype] for k, e in errs.items())
+    # Determinism: dw/db bitwise over 20 runs.
+    det = True
+    if m * n <= (1 << 28):
+        first = {r: outs[r].clone() for r in sig["results"][1:]}
+        for _ in range(19):
+            for r in sig["results"][1:]:
+                outs[r].fill_(float("nan"))
+            call(lib, fn, sig, t, outs, m, n)
+            for r in sig["results"][1:]:
+                det = det and torch.equal(outs[r].view(torch.uint8),
+                                          first[r].view(torch.uint8))
+        torch.cuda.synchronize()
+    ok = ok and det
+    line = (f"{'PASS' if ok else 'FAIL'} {sig['name']:<22} {m:>8}x{n:<7}"
+            + " ".join(f"{k}={v:.2e}" for k, v in errs.items())
+            + f" deterministic={det} {note}")
+    print(line, flush=True)
+    results.append(dict(name=sig["name"], m=m, n=n, ok=ok, det=det,
+                        errs=errs, note=note))
+    return ok
+
+
+def check_layouts(lib, fn, sig, m, n, gen, dev, results):
+    """Row stride != N and a misaligned base pointer: the scalar kernel."""
+    xdt, wdt = DT[sig["x"]], DT[sig["w"]]
+    t = make_inputs(sig["kind"], xdt, wdt, m, n, gen, dev)
+    pad = 3
+    ok = True
+    # Strided rows: inputs and dx live in wider buffers.
+    wide = {}
+    for k in ("x", "dy"):
+        buf = torch.randn(m, n + pad, generator=gen, device=dev).to(xdt)
+        buf[:, :n] = t[k]
+        wide[k] = buf
+    dxbuf = torch.full((m, n + pad), float("nan"), dtype=xdt, device=dev)
+    ts = dict(t, x=wide["x"], dy=wide["dy"])
+    outs = poisoned_outputs(sig, m, n, xdt, wdt, dev)
+    outs["dx"] = dxbuf
+    call(lib, fn, sig, ts, outs, m, n, strides=[n + pad] * 3)
+    torch.cuda.synchronize()
+    ref = reference(sig["kind"], t, m, n)
+    e1 = rel_l2(dxbuf[:, :n], ref["dx"])
+    untouched = torch.isnan(dxbuf[:, n:].float()).all().item()
+    e1w = rel_l2(outs["dw"], ref["dw"])
+    ok1 = e1 <= TOL[xdt] and e1w <= TOL[wdt] and untouched
+    # Misaligned base pointers (one element in).
+    shifted = {}
+    for k in ("x", "dy"):
+        buf = torch.empty(m * n + 1, dtype=xdt, device=dev)
+        buf[1:] = t[k].reshape(-1)
+        shifted[k] = buf[1:].view(m, n)
+    dxs = torch.full((m * n + 1,), float("nan"), dtype=xdt, device=dev)
+    outs2 = poisoned_outputs(sig, m, n, xdt, wdt, dev)
+    outs2["dx"] = dxs[1:].view(m, n)
+    call(lib, fn, sig, dict(t, **shifted), outs2, m, n)
+    torch.cuda.synchronize()
+    e2 = rel_l2(outs2["dx"], ref["dx"])
+    e2w = rel_l2(outs2["dw"], ref["dw"])
+    ok2 = (e2 <= TOL[xdt] and e2w <= TOL[wdt]
+           and bool(torch.isnan(dxs[0].float()).item()))
+    ok = ok1 and ok2
+    print(f"{'PASS' if ok else 'FAIL'} {sig['name']:<22} {m:>8}x{n:<7}"
+          f"strided dx={e1:.2e} dw={e1w:.2e} pad-untouched={untouched}; "
+          f"misaligned dx={e2:.2e} dw={e2w:.2e}", flush=True)
+    results.append(dict(name=sig["name"], m=m, n=n, ok=ok, det=True,
+                        errs={"dx": max(e1, e2)}, note="layouts"))
+    return ok
+
+
+def check_zero_rows(lib, fn, sig, n, dev, results):
+    xdt, wdt = DT[sig["x"]], DT[sig["w"]]
+    t = {k: torch.ones(1, device=dev) for k in sig["args"]}
+    outs = poisoned_outputs(sig, 0, n, xdt, wdt, dev)
+    call(lib, fn, sig, t, outs, 0, n)
+    torch.cuda.synchronize()
+    ok = all(bool((outs[r] == 0).all()) for r in sig["results"][1:])
+    print(f"{'PASS' if ok else 'FAIL'} {sig['name']:<22} rows=0: dw/db = 0, "
+          "dx untouched", flush=True)
+    results.append(dict(name=sig["name"], m=0, n=n, ok=ok, det=True,
+                        errs={}, note="rows=0"))
+    return ok
+
+
+def check_bad_input(lib, fn, sig, n, dev, results):
+    """A wrong static N and a too-small stride give clean errors."""
+    t = {k: torch.ones(1, device=dev) for k in sig["args"]}
+    outs = {r: torch.ones(1, device=dev) for r in sig["results"]}
+    ptrs = [t[a].data_ptr() for a in sig["args"]] + [
+        outs[r].data_ptr() for r in sig["results"]]
+    rc1 = fn(*ptrs, 4, n + 1, *([n + 1] * 3), None)
+    msg1 = lib.error()
+    rc2 = fn(*ptrs, 4, n, *([n - 1] * 3), None)
+    msg2 = lib.error()
+    ok = rc1 != 0 and rc2 != 0 and msg1 and msg2
+    print(f"{'PASS' if ok else 'FAIL'} {sig['name']:<22} bad cols -> {rc1} "
+          f"'{msg1}'; bad stride -> {rc2} '{msg2}'", flush=True)
+    results.append(dict(name=sig["name"], m=4, n=n, ok=ok, det=True, errs={},
+                        note="bad input"))
+    return ok
+
+
+class OurLayerNorm(torch.autograd.Function):
+    """LayerNorm whose backward is the compiled kernel."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, fn, sig, lib):
+        m, n = x.shape
+        mean = x.float().mean(-1)
+        rstd = torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)
+        y = ((x.float() - mean[:, None]) * rstd[:, None] * w.float()
+             + b.float()).to(x.dtype)
+        ctx.save_for_backward(x, w, b, mean, rstd)
+        ctx.fn, ctx.sig, ctx.lib = fn, sig, lib
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w, b, mean, rstd = ctx.saved_tensors
+        m, n = x.shape
+        dy = dy.contiguous()
+        t = dict(x=x, dy=dy, w=w, b=b, mean=mean, rstd=rstd)
+        outs = poisoned_outputs(ctx.sig, m, n, x.dtype, w.dtype, x.device)
+        call(ctx.lib, ctx.fn, ctx.sig, t, outs, m, n)
+        return outs["dx"], outs["dw"], outs["db"], None, None, None
+
+
+def check_training(lib, fn, sig, dev, results):
+    """A small model, one step: grads from our backward vs torch's."""
+    n = sig["n"]
+    torch.manual_seed(0)
+    m = 512
+    lin = torch.nn.Linear(n, n, device=dev, dtype=torch.float32)
+    w = (1 + 0.1 * torch.randn(n, device=dev)).requires_grad_()
+    b = (0.1 * torch.randn(n, device=dev)).requires_grad_()
+    x0 = torch.randn(m, n, device=dev)
+
+    def step(ours):
+        for p in (lin.weight, lin.bias, w, b):
+            p.grad = None
+        h = lin(x0)
+        if ours:
+            y = OurLayerNorm.apply(h, w, b, fn, sig, lib)
+        else:
+            y = torch.nn.functional.layer_norm(h, (n,), w, b, 1e-5)
+        loss = (y * y).mean()
+        loss.backward()
+        return [p.grad.clone() for p in (lin.weight, lin.bias, w, b)]
+
+    ref, ours = step(False), step(True)
+    errs = [rel_l2(o, r.double()) for o, r in zip(ours, ref)]
+    ok = all(e < 1e-4 for e in errs)
+    print(f"{'PASS' if ok else 'FAIL'} training step (Linear -> our "
+          f"LayerNorm backward, f32, {m}x{n}): grad errors "
+          + " ".join(f"{e:.1e}" for e in errs), flush=True)
+    results.append(dict(name="training", m=m, n=n, ok=ok, det=True,
+                        errs={"grads": max(errs)}, note="training"))
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=".carry/gpu")
+    ap.add_argument("--quick", action="store_true",
+                    help="a few shapes per library")
+    ap.add_argument("--no-huge", action="store_true")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(1234)
+    results, t0 = [], time.time()
+    libs = {}
+    for entry in manifest["libraries"]:
+        lib = Library(os.path.join(args.dir, entry["library"]), entry)
+        libs[entry["library"]] = lib
+        shapes = BENCH_SHAPES + EXTRA_SHAPES
+        if args.quick:
+            shapes = [(4096, 1024), (29, 17389), (7, 4099), (100000, 17)]
+        for m, n in shapes:
+            if n not in lib.funcs:
+                continue
+            fn, sig = lib.funcs[n]
+            try:
+                check_case(lib, fn, sig, m, n, gen, dev, results)
+            except (RuntimeError, torch.OutOfMemoryError) as e:
+                print(f"FAIL {sig['name']} {m}x{n}: {e}", flush=True)
+                results.append(dict(name=sig["name"], m=m, n=n, ok=False,
+                                    det=False, errs={}, note=str(e)))
+        for n in (1024, 4099):
+            if n in lib.funcs:
+                fn, sig = lib.funcs[n]
+                check_layouts(lib, fn, sig, 300, n, gen, dev, results)
+        if 1024 in lib.funcs:
+            fn, sig = lib.funcs[1024]
+            check_zero_rows(lib, fn, sig, 1024, dev, results)
+            check_bad_input(lib, fn, sig, 1024, dev, results)
+        torch.cuda.empty_cache()
+
+    if not args.no_huge:
+        lib = libs.get("librms_bf16.so")
+        if lib and HUGE[1] in lib.funcs:
+            fn, sig = lib.funcs[HUGE[1]]
+            check_case(lib, fn, sig, HUGE[0], HUGE[1], gen, dev, results,
+                       note=f"{HUGE[0] * HUGE[1]} elements > 2^31")
+            torch.cuda.empty_cache()
+    lib = libs.get("liblayer_f32.so")
+    if lib and 1024 in lib.funcs:
+        fn, sig = lib.funcs[1024]
+        check_training(lib, fn, sig, dev, results)
+
+    failed = [r for r in results if not r["ok"]]
+    with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\n{len(results) - len(failed)} of {len(results)} checks passed "
+          f"in {time.time() - t0:.0f} s on {torch.cuda.get_device_name()}")
+    worst = {}
+    for r in results:
+        for k, v in r["errs"].items():
+            key = (r["name"].split("_")[1] if "_" in r["name"] else r["name"],
+                   k)
+            worst[key] = max(worst.get(key, 0), v)
+    print("worst relative L2 error by (dtype config, result):")
+    for (cfg, k), v in sorted(worst.items()):
+        print(f"  {cfg:<8} {k:<6} {v:.2e}")
+    for r in failed:
+        print("FAILED:", r["name"], r["m"], r["n"], r["note"], r["errs"])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+//===- Compile.h - From an input module to PTX, cubin or a library -*- C++ -*-===//
+//
+// Part of norm-opt. What `norm-opt compile` does, as a library call a host
+// compiler can make: run the NVVM pipeline, then write PTX, a cubin (ptxas)
+// or a shared library with a generated C launcher per input function.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_COMPILE_COMPILE_H
+#define NORM_COMPILE_COMPILE_H
+
+#include "norm/Pipelines/Pipelines.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+
+namespace mlir::norm {
+
+enum class EmitKind { PTX, Cubin, Library };
+
+struct CompileOptions {
+  std::string chip = "sm_90a";
+  std::string features = "+ptx80";
+  int optLevel = 3;
+  int64_t threadsPerRow = 0, rowsPerCTA = 0, vectorBytes = 16,
+          programsPerSM = 0;
+  EmitKind emit = EmitKind::PTX;
+  /// OUT: the PTX file, the cubin, or the shared library (the C header is
+  /// written beside it, OUT with its extension replaced by `.h`).
+  std::string output;
+  /// Tools; empty means the defaults found at build time / on PATH.
+  std::string ptxas, cc, runtimeLibrary;
+  /// Keep the generated launcher source (OUT with `.c`).
+  bool keepLauncher = false;
+  /// Pass `-v` to ptxas and print its register / spill report.
+  bool ptxasVerbose = false;
+};
+
+/// Compiles `module` (linalg, TOSA-lowered linalg or norm ops) in place and
+/// writes the output. Errors are reported as diagnostics on the module.
+LogicalResult compileNormModule(ModuleOp module, const CompileOptions &options);
+
+/// The C launcher source and header for an already lowered module (after
+/// --norm-lower-to-nvvm), with `image` embedded (a cubin or PTX). Exposed
+/// for tests; compileNormModule uses it.
+LogicalResult generateLauncher(ModuleOp module, StringRef image,
+                               StringRef headerName, std::string &source,
+                               std::string &header);
+
+/// The PTX of the `gpu.binary` the NVVM pipeline produced.
+FailureOr<std::string> extractPTX(ModuleOp module);
+
+} // namespace mlir::norm
+
+#endif // NORM_COMPILE_COMPILE_H

@@ -1,0 +1,63 @@
+//===- NormToGPU.h - norm.mixed_reduction on the GPU ------------*- C++ -*-===//
+//
+// Part of norm-opt. The kernel shape chosen for one norm.mixed_reduction
+// (shared by --convert-norm-to-gpu, which writes the kernels, and the
+// compile mode, which writes the host launcher that sizes the grid).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_CONVERSION_NORMTOGPU_H
+#define NORM_CONVERSION_NORMTOGPU_H
+
+#include "norm/Dialect/Norm/IR/NormOps.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+#include <optional>
+
+namespace mlir::norm {
+
+/// User overrides of the heuristic; 0 means "pick".
+struct KernelPlanOptions {
+  int64_t threadsPerRow = 0;
+  int64_t rowsPerCTA = 0;
+  int64_t vectorBytes = 16;
+  int64_t programsPerSM = 0;
+  int64_t maxResidentElements = 0;
+};
+
+/// How one op maps onto the GPU. A program is a group of `threadsPerRow`
+/// lanes; a CTA holds `rowsPerCTA` programs. Lane t of a program owns the
+/// chunks t, t + G, t + 2G, ... of `vector` consecutive columns.
+struct KernelPlan {
+  int64_t vector = 1;          // columns per access in the main kernel
+  int64_t threadsPerRow = 32;  // G
+  int64_t rowsPerCTA = 1;      // R (programs per CTA)
+  int64_t chunksPerThread = 0; // K; 0: the looped variant (N too long)
+  int64_t programsPerSM = 1;   // CTAs per SM the launcher starts
+  int64_t estimatedRegisters = 0;
+  std::optional<int64_t> staticCols; // N when the type says it
+
+  int64_t blockThreads() const { return threadsPerRow * rowsPerCTA; }
+  bool resident() const { return chunksPerThread > 0; }
+};
+
+/// The final reduction kernel's CTA: 32 columns x 16 slices of programs.
+constexpr int64_t kFinalColumnsPerCTA = 32;
+constexpr int64_t kFinalSlices = 16;
+
+/// Picks the kernel shape for `op` (see docs/gpu.md for the rules).
+KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options);
+
+/// The elementwise epilogue of a column result that the final kernel
+/// absorbs (the narrowing truncf of dW/dB): its only use, a 1-D parallel
+/// linalg.generic reading just that result into a fresh tensor.empty.
+linalg::GenericOp getColumnEpilogue(Value colResult);
+
+/// The constant a column result starts from when `init` is a linalg.fill of
+/// a constant (zeros), else nullopt (the init is then read from memory).
+std::optional<Attribute> getConstantColumnInit(Value init);
+
+} // namespace mlir::norm
+
+#endif // NORM_CONVERSION_NORMTOGPU_H

@@ -1,0 +1,75 @@
+//===- Passes.td - norm-opt conversion passes --------------*- tablegen -*-===//
+//
+// Part of norm-opt. Pass names are a stable interface: other compilers
+// script against them. Rename only with a deprecation alias.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_CONVERSION_PASSES_TD
+#define NORM_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Map each norm.mixed_reduction onto persistent GPU kernels "
+                "(gpu.module of gpu.func, LLVM pointers, f32 math)";
+  let description = [{
+    For every `norm.mixed_reduction` in the module's functions this pass
+    writes three kernels into the module's `gpu.module @norm_kernels`:
+
+    - `<func>_<i>_main`: the persistent row loop with 16-byte loads and
+      stores. Programs are CTAs (or, for short rows, groups of lanes inside
+      a CTA); each program walks rows `prog, prog + P, ...`; a row is
+      spread over `threads-per-row` lanes and every lane owns the same
+      columns for every row it touches, so its column partials stay in
+      registers across rows (the "resident" variant) or, for rows too long
+      for registers, in the program's own row of the partial buffer (the
+      "looped" variant, which re-reads the row for each reduction stage).
+      Row reductions are f32 `gpu.shuffle xor` butterflies plus a
+      workgroup buffer across warps, so every lane gets the same sum.
+    - `<func>_<i>_main_scalar`: the same loop with element-wide accesses,
+      for base pointers or row strides that are not 16-byte multiples and
+      for N that is not a multiple of the vector width.
+    - `<func>_<i>_final`: the fixed-order reduction of the [P, N] fp32
+      partial buffer (per column: 16 strided slices summed in order, then
+      the slices in order), plus the initial value, plus a trailing
+      elementwise epilogue of the column result (the narrowing `truncf`
+      of dW/dB) when it has one.
+
+    The host function is left as it was; the op gets a `norm.gpu`
+    dictionary naming its kernels and launch shape (block size, rows per
+    CTA, vector width, programs per SM). `norm-opt compile` reads it to
+    write the host launcher. Kernel parameters are LLVM pointers (address
+    space 1) and i64 sizes/strides: all index math is 64-bit.
+  }];
+  let options = [
+    Option<"threadsPerRow", "threads-per-row", "int64_t", /*default=*/"0",
+           "Lanes that share one row (power of two, <= 1024); 0 picks it "
+           "from N and the element types">,
+    Option<"rowsPerCTA", "rows-per-cta", "int64_t", /*default=*/"0",
+           "Rows a CTA works on at once when threads-per-row < 32; 0 fills "
+           "256 threads">,
+    Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"16",
+           "Bytes per global access of the widest element type (16, 8, 4, "
+           "or the element size for scalar accesses)">,
+    Option<"programsPerSM", "programs-per-sm", "int64_t", /*default=*/"0",
+           "CTAs per multiprocessor; P = SMs x this at run time; 0 picks it "
+           "from the estimated register use">,
+    Option<"maxResidentElements", "max-resident-elements", "int64_t",
+           /*default=*/"0",
+           "Most columns one lane may keep in registers before the looped "
+           "variant is used; 0 picks it from the element types">,
+    Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark per op with the chosen kernel shape">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+#endif // NORM_CONVERSION_PASSES_TD

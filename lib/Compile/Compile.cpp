@@ -1,0 +1,187 @@
+//===- Compile.cpp - norm-opt compile: PTX, cubin, shared library ---------===//
+//
+// Part of norm-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Compile/Compile.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+#ifndef NORM_DEFAULT_PTXAS
+#define NORM_DEFAULT_PTXAS "ptxas"
+#endif
+#ifndef NORM_DEFAULT_RUNTIME_LIBRARY
+#define NORM_DEFAULT_RUNTIME_LIBRARY ""
+#endif
+
+FailureOr<std::string> mlir::norm::extractPTX(ModuleOp module) {
+  for (auto binary : module.getOps<gpu::BinaryOp>())
+    for (Attribute a : binary.getObjects())
+      if (auto object = dyn_cast<gpu::ObjectAttr>(a))
+        return object.getObject().str();
+  return module.emitError("compile: no gpu.binary with PTX was produced "
+                          "(no fused norm group in the input?)");
+}
+
+namespace {
+
+LogicalResult writeFile(ModuleOp module, StringRef path, StringRef text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return module.emitError() << "compile: cannot write '" << path
+                              << "': " << ec.message();
+  os << text;
+  return success();
+}
+
+/// Runs `program args...`; on failure reports its output.
+LogicalResult run(ModuleOp module, StringRef program,
+                  ArrayRef<std::string> args, bool echoOutput) {
+  SmallString<128> logPath;
+  int fd;
+  if (llvm::sys::fs::createTemporaryFile("norm-opt-tool", "log", fd, logPath))
+    return module.emitError("compile: cannot create a temporary file");
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  llvm::FileRemover removeLog(logPath);
+
+  SmallVector<StringRef> argv{program};
+  for (const std::string &a : args)
+    argv.push_back(a);
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
+                                          StringRef(logPath)};
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, redirects,
+                                     0, 0, &error);
+  auto log = llvm::MemoryBuffer::getFile(logPath);
+  StringRef text = log ? (*log)->getBuffer() : "";
+  if (rc != 0) {
+    auto diag = module.emitError() << "compile: '" << program << "' failed";
+    if (!error.empty())
+      diag << ": " << error;
+    diag << "\n" << text;
+    return failure();
+  }
+  if (echoOutput)
+    llvm::errs() << text;
+  return success();
+}
+
+FailureOr<std::string> findProgram(ModuleOp module, StringRef given,
+                                   StringRef fallback, StringRef what) {
+  StringRef name = given.empty() ? fallback : given;
+  if (llvm::sys::path::is_absolute(name)) {
+    if (llvm::sys::fs::can_execute(name))
+      return name.str();
+  } else if (auto found = llvm::sys::findProgramByName(name)) {
+    return *found;
+  }
+  return module.emitError() << "compile: cannot find " << what << " '" << name
+                            << "' (pass its path with --" << what << "=)";
+}
+
+std::string replaceExtension(StringRef path, StringRef ext) {
+  SmallString<128> p(path);
+  llvm::sys::path::replace_extension(p, ext);
+  return p.str().str();
+}
+
+} // namespace
+
+LogicalResult mlir::norm::compileNormModule(ModuleOp module,
+                                            const CompileOptions &options) {
+  if (options.output.empty())
+    return module.emitError("compile: an output path is required (-o)");
+
+  PassManager pm(module.getContext());
+  NormGPUPipelineOptions pipeline;
+  pipeline.chip = options.chip;
+  pipeline.features = options.features;
+  pipeline.optLevel = options.optLevel;
+  pipeline.threadsPerRow = options.threadsPerRow;
+  pipeline.rowsPerCTA = options.rowsPerCTA;
+  pipeline.vectorBytes = options.vectorBytes;
+  pipeline.programsPerSM = options.programsPerSM;
+  buildNormLowerToNVVMPipeline(pm, pipeline);
+  if (failed(pm.run(module)))
+    return failure();
+  FailureOr<std::string> ptx = extractPTX(module);
+  if (failed(ptx))
+    return failure();
+  if (options.emit == EmitKind::PTX)
+    return writeFile(module, options.output, *ptx);
+
+  // ptxas: PTX -> cubin for the chip.
+  FailureOr<std::string> ptxas =
+      findProgram(module, options.ptxas, NORM_DEFAULT_PTXAS, "ptxas");
+  if (failed(ptxas))
+    return failure();
+  SmallString<128> ptxPath;
+  int fd;
+  if (llvm::sys::fs::createTemporaryFile("norm-opt", "ptx", fd, ptxPath))
+    return module.emitError("compile: cannot create a temporary file");
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  llvm::FileRemover removePtx(ptxPath);
+  if (failed(writeFile(module, ptxPath, *ptx)))
+    return failure();
+  std::string cubinPath = options.emit == EmitKind::Cubin
+                              ? options.output
+                              : replaceExtension(options.output, "cubin");
+  SmallVector<std::string> ptxasArgs{"-arch=" + options.chip,
+                                     "-O" + std::to_string(options.optLevel),
+                                     std::string(ptxPath), "-o", cubinPath};
+  if (options.ptxasVerbose)
+    ptxasArgs.insert(ptxasArgs.begin(), "-v");
+  if (failed(run(module, *ptxas, ptxasArgs, options.ptxasVerbose)))
+    return failure();
+  if (options.emit == EmitKind::Cubin)
+    return success();
+
+  // Library: the launcher, with the cubin embedded, and the runtime.
+  llvm::FileRemover removeCubin(cubinPath);
+  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false);
+  if (!cubin)
+    return module.emitError() << "compile: cannot read '" << cubinPath << "'";
+  std::string headerPath = replaceExtension(options.output, "h");
+  std::string source, header;
+  if (failed(generateLauncher(module, (*cubin)->getBuffer(),
+                              llvm::sys::path::filename(headerPath), source,
+                              header)))
+    return failure();
+  if (failed(writeFile(module, headerPath, header)))
+    return failure();
+  std::string sourcePath = replaceExtension(options.output, "c");
+  if (failed(writeFile(module, sourcePath, source)))
+    return failure();
+  std::optional<llvm::FileRemover> removeSource;
+  if (!options.keepLauncher)
+    removeSource.emplace(sourcePath);
+
+  FailureOr<std::string> cc = findProgram(module, options.cc, "cc", "cc");
+  if (failed(cc))
+    return failure();
+  std::string runtime = options.runtimeLibrary.empty()
+                            ? NORM_DEFAULT_RUNTIME_LIBRARY
+                            : options.runtimeLibrary;
+  if (runtime.empty() || !llvm::sys::fs::exists(runtime))
+    return module.emitError()
+           << "compile: cannot find the norm-opt runtime library '" << runtime
+           << "' (pass it with --runtime-library=)";
+  return run(module, *cc,
+             {"-shared", "-fPIC", "-O2", "-Wl,-z,defs", "-o", options.output, sourcePath,
+              runtime, "-ldl", "-lpthread", "-lstdc++"},
+             /*echoOutput=*/false);
+}

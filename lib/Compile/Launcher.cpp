@@ -1,0 +1,429 @@
+//===- Launcher.cpp - Generated C launchers for compiled norm kernels -----===//
+//
+// Part of norm-opt.
+//
+// One C function per input function. Its ABI (documented in docs/compile.md
+// and in the generated header):
+//
+//   int NAME(const void *arg0, ..., void *res0, ..., int64_t rows,
+//            int64_t cols, int64_t <argI|resJ>_row_stride ...,
+//            void *stream);
+//
+// `argI` / `resJ` are device pointers for the function's arguments and
+// results in order; rows is the product of the leading dims, cols the
+// trailing dim; one row stride (in elements) per [rows, cols] tensor;
+// stream is a CUstream (NULL: the legacy default stream). It returns 0 or a
+// normrt_status, with the message in normrt_last_error().
+//
+// MLIR's own host lowering (gpu-to-llvm) would need the upstream CUDA
+// runtime wrappers, which Debian does not ship, and creates its own
+// streams; a generated launcher over the project's runtime launches on the
+// caller's stream and checks shapes and alignment first.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Compile/Compile.h"
+#include "norm/Conversion/NormToGPU.h"
+#include "norm/Dialect/Norm/IR/NormOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+namespace {
+
+bool isReshape(Operation *op) {
+  return isa<tensor::CastOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+      op);
+}
+
+/// The function argument `v` is (through reshapes and casts), if any.
+std::optional<unsigned> argumentOf(Value v) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (isa<func::FuncOp>(arg.getOwner()->getParentOp()))
+        return arg.getArgNumber();
+      return std::nullopt;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!def || !isReshape(def))
+      return std::nullopt;
+    v = def->getOperand(0);
+  }
+}
+
+/// The function result `v` becomes (through reshapes and casts), if it has
+/// exactly that one use.
+std::optional<unsigned> resultOf(Value v) {
+  while (v.hasOneUse()) {
+    OpOperand &use = *v.getUses().begin();
+    if (isa<func::ReturnOp>(use.getOwner()))
+      return use.getOperandNumber();
+    if (!isReshape(use.getOwner()))
+      return std::nullopt;
+    v = use.getOwner()->getResult(0);
+  }
+  return std::nullopt;
+}
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+int64_t bytesOf(Type t) {
+  return std::max(1u, getElementTypeOrSelf(t).getIntOrFloatBitWidth() / 8);
+}
+
+/// Everything the launcher of one fused op needs, in kernel-parameter order.
+struct OpLaunch {
+  MixedReductionOp op;
+  KernelPlan plan;
+  std::string kernel;
+  SmallVector<std::string> fullIn, rowIn, colIn, fullOut, stridesIn,
+      stridesOut, initIn, colOut;
+  SmallVector<int64_t> fullInBytes, colInBytes, fullOutBytes;
+};
+
+class LauncherWriter {
+public:
+  LauncherWriter(ModuleOp module, StringRef image, StringRef headerName)
+      : module(module), image(image), headerName(headerName) {}
+  LogicalResult write(std::string &source, std::string &header);
+
+private:
+  LogicalResult function(func::FuncOp fn, llvm::raw_ostream &src,
+                         llvm::raw_ostream &hdr);
+  LogicalResult describe(func::FuncOp fn, MixedReductionOp op,
+                         llvm::SmallSet<unsigned, 8> &strided,
+                         llvm::SmallSet<unsigned, 8> &stridedResults,
+                         OpLaunch &launch);
+
+  ModuleOp module;
+  StringRef image, headerName;
+};
+
+LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
+                                       llvm::SmallSet<unsigned, 8> &strided,
+                                       llvm::SmallSet<unsigned, 8> &stridedRes,
+                                       OpLaunch &launch) {
+  auto gpuAttr = op->getAttrOfType<DictionaryAttr>("norm.gpu");
+  if (!gpuAttr)
+    return op.emitError("compile: fused op has no kernels "
+                        "(--convert-norm-to-gpu did not run)");
+  auto get = [&](StringRef key) {
+    return cast<IntegerAttr>(gpuAttr.get(key)).getInt();
+  };
+  launch.op = op;
+  launch.kernel = cast<StringAttr>(gpuAttr.get("kernel")).str();
+  launch.plan.vector = get("vector");
+  launch.plan.threadsPerRow = get("threads_per_row");
+  launch.plan.rowsPerCTA = get("rows_per_cta");
+  launch.plan.chunksPerThread = get("chunks_per_thread");
+  launch.plan.programsPerSM = get("programs_per_sm");
+
+  auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
+    if (std::optional<unsigned> a = argumentOf(v))
+      return *a;
+    return op.emitError() << "compile: the " << what << " operand of the "
+                          << "fused op is not an argument of @"
+                          << fn.getSymName()
+                          << "; compile mode needs every input to be one";
+  };
+  for (Value v : op.getFull()) {
+    FailureOr<unsigned> a = needArg(v, "full");
+    if (failed(a))
+      return failure();
+    launch.fullIn.push_back("arg" + std::to_string(*a));
+    launch.stridesIn.push_back("arg" + std::to_string(*a) + "_row_stride");
+    launch.fullInBytes.push_back(bytesOf(v.getType()));
+    strided.insert(*a);
+  }
+  for (Value v : op.getRow()) {
+    FailureOr<unsigned> a = needArg(v, "row");
+    if (failed(a))
+      return failure();
+    launch.rowIn.push_back("arg" + std::to_string(*a));
+  }
+  for (Value v : op.getCol()) {
+    FailureOr<unsigned> a = needArg(v, "column");
+    if (failed(a))
+      return failure();
+    launch.colIn.push_back("arg" + std::to_string(*a));
+    launch.colInBytes.push_back(bytesOf(v.getType()));
+  }
+  for (Value v : op.getColInit()) {
+    if (getConstantColumnInit(v))
+      continue;
+    FailureOr<unsigned> a = needArg(v, "column initial value");
+    if (failed(a))
+      return failure();
+    launch.initIn.push_back("arg" + std::to_string(*a));
+  }
+  for (Value v : op.getFullResults()) {
+    std::optional<unsigned> r = resultOf(v);
+    if (!r)
+      return op.emitError() << "compile: a full result of the fused op is "
+                               "not returned by @"
+                            << fn.getSymName() << " (exactly once)";
+    launch.fullOut.push_back("res" + std::to_string(*r));
+    launch.stridesOut.push_back("res" + std::to_string(*r) + "_row_stride");
+    launch.fullOutBytes.push_back(bytesOf(v.getType()));
+    stridedRes.insert(*r);
+  }
+  for (Value v : op.getColResults()) {
+    Value out = v;
+    if (linalg::GenericOp e = getColumnEpilogue(v))
+      out = e->getResult(0);
+    std::optional<unsigned> r = resultOf(out);
+    if (!r)
+      return op.emitError() << "compile: a column result of the fused op is "
+                               "not returned by @"
+                            << fn.getSymName() << " (exactly once)";
+    launch.colOut.push_back("res" + std::to_string(*r));
+  }
+  return success();
+}
+
+LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
+                                       llvm::raw_ostream &hdr) {
+  SmallVector<MixedReductionOp> ops;
+  llvm::SmallPtrSet<Operation *, 8> epilogues;
+  fn.walk([&](MixedReductionOp op) {
+    ops.push_back(op);
+    for (Value r : op.getColResults())
+      if (linalg::GenericOp e = getColumnEpilogue(r))
+        epilogues.insert(e);
+  });
+  if (ops.empty())
+    return success(); // nothing to launch: no C function
+  // Every other op must be glue the launcher does not need.
+  for (Operation &inner : fn.getBody().front()) {
+    if (isa<MixedReductionOp, func::ReturnOp, arith::ConstantOp,
+            tensor::EmptyOp, linalg::FillOp>(inner) ||
+        isReshape(&inner) || epilogues.contains(&inner))
+      continue;
+    return inner.emitError()
+           << "compile: '" << inner.getName()
+           << "' in @" << fn.getSymName()
+           << " is not part of a fused norm group; compile mode needs "
+              "functions whose work is fused norm groups (run "
+              "--norm-fuse-mixed-reductions=remarks=true to see why it "
+              "was not fused)";
+  }
+
+  ArrayRef<int64_t> domain = ops.front().getDomainShape();
+  for (MixedReductionOp op : ops)
+    if (op.getDomainShape() != domain)
+      return op.emitError("compile: all fused groups of one function must "
+                          "share the [rows, cols] domain");
+
+  llvm::SmallSet<unsigned, 8> strided, stridedRes;
+  std::vector<OpLaunch> launches(ops.size());
+  for (auto [op, launch] : llvm::zip(ops, launches))
+    if (failed(describe(fn, op, strided, stridedRes, launch)))
+      return failure();
+
+  // The signature.
+  std::string name = fn.getSymName().str();
+  std::string params;
+  llvm::raw_string_ostream ps(params);
+  std::string docs;
+  llvm::raw_string_ostream ds(docs);
+  FunctionType type = fn.getFunctionType();
+  for (auto [i, t] : llvm::enumerate(type.getInputs())) {
+    ps << "const void *arg" << i << ", ";
+    ds << " *   arg" << i << ": " << typeString(t) << "\n";
+  }
+  for (auto [i, t] : llvm::enumerate(type.getResults())) {
+    ps << "void *res" << i << ", ";
+    ds << " *   res" << i << ": " << typeString(t) << " (written)\n";
+  }
+  ps << "int64_t rows, int64_t cols";
+  SmallVector<std::string> strides;
+  for (unsigned i = 0; i < type.getNumInputs(); ++i)
+    if (strided.contains(i))
+      strides.push_back("arg" + std::to_string(i) + "_row_stride");
+  for (unsigned i = 0; i < type.getNumResults(); ++i)
+    if (stridedRes.contains(i))
+      strides.push_back("res" + std::to_string(i) + "_row_stride");
+  for (const std::string &s : strides)
+    ps << ", int64_t " << s;
+  ps << ", void *stream";
+
+  hdr << "/* @" << name << ": device pointers\n"
+      << docs << " * rows = product of the leading dims, cols = the last dim;"
+      << " *_row_stride in elements (>= cols).\n"
+      << " * Returns 0 or a normrt_status; normrt_last_error() says why. */\n"
+      << "int " << name << "(" << params << ");\n\n";
+
+  src << "int " << name << "(" << params << ") {\n"
+      << "  int st;\n  int sms;\n";
+  // Shape checks against the static type.
+  int64_t staticRows = 1;
+  for (int64_t d : domain.drop_back())
+    staticRows = ShapedType::isDynamic(d) || staticRows < 0 ? -1
+                                                            : staticRows * d;
+  src << "  if (rows < 0 || cols < 1)\n"
+      << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
+      << ": rows must be >= 0 and cols >= 1\");\n";
+  if (staticRows >= 0)
+    src << "  if (rows != " << staticRows << ")\n"
+        << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
+        << ": rows must be " << staticRows << " (static shape)\");\n";
+  if (!ShapedType::isDynamic(domain.back()))
+    src << "  if (cols != " << domain.back() << ")\n"
+        << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
+        << ": cols must be " << domain.back() << " (static shape)\");\n";
+  for (const std::string &s : strides)
+    src << "  if (" << s << " < cols)\n"
+        << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
+        << ": " << s << " must be >= cols\");\n";
+  src << "  if ((st = normrt_ensure_context()) != 0) return st;\n"
+      << "  if ((st = normrt_sm_count(&sms)) != 0) return st;\n";
+
+  for (auto [index, l] : llvm::enumerate(launches)) {
+    const KernelPlan &p = l.plan;
+    int64_t numCol = l.op.getColResults().size();
+    src << "  {\n";
+    // Natural alignment is required; 16-byte alignment picks the vector
+    // kernel.
+    auto ptrs = [&](ArrayRef<std::string> names, ArrayRef<int64_t> bytes,
+                    bool vectorCheck) {
+      for (auto [n, b] : llvm::zip(names, bytes)) {
+        if (!vectorCheck)
+          src << "    if ((st = normrt_check_aligned(" << n << ", " << b
+              << ", \"" << name << ": " << n << "\")) != 0) return st;\n";
+        else
+          src << "    vec = vec && ((uintptr_t)" << n << " % "
+              << b * p.vector << ") == 0;\n";
+      }
+    };
+    src << "    int vec = " << (p.vector > 1 ? "1" : "0") << ";\n";
+    SmallVector<int64_t> rowBytes(l.rowIn.size(), 4);
+    ptrs(l.fullIn, l.fullInBytes, false);
+    ptrs(l.fullOut, l.fullOutBytes, false);
+    ptrs(l.colIn, l.colInBytes, false);
+    if (p.vector > 1) {
+      ptrs(l.fullIn, l.fullInBytes, true);
+      ptrs(l.fullOut, l.fullOutBytes, true);
+      ptrs(l.colIn, l.colInBytes, true);
+      src << "    vec = vec && cols % " << p.vector << " == 0";
+      for (const std::string &s : l.stridesIn)
+        src << " && " << s << " % " << p.vector << " == 0";
+      for (const std::string &s : l.stridesOut)
+        src << " && " << s << " % " << p.vector << " == 0";
+      src << ";\n";
+    }
+    int64_t R = p.rowsPerCTA;
+    src << "    int64_t ctas = (rows + " << R - 1 << ") / " << R << ";\n"
+        << "    int64_t limit = (int64_t)sms * " << p.programsPerSM << ";\n"
+        << "    unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n"
+        << "    int64_t programs = (int64_t)grid * " << R << ";\n"
+        << "    void *ws = NULL;\n";
+    if (numCol > 0)
+      src << "    if (programs > 0 && (st = normrt_workspace(stream, (size_t)("
+          << numCol << " * programs * cols * 4), &ws)) != 0) return st;\n";
+    src << "    void *fn;\n"
+        << "    if (rows > 0) {\n"
+        << "      if ((st = normrt_get_function(norm_image, vec ? \""
+        << l.kernel << "_main\" : \"" << l.kernel
+        << "_main_scalar\", &fn)) != 0) return st;\n"
+        << "      void *args[] = {";
+    auto argList = [&](ArrayRef<std::string> names) {
+      for (const std::string &n : names)
+        src << "(void *)&" << n << ", ";
+    };
+    argList(l.fullIn);
+    argList(l.rowIn);
+    argList(l.colIn);
+    argList(l.fullOut);
+    src << "&ws, &rows, &cols, ";
+    argList(l.stridesIn);
+    argList(l.stridesOut);
+    src << "NULL};\n"
+        << "      if ((st = normrt_launch(fn, grid, 1, "
+        << p.blockThreads() << ", 0, stream, args)) != 0) return st;\n"
+        << "    }\n";
+    if (numCol > 0) {
+      src << "    if ((st = normrt_get_function(norm_image, \"" << l.kernel
+          << "_final\", &fn)) != 0) return st;\n"
+          << "    void *final_args[] = {&ws, ";
+      argList(l.initIn);
+      argList(l.colOut);
+      src << "&programs, &cols, NULL};\n"
+          << "    if ((st = normrt_launch(fn, (unsigned)((cols + "
+          << kFinalColumnsPerCTA - 1 << ") / " << kFinalColumnsPerCTA
+          << "), 1, " << kFinalColumnsPerCTA * kFinalSlices
+          << ", 0, stream, final_args)) != 0) return st;\n";
+    }
+    src << "  }\n";
+    (void)index;
+  }
+  src << "  return 0;\n}\n\n";
+  return success();
+}
+
+LogicalResult LauncherWriter::write(std::string &source, std::string &header) {
+  llvm::raw_string_ostream src(source), hdr(header);
+  std::string guard = "NORM_GENERATED_";
+  for (char c : headerName)
+    guard += std::isalnum(static_cast<unsigned char>(c))
+                 ? static_cast<char>(std::toupper(c))
+                 : '_';
+  hdr << "/* Generated by norm-opt compile. Kernels for the functions "
+         "below; each launches\n"
+         " * on the caller's stream. Link: the shared library itself "
+         "(it carries the runtime). */\n"
+      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
+      << "#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+      << "/* The message of this thread's last failure (\"\" if none). */\n"
+      << "const char *normrt_last_error(void);\n\n";
+
+  src << "/* Generated by norm-opt compile: host launchers. */\n"
+      << "#include <stddef.h>\n#include <stdint.h>\n\n"
+      << "/* The norm-opt runtime (libnorm_runtime_static.a). */\n"
+      << "enum { NORMRT_ERROR_OUT_OF_RANGE = 5 };\n"
+      << "int normrt_report(int status, const char *message);\n"
+      << "int normrt_ensure_context(void);\n"
+      << "int normrt_sm_count(int *out);\n"
+      << "int normrt_get_function(const void *image, const char *name, "
+         "void **out);\n"
+      << "int normrt_workspace(void *stream, size_t bytes, void **out);\n"
+      << "int normrt_launch(void *fn, unsigned gx, unsigned gy, unsigned bx, "
+         "unsigned smem, void *stream, void **args);\n"
+      << "int normrt_check_aligned(const void *p, size_t align, "
+         "const char *what);\n\n"
+      << "static const unsigned char norm_image[] = {";
+  for (size_t i = 0; i < image.size(); ++i) {
+    if (i % 16 == 0)
+      src << "\n ";
+    src << " " << unsigned(static_cast<unsigned char>(image[i])) << ",";
+  }
+  src << " 0};\n\n";
+
+  for (func::FuncOp fn : module.getOps<func::FuncOp>())
+    if (failed(function(fn, src, hdr)))
+      return failure();
+  hdr << "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
+  return success();
+}
+
+} // namespace
+
+LogicalResult mlir::norm::generateLauncher(ModuleOp module, StringRef image,
+                                           StringRef headerName,
+                                           std::string &source,
+                                           std::string &header) {
+  return LauncherWriter(module, image, headerName).write(source, header);
+}

@@ -1,0 +1,158 @@
+//===- KernelPlan.cpp - Kernel shape heuristic for norm.mixed_reduction ---===//
+//
+// Part of norm-opt.
+//
+// The shape follows from two budgets: 16-byte accesses (the vector width is
+// 16 bytes of the widest element type), and registers. A lane keeps, per
+// column it owns, the full inputs it loaded (to reuse them between the row
+// reductions and the elementwise pass), the column inputs (weight) and one
+// fp32 accumulator per column result. The smallest power-of-two group of
+// lanes whose per-lane share fits the register budget is the row's group;
+// rows too long for any group up to 1024 lanes take the looped variant.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Conversion/NormToGPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::norm;
+
+static int64_t byteWidth(Type t) {
+  return std::max<int64_t>(1, t.getIntOrFloatBitWidth() / 8);
+}
+
+static Type elementType(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+KernelPlan mlir::norm::planKernel(MixedReductionOp op,
+                                  const KernelPlanOptions &options) {
+  KernelPlan plan;
+  int64_t n = op.getDomainShape().back();
+  if (!ShapedType::isDynamic(n))
+    plan.staticCols = n;
+
+  // Widest full element type sets the vector width (16 bytes of it).
+  int64_t widest = 1;
+  for (Value v : op.getFull())
+    widest = std::max(widest, byteWidth(elementType(v)));
+  for (Value v : op.getFullResults())
+    widest = std::max(widest, byteWidth(elementType(v)));
+  int64_t vectorBytes = std::clamp<int64_t>(options.vectorBytes, widest, 16);
+  plan.vector = std::max<int64_t>(1, vectorBytes / widest);
+  if (plan.staticCols && *plan.staticCols % plan.vector != 0)
+    plan.vector = 1; // the scalar kernel is the only one
+
+  // 32-bit registers per owned column.
+  double perColumn = 0;
+  for (Value v : op.getFull())
+    perColumn += byteWidth(elementType(v)) / 4.0;
+  for (Value v : op.getCol())
+    perColumn += byteWidth(elementType(v)) / 4.0;
+  perColumn += op.getColResults().size();
+  const int64_t overhead = 40;
+
+  auto registersFor = [&](int64_t columnsPerLane) {
+    return overhead + static_cast<int64_t>(perColumn * columnsPerLane + 0.5);
+  };
+  auto budgetFor = [&](int64_t group) {
+    // A CTA of `group` lanes (or 256 when rows share a CTA) and at least
+    // one CTA per SM within the 64K-register file; at most 255 per lane.
+    int64_t block = std::max<int64_t>(group, 256);
+    return std::min<int64_t>(200, 65536 / block);
+  };
+
+  int64_t chunks = plan.staticCols ? *plan.staticCols / plan.vector : -1;
+  int64_t maxResident = options.maxResidentElements;
+  plan.chunksPerThread = 0;
+  if (chunks > 0) {
+    for (int64_t g = 1; g <= 1024; g *= 2) {
+      if (options.threadsPerRow && g != options.threadsPerRow)
+        continue;
+      int64_t k = (chunks + g - 1) / g;
+      int64_t columns = k * plan.vector;
+      // Up to 32 columns per lane keeps registers low enough for several
+      // CTAs per SM; only the widest group may go past that.
+      bool fits = maxResident ? columns <= maxResident
+                              : registersFor(columns) <= budgetFor(g) &&
+                                    (columns <= 32 || g == 1024 ||
+                                     options.threadsPerRow);
+      if (fits) {
+        plan.threadsPerRow = g;
+        plan.chunksPerThread = k;
+        plan.estimatedRegisters = registersFor(columns);
+        break;
+      }
+    }
+  }
+  if (!plan.resident()) {
+    plan.threadsPerRow = options.threadsPerRow ? options.threadsPerRow : 512;
+    plan.estimatedRegisters = 64;
+  }
+
+  // Short rows: several programs (rows) per CTA; a CTA-wide reduction needs
+  // one program per CTA (its barrier is shared).
+  if (plan.threadsPerRow >= 32)
+    plan.rowsPerCTA = 1;
+  else if (options.rowsPerCTA)
+    plan.rowsPerCTA = options.rowsPerCTA;
+  else
+    plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
+
+  if (options.programsPerSM) {
+    plan.programsPerSM = options.programsPerSM;
+  } else {
+    int64_t block = plan.blockThreads();
+    int64_t byThreads = 2048 / block;
+    int64_t byRegisters =
+        65536 / (block * std::max<int64_t>(32, plan.estimatedRegisters));
+    plan.programsPerSM =
+        std::clamp<int64_t>(std::min(byThreads, byRegisters), 1, 8);
+  }
+  return plan;
+}
+
+linalg::GenericOp mlir::norm::getColumnEpilogue(Value colResult) {
+  if (!colResult.hasOneUse())
+    return {};
+  auto generic = dyn_cast<linalg::GenericOp>(*colResult.getUsers().begin());
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 || generic.getNumLoops() != 1 ||
+      generic.getNumParallelLoops() != 1 ||
+      generic.getDpsInputOperand(0)->get() != colResult ||
+      !generic.getDpsInitOperand(0)->get().getDefiningOp<tensor::EmptyOp>())
+    return {};
+  for (AffineMap map : generic.getIndexingMapsArray())
+    if (!map.isIdentity())
+      return {};
+  Block &body = generic.getRegion().front();
+  if (!body.getArgument(1).use_empty())
+    return {};
+  // Only scalar ops of the body and constants: nothing captured from above.
+  for (Operation &inner : body.without_terminator()) {
+    if (inner.getNumRegions() != 0)
+      return {};
+    for (Value operand : inner.getOperands())
+      if (operand.getParentBlock() != &body &&
+          !matchPattern(operand, m_Constant()))
+        return {};
+  }
+  return generic;
+}
+
+std::optional<Attribute> mlir::norm::getConstantColumnInit(Value init) {
+  auto fill = init.getDefiningOp<linalg::FillOp>();
+  if (!fill)
+    return std::nullopt;
+  Attribute value;
+  if (!matchPattern(fill.getInputs()[0], m_Constant(&value)))
+    return std::nullopt;
+  return value;
+}

@@ -1,0 +1,753 @@
+//===- NormToGPU.cpp - norm.mixed_reduction to persistent GPU kernels -----===//
+//
+// Part of norm-opt.
+//
+// Writes, per norm.mixed_reduction, a main kernel (vector and scalar
+// accesses) and a final-reduction kernel into `gpu.module @norm_kernels`.
+// The main kernel is the persistent row loop of --norm-partial-accumulate
+// mapped onto the GPU:
+//
+//   prog = block_id * R + lane / G;  P = grid_dim * R
+//   for it in [0, ceil(M / P)):            // the same trip count for every
+//     row = it * P + prog                  // lane, so shuffles and barriers
+//     (loads of masked rows read row M-1;  // never diverge
+//      their stores and contributions are dropped)
+//     stage sums: per-lane f32 sums -> shuffle-xor butterfly -> smem across
+//                 warps -> every lane holds the row result
+//     elementwise: results stored with 16-byte stores; column contributions
+//                  into per-lane fp32 accumulators (registers, or the
+//                  program's row of the partial buffer when N is too long)
+//   the accumulators -> row `prog` of the fp32 partial buffer [C, P, N]
+//
+// Payloads are the op's scalar regions, cloned once per owned column.
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Conversion/NormToGPU.h"
+#include "norm/Conversion/Passes.h"
+#include "norm/Dialect/Norm/IR/NormOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::norm {
+#define GEN_PASS_DEF_CONVERTNORMTOGPU
+#include "norm/Conversion/Passes.h.inc"
+} // namespace mlir::norm
+
+using namespace mlir;
+using namespace mlir::norm;
+
+namespace {
+
+Type elementTypeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+int64_t bytesOf(Type t) { return std::max(1u, t.getIntOrFloatBitWidth() / 8); }
+
+/// Shared helpers of both kernels: i64 index math, global loads and stores
+/// through LLVM pointers, f32 conversions, payload cloning.
+class KernelBuilderBase {
+public:
+  KernelBuilderBase(OpBuilder &b, Location loc)
+      : b(b), loc(loc), i64(b.getI64Type()), i32(b.getI32Type()),
+        f32(b.getF32Type()),
+        ptr(LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1)) {}
+
+protected:
+  Value c64(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value minU(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
+  Value threadId() {
+    return arith::IndexCastUIOp::create(
+        b, loc, i64, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  }
+  Value blockId() {
+    return arith::IndexCastUIOp::create(
+        b, loc, i64, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  }
+  Value gridDim() {
+    return arith::IndexCastUIOp::create(
+        b, loc, i64, gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  }
+  Value zeroF32() {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+  }
+  Value toF32(Value v) {
+    return v.getType() == f32 ? v : arith::ExtFOp::create(b, loc, f32, v);
+  }
+  Value fromF32(Value v, Type to) {
+    return to == f32 ? v : arith::TruncFOp::create(b, loc, to, v);
+  }
+
+  /// `count` consecutive elements at base[index]; one access of
+  /// count * sizeof(elem) bytes, which the callers keep aligned to its size.
+  SmallVector<Value> load(Value base, Type elem, Value index, int64_t count) {
+    Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
+    unsigned align = bytesOf(elem) * count;
+    if (count == 1)
+      return {LLVM::LoadOp::create(b, loc, elem, at, align)};
+    auto vecType = VectorType::get({count}, elem);
+    Value vec = LLVM::LoadOp::create(b, loc, vecType, at, align);
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i < count; ++i)
+      elems.push_back(vector::ExtractOp::create(b, loc, vec, i));
+    return elems;
+  }
+  void store(Value base, Type elem, Value index, ValueRange values) {
+    Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
+    unsigned align = bytesOf(elem) * values.size();
+    if (values.size() == 1) {
+      LLVM::StoreOp::create(b, loc, values[0], at, align);
+      return;
+    }
+    auto vecType = VectorType::get({int64_t(values.size())}, elem);
+    Value vec = vector::FromElementsOp::create(b, loc, vecType, values);
+    LLVM::StoreOp::create(b, loc, vec, at, align);
+  }
+
+  /// Clones `region`'s body with its arguments bound to `args`; values from
+  /// above (constants) come from `above`.
+  SmallVector<Value> inlineRegion(Region &region, ValueRange args) {
+    Block &block = region.front();
+    IRMapping mapping = above;
+    mapping.map(block.getArguments(), args.take_front(block.getNumArguments()));
+    for (Operation &inner : block.without_terminator())
+      b.clone(inner, mapping);
+    SmallVector<Value> yielded;
+    for (Value v : block.getTerminator()->getOperands())
+      yielded.push_back(mapping.lookupOrDefault(v));
+    return yielded;
+  }
+
+  /// Clones, at the kernel's entry, the constants defined above `op` that
+  /// its regions use. Fails (with an error) on any other captured value.
+  LogicalResult cloneCapturedConstants(Operation *op) {
+    auto visit = [&](Operation *inner) {
+      for (Value operand : inner->getOperands()) {
+        Region *home = operand.getParentRegion();
+        if (op->isAncestor(home->getParentOp()) || above.contains(operand))
+          continue;
+        Operation *def = operand.getDefiningOp();
+        if (!def || !matchPattern(operand, m_Constant())) {
+          inner->emitError("convert-norm-to-gpu: a payload uses a value "
+                           "defined outside the op that is not a constant");
+          return WalkResult::interrupt();
+        }
+        above.map(operand, b.clone(*def)->getResult(0));
+      }
+      return WalkResult::advance();
+    };
+    for (Region &region : op->getRegions())
+      if (region.walk(visit).wasInterrupted())
+        return failure();
+    return success();
+  }
+
+  OpBuilder &b;
+  Location loc;
+  Type i64, i32, f32, ptr;
+  IRMapping above;
+};
+
+/// The main kernel: the persistent row loop.
+class MainKernelBuilder : public KernelBuilderBase {
+public:
+  MainKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
+                    int64_t vector)
+      : KernelBuilderBase(b, op.getLoc()), op(op), plan(plan), V(vector),
+        G(plan.threadsPerRow), R(plan.rowsPerCTA) {
+    // The scalar kernel owns as many columns per lane as the vector one.
+    K = plan.resident() ? plan.chunksPerThread * (plan.vector / V) : 0;
+  }
+
+  /// Parameters: full inputs, row inputs, col inputs, full results,
+  /// partial, rows, cols, one row stride per full input then full result.
+  SmallVector<Type> parameterTypes() {
+    SmallVector<Type> types;
+    unsigned pointers = op.getFull().size() + op.getRow().size() +
+                        op.getCol().size() + op.getFullResults().size() + 1;
+    types.append(pointers, ptr);
+    types.append(2 + op.getFull().size() + op.getFullResults().size(), i64);
+    return types;
+  }
+
+  LogicalResult build(gpu::GPUFuncOp func);
+
+private:
+  struct Chunk {
+    Value valid;  // the chunk lies inside the row
+    Value column; // its first column (clamped into the row)
+    SmallVector<SmallVector<Value>> col; // [col input][lane element]
+  };
+
+  Chunk chunkAt(Value k);
+  SmallVector<Value> regionArgs(ArrayRef<SmallVector<Value>> fullVals,
+                                const Chunk &chunk, int64_t e,
+                                ArrayRef<Value> rowResults);
+  SmallVector<SmallVector<Value>> loadFull(const Chunk &chunk);
+  SmallVector<Value> groupReduce(SmallVector<Value> sums);
+  Value select(Value cond, Value v) {
+    return arith::SelectOp::create(b, loc, cond, v, zeroF32());
+  }
+  void ifThen(Value cond, function_ref<void()> body) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    body();
+  }
+
+  MixedReductionOp op;
+  const KernelPlan &plan;
+  int64_t V, G, R, K;
+  // Kernel values.
+  SmallVector<Value> fullIn, rowIn, colIn, fullOut, strideIn, strideOut;
+  Value partial, rows, cols, chunks, lane, prog, programs, rowClamped;
+  SmallVector<Value> rowVals;
+  Value smem;
+};
+
+MainKernelBuilder::Chunk MainKernelBuilder::chunkAt(Value k) {
+  Chunk chunk;
+  Value c = add(mul(k, c64(G)), lane);
+  chunk.valid = ult(c, chunks);
+  Value last = arith::SubIOp::create(b, loc, chunks, c64(1));
+  chunk.column = mul(minU(c, last), c64(V));
+  for (Value in : colIn)
+    chunk.col.push_back(load(in, elementTypeOf(op.getCol()[chunk.col.size()]),
+                             chunk.column, V));
+  return chunk;
+}
+
+SmallVector<SmallVector<Value>> MainKernelBuilder::loadFull(const Chunk &chunk) {
+  SmallVector<SmallVector<Value>> vals;
+  for (auto [i, in] : llvm::enumerate(fullIn)) {
+    Value index = add(mul(rowClamped, strideIn[i]), chunk.column);
+    vals.push_back(load(in, elementTypeOf(op.getFull()[i]), index, V));
+  }
+  return vals;
+}
+
+SmallVector<Value>
+MainKernelBuilder::regionArgs(ArrayRef<SmallVector<Value>> fullVals,
+                              const Chunk &chunk, int64_t e,
+                              ArrayRef<Value> rowResults) {
+  SmallVector<Value> args;
+  for (const auto &vals : fullVals)
+    args.push_back(vals[e]);
+  llvm::append_range(args, rowVals);
+  for (const auto &vals : chunk.col)
+    args.push_back(vals[e]);
+  llvm::append_range(args, rowResults);
+  return args;
+}
+
+SmallVector<Value> MainKernelBuilder::groupReduce(SmallVector<Value> sums) {
+  // Butterfly inside the warp: every lane ends with the same sum (a + b and
+  // b + a round alike), in a fixed order.
+  for (int64_t off = std::min<int64_t>(G, 32) / 2; off >= 1; off /= 2)
+    for (Value &s : sums) {
+      auto shuffled =
+          gpu::ShuffleOp::create(b, loc, s, off, 32, gpu::ShuffleMode::XOR);
+      s = arith::AddFOp::create(b, loc, s, shuffled.getShuffleResult());
+    }
+  if (G <= 32)
+    return sums;
+  // Across the warps of the row (R == 1): lane 0 of each warp writes, every
+  // lane reads all of them in warp order.
+  int64_t warps = G / 32;
+  Value laneInWarp = arith::RemUIOp::create(b, loc, lane, c64(32));
+  Value warp = arith::DivUIOp::create(b, loc, lane, c64(32));
+  auto toIndex = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  };
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        laneInWarp, c64(0));
+  ifThen(isFirst, [&] {
+    for (auto [j, s] : llvm::enumerate(sums))
+      memref::StoreOp::create(
+          b, loc, s, smem,
+          ValueRange{toIndex(add(c64(j * warps), warp))});
+  });
+  gpu::BarrierOp::create(b, loc);
+  SmallVector<Value> totals;
+  for (unsigned j = 0; j < sums.size(); ++j) {
+    Value total;
+    for (int64_t w = 0; w < warps; ++w) {
+      Value idx = arith::ConstantIndexOp::create(b, loc, j * warps + w);
+      Value part = memref::LoadOp::create(b, loc, smem, ValueRange{idx});
+      total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
+                    : part;
+    }
+    totals.push_back(total);
+  }
+  gpu::BarrierOp::create(b, loc); // smem is reused by the next reduction
+  return totals;
+}
+
+LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  if (failed(cloneCapturedConstants(op)))
+    return failure();
+
+  ValueRange args = entry.getArguments();
+  auto take = [&](SmallVector<Value> &into, size_t n) {
+    into.append(args.begin(), args.begin() + n);
+    args = args.drop_front(n);
+  };
+  take(fullIn, op.getFull().size());
+  take(rowIn, op.getRow().size());
+  take(colIn, op.getCol().size());
+  take(fullOut, op.getFullResults().size());
+  partial = args[0];
+  rows = args[1];
+  cols = plan.staticCols ? c64(*plan.staticCols) : args[2];
+  args = args.drop_front(3);
+  take(strideIn, op.getFull().size());
+  take(strideOut, op.getFullResults().size());
+  if (G > 32)
+    smem = func.getWorkgroupAttributions().front();
+
+  unsigned numStages = op.getRowStages().size();
+  unsigned numCol = op.getColResults().size();
+
+  Value tid = threadId();
+  lane = arith::RemUIOp::create(b, loc, tid, c64(G));
+  Value group = arith::DivUIOp::create(b, loc, tid, c64(G));
+  prog = add(mul(blockId(), c64(R)), group);
+  programs = mul(gridDim(), c64(R));
+  chunks = arith::DivUIOp::create(b, loc, cols, c64(V));
+  Value iters = arith::CeilDivUIOp::create(b, loc, rows, programs);
+  Value lastRow = arith::SubIOp::create(b, loc, rows, c64(1));
+  Value zero64 = c64(0), one64 = c64(1);
+  auto partialIndex = [&](unsigned c, Value column) {
+    return add(mul(add(mul(c64(c), programs), prog), cols), column);
+  };
+  // Looped variant: chunks per lane at run time.
+  Value loopedChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(G));
+
+  // Resident: column inputs loaded once; accumulators in registers.
+  SmallVector<Chunk> owned;
+  SmallVector<Value> accInit;
+  if (plan.resident()) {
+    for (int64_t k = 0; k < K; ++k)
+      owned.push_back(chunkAt(c64(k)));
+    accInit.assign(numCol * K * V, zeroF32());
+  } else {
+    // Looped: the program's partial row starts at zero.
+    scf::ForOp::create(
+        b, loc, zero64, loopedChunks, one64, ValueRange{},
+        [&](OpBuilder &, Location, Value k, ValueRange) {
+          Value c = add(mul(k, c64(G)), lane);
+          ifThen(ult(c, chunks), [&] {
+            SmallVector<Value> zeros(V, zeroF32());
+            for (unsigned ci = 0; ci < numCol; ++ci)
+              store(partial, f32, partialIndex(ci, mul(c, c64(V))), zeros);
+          });
+          scf::YieldOp::create(b, loc);
+        });
+  }
+
+  auto rowLoop = scf::ForOp::create(
+      b, loc, zero64, iters, one64, accInit,
+      [&](OpBuilder &, Location, Value it, ValueRange acc) {
+        Value row = add(mul(it, programs), prog);
+        Value rowValid = ult(row, rows);
+        rowClamped = minU(row, lastRow);
+        rowVals.clear();
+        for (auto [j, in] : llvm::enumerate(rowIn))
+          rowVals.push_back(
+              load(in, elementTypeOf(op.getRow()[j]), rowClamped, 1)[0]);
+
+        // Resident: the row's full inputs stay in registers for all passes.
+        SmallVector<SmallVector<SmallVector<Value>>> fullVals;
+        if (plan.resident())
+          for (const Chunk &chunk : owned)
+            fullVals.push_back(loadFull(chunk));
+
+        SmallVector<Value> rowResults;
+        for (unsigned s = 0; s < numStages; ++s) {
+          Region &stage = op.getRowStages()[s];
+          TypeRange yieldTypes =
+              stage.front().getTerminator()->getOperandTypes();
+          SmallVector<Value> sums(yieldTypes.size(), zeroF32());
+          auto accumulate = [&](const Chunk &chunk,
+                                ArrayRef<SmallVector<Value>> vals,
+                                SmallVector<Value> &into) {
+            for (int64_t e = 0; e < V; ++e) {
+              SmallVector<Value> contrib = inlineRegion(
+                  stage, regionArgs(vals, chunk, e, rowResults));
+              for (auto [sum, c] : llvm::zip(into, contrib))
+                sum = arith::AddFOp::create(b, loc, sum,
+                                            select(chunk.valid, toF32(c)));
+            }
+          };
+          if (plan.resident()) {
+            for (auto [k, chunk] : llvm::enumerate(owned))
+              accumulate(chunk, fullVals[k], sums);
+          } else {
+            auto loop = scf::ForOp::create(
+                b, loc, zero64, loopedChunks, one64, sums,
+                [&](OpBuilder &, Location, Value k, ValueRange carried) {
+                  Chunk chunk = chunkAt(k);
+                  SmallVector<Value> next(carried);
+                  accumulate(chunk, loadFull(chunk), next);
+                  scf::YieldOp::create(b, loc, next);
+                });
+            sums.assign(loop.getResults().begin(), loop.getResults().end());
+          }
+          for (auto [total, type] : llvm::zip(groupReduce(sums), yieldTypes))
+            rowResults.push_back(fromF32(total, type));
+        }
+
+        // Elementwise results and column contributions of one chunk.
+        auto finishChunk = [&](const Chunk &chunk,
+                               ArrayRef<SmallVector<Value>> vals,
+                               MutableArrayRef<Value> accs) {
+          SmallVector<SmallVector<Value>> outs(fullOut.size());
+          SmallVector<SmallVector<Value>> contribs(numCol);
+          for (int64_t e = 0; e < V; ++e) {
+            SmallVector<Value> a = regionArgs(vals, chunk, e, rowResults);
+            for (auto [i, v] :
+                 llvm::enumerate(inlineRegion(op.getElementwise(), a)))
+              outs[i].push_back(v);
+            for (auto [c, v] :
+                 llvm::enumerate(inlineRegion(op.getColumns(), a)))
+              contribs[c].push_back(toF32(v));
+          }
+          Value live = arith::AndIOp::create(b, loc, rowValid, chunk.valid);
+          ifThen(live, [&] {
+            for (auto [i, out] : llvm::enumerate(fullOut)) {
+              Value index = add(mul(rowClamped, strideOut[i]), chunk.column);
+              store(out, elementTypeOf(op.getFullResults()[i]), index,
+                    outs[i]);
+            }
+            if (accs.empty()) // looped: accumulate into the partial row
+              for (unsigned c = 0; c < numCol; ++c) {
+                Value index = partialIndex(c, chunk.column);
+                SmallVector<Value> sums = load(partial, f32, index, V);
+                for (int64_t e = 0; e < V; ++e)
+                  sums[e] =
+                      arith::AddFOp::create(b, loc, sums[e], contribs[c][e]);
+                store(partial, f32, index, sums);
+              }
+          });
+          for (unsigned c = 0; c < accs.size() / V; ++c)
+            for (int64_t e = 0; e < V; ++e)
+              accs[c * V + e] = arith::AddFOp::create(
+                  b, loc, accs[c * V + e], select(live, contribs[c][e]));
+        };
+
+        SmallVector<Value> next(acc);
+        if (plan.resident()) {
+          for (auto [k, chunk] : llvm::enumerate(owned)) {
+            // Accumulators of chunk k: [column result][element].
+            SmallVector<Value> accs;
+            for (unsigned c = 0; c < numCol; ++c)
+              for (int64_t e = 0; e < V; ++e)
+                accs.push_back(next[(c * K + k) * V + e]);
+            finishChunk(chunk, fullVals[k], accs);
+            for (unsigned c = 0; c < numCol; ++c)
+              for (int64_t e = 0; e < V; ++e)
+                next[(c * K + k) * V + e] = accs[c * V + e];
+          }
+        } else {
+          scf::ForOp::create(
+              b, loc, zero64, loopedChunks, one64, ValueRange{},
+              [&](OpBuilder &, Location, Value k, ValueRange) {
+                Chunk chunk = chunkAt(k);
+                finishChunk(chunk, loadFull(chunk), {});
+                scf::YieldOp::create(b, loc);
+              });
+        }
+        scf::YieldOp::create(b, loc, next);
+      });
+
+  // Resident: the accumulators become row `prog` of the partial buffer.
+  if (plan.resident()) {
+    Value progValid = ult(prog, programs);
+    for (auto [k, chunk] : llvm::enumerate(owned)) {
+      Value live = arith::AndIOp::create(b, loc, progValid, chunk.valid);
+      ifThen(live, [&] {
+        for (unsigned c = 0; c < numCol; ++c) {
+          SmallVector<Value> vals;
+          for (int64_t e = 0; e < V; ++e)
+            vals.push_back(rowLoop.getResult((c * K + k) * V + e));
+          store(partial, f32, partialIndex(c, chunk.column), vals);
+        }
+      });
+    }
+  }
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+/// The final kernel: partial [C, P, N] -> column results, in a fixed order.
+class FinalKernelBuilder : public KernelBuilderBase {
+public:
+  FinalKernelBuilder(OpBuilder &b, MixedReductionOp op)
+      : KernelBuilderBase(b, op.getLoc()), op(op) {
+    for (Value init : op.getColInit())
+      constInit.push_back(getConstantColumnInit(init));
+    for (Value r : op.getColResults())
+      epilogue.push_back(getColumnEpilogue(r));
+  }
+
+  /// Parameters: partial, the non-constant inits, the outputs, P, cols.
+  SmallVector<Type> parameterTypes() {
+    SmallVector<Type> types{ptr};
+    for (auto &c : constInit)
+      if (!c)
+        types.push_back(ptr);
+    types.append(op.getColResults().size(), ptr);
+    types.append(2, i64);
+    return types;
+  }
+
+  LogicalResult build(gpu::GPUFuncOp func);
+
+private:
+  MixedReductionOp op;
+  SmallVector<std::optional<Attribute>> constInit;
+  SmallVector<linalg::GenericOp> epilogue;
+};
+
+LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  for (linalg::GenericOp e : epilogue)
+    if (e && failed(cloneCapturedConstants(e)))
+      return failure();
+
+  ValueRange args = entry.getArguments();
+  Value partial = args[0];
+  args = args.drop_front();
+  SmallVector<Value> inits;
+  for (auto &c : constInit) {
+    if (c) {
+      inits.push_back(nullptr);
+      continue;
+    }
+    inits.push_back(args[0]);
+    args = args.drop_front();
+  }
+  unsigned numCol = op.getColResults().size();
+  SmallVector<Value> outs(args.begin(), args.begin() + numCol);
+  Value programs = args[numCol], cols = args[numCol + 1];
+  Value smem = func.getWorkgroupAttributions().front();
+
+  const int64_t W = kFinalColumnsPerCTA, S = kFinalSlices;
+  Value tid = threadId();
+  Value tx = arith::RemUIOp::create(b, loc, tid, c64(W));
+  Value sy = arith::DivUIOp::create(b, loc, tid, c64(W));
+  Value col = add(mul(blockId(), c64(W)), tx);
+  Value valid = ult(col, cols);
+  Value colClamped =
+      minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
+  auto toIndex = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  };
+
+  // Slice sy sums programs sy, sy + S, ... of its column, in order.
+  for (unsigned c = 0; c < numCol; ++c) {
+    auto loop = scf::ForOp::create(
+        b, loc, sy, programs, c64(S), ValueRange{zeroF32()},
+        [&](OpBuilder &, Location, Value q, ValueRange acc) {
+          Value index = add(mul(add(mul(c64(c), programs), q), cols),
+                            colClamped);
+          Value part = load(partial, f32, index, 1)[0];
+          scf::YieldOp::create(
+              b, loc, ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
+        });
+    Value slot = add(mul(add(mul(c64(c), c64(S)), sy), c64(W)), tx);
+    memref::StoreOp::create(b, loc, loop.getResult(0), smem,
+                            ValueRange{toIndex(slot)});
+  }
+  gpu::BarrierOp::create(b, loc);
+
+  // Slice 0 adds the slices in order, then the initial value.
+  Value writer = arith::AndIOp::create(
+      b, loc, valid,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, sy, c64(0)));
+  auto ifOp = scf::IfOp::create(b, loc, writer, /*withElse=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  for (unsigned c = 0; c < numCol; ++c) {
+    Value total;
+    for (int64_t y = 0; y < S; ++y) {
+      Value slot = add(c64((c * S + y) * W), tx);
+      Value part = memref::LoadOp::create(b, loc, smem,
+                                          ValueRange{toIndex(slot)});
+      total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
+                    : part;
+    }
+    Value init;
+    Type initType = elementTypeOf(op.getColInit()[c]);
+    if (constInit[c])
+      init = arith::ConstantOp::create(b, loc, cast<TypedAttr>(*constInit[c]));
+    else
+      init = load(inits[c], initType, col, 1)[0];
+    Value result = fromF32(arith::AddFOp::create(b, loc, toF32(init), total),
+                           elementTypeOf(op.getColResults()[c]));
+    Type outType = elementTypeOf(op.getColResults()[c]);
+    if (linalg::GenericOp e = epilogue[c]) {
+      result = inlineRegion(e.getRegion(), {result, result})[0];
+      outType = result.getType();
+    }
+    store(outs[c], outType, col, result);
+  }
+  b.setInsertionPointAfter(ifOp);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+struct ConvertNormToGPUPass
+    : norm::impl::ConvertNormToGPUBase<ConvertNormToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<std::pair<func::FuncOp, SmallVector<MixedReductionOp>>> work;
+    module.walk([&](func::FuncOp fn) {
+      SmallVector<MixedReductionOp> ops;
+      fn.walk([&](MixedReductionOp op) { ops.push_back(op); });
+      if (!ops.empty())
+        work.push_back({fn, ops});
+    });
+    if (work.empty())
+      return;
+    if (int64_t g = threadsPerRow; g != 0 && (g < 1 || g > 1024 || (g & (g - 1)))) {
+      module.emitError() << "convert-norm-to-gpu: 'threads-per-row' must be "
+                            "a power of two in [1, 1024], got "
+                         << g;
+      return signalPassFailure();
+    }
+    if (vectorBytes < 1 || vectorBytes > 16 || (vectorBytes & (vectorBytes - 1))) {
+      module.emitError() << "convert-norm-to-gpu: 'vector-bytes' must be 1, "
+                            "2, 4, 8 or 16, got "
+                         << int64_t(vectorBytes);
+      return signalPassFailure();
+    }
+
+    OpBuilder b(module.getContext());
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    b.getUnitAttr());
+    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("norm_kernels");
+    if (!gpuModule) {
+      b.setInsertionPointToEnd(module.getBody());
+      gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), "norm_kernels");
+    }
+    SymbolTable symbols(gpuModule);
+
+    KernelPlanOptions options{threadsPerRow, rowsPerCTA, vectorBytes,
+                              programsPerSM, maxResidentElements};
+    for (auto &[fn, ops] : work) {
+      for (auto [i, op] : llvm::enumerate(ops)) {
+        KernelPlan plan = planKernel(op, options);
+        std::string prefix = (fn.getSymName() + "_" + Twine(i)).str();
+        if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix)))
+          return signalPassFailure();
+        annotate(b, op, plan, prefix);
+        if (emitRemarks)
+          op.emitRemark() << "GPU kernels " << prefix << ": "
+                          << (plan.resident() ? "resident" : "looped")
+                          << ", " << plan.threadsPerRow
+                          << " lanes per row, " << plan.rowsPerCTA
+                          << " rows per CTA, vector " << plan.vector
+                          << ", chunks per lane " << plan.chunksPerThread
+                          << ", ~" << plan.estimatedRegisters
+                          << " registers, " << plan.programsPerSM
+                          << " CTAs per SM";
+      }
+    }
+  }
+
+  gpu::GPUFuncOp makeKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
+                            SymbolTable &symbols, Location loc,
+                            StringRef name, ArrayRef<Type> params,
+                            int64_t block, TypeRange workgroup) {
+    b.setInsertionPointToEnd(gpuModule.getBody());
+    auto fn = gpu::GPUFuncOp::create(
+        b, loc, name, b.getFunctionType(params, {}), workgroup);
+    fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    fn.setKnownBlockSizeAttr(
+        b.getDenseI32ArrayAttr({int32_t(block), 1, 1}));
+    symbols.insert(fn);
+    return fn;
+  }
+
+  LogicalResult emitKernels(OpBuilder &b, gpu::GPUModuleOp gpuModule,
+                            SymbolTable &symbols, MixedReductionOp op,
+                            const KernelPlan &plan, StringRef prefix) {
+    Location loc = op.getLoc();
+    auto workgroup = [&](int64_t n) {
+      return MemRefType::get(
+          {n}, b.getF32Type(), MemRefLayoutAttrInterface{},
+          gpu::AddressSpaceAttr::get(b.getContext(),
+                                     gpu::AddressSpace::Workgroup));
+    };
+    SmallVector<Type> mainSmem;
+    if (plan.threadsPerRow > 32) {
+      size_t maxSums = 1;
+      for (Region &stage : op.getRowStages())
+        maxSums = std::max<size_t>(
+            maxSums, stage.front().getTerminator()->getNumOperands());
+      mainSmem.push_back(workgroup(maxSums * (plan.threadsPerRow / 32)));
+    }
+    // The vector kernel (when N allows one) and the scalar fallback.
+    SmallVector<std::pair<int64_t, std::string>> variants;
+    if (plan.vector > 1)
+      variants.push_back({plan.vector, (prefix + "_main").str()});
+    variants.push_back({1, (prefix + "_main_scalar").str()});
+    for (auto &[vector, name] : variants) {
+      OpBuilder::InsertionGuard guard(b);
+      MainKernelBuilder builder(b, op, plan, vector);
+      gpu::GPUFuncOp fn =
+          makeKernel(b, gpuModule, symbols, loc, name,
+                     builder.parameterTypes(), plan.blockThreads(), mainSmem);
+      if (failed(builder.build(fn)))
+        return failure();
+    }
+    OpBuilder::InsertionGuard guard(b);
+    FinalKernelBuilder final(b, op);
+    int64_t numCol = op.getColResults().size();
+    gpu::GPUFuncOp fn = makeKernel(
+        b, gpuModule, symbols, loc, (prefix + "_final").str(),
+        final.parameterTypes(), kFinalColumnsPerCTA * kFinalSlices,
+        {workgroup(numCol * kFinalColumnsPerCTA * kFinalSlices)});
+    return final.build(fn);
+  }
+
+  void annotate(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
+                StringRef prefix) {
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr("kernel", b.getStringAttr(prefix)),
+        b.getNamedAttr("vector", b.getI64IntegerAttr(plan.vector)),
+        b.getNamedAttr("threads_per_row",
+                       b.getI64IntegerAttr(plan.threadsPerRow)),
+        b.getNamedAttr("rows_per_cta", b.getI64IntegerAttr(plan.rowsPerCTA)),
+        b.getNamedAttr("chunks_per_thread",
+                       b.getI64IntegerAttr(plan.chunksPerThread)),
+        b.getNamedAttr("programs_per_sm",
+                       b.getI64IntegerAttr(plan.programsPerSM)),
+        b.getNamedAttr("block", b.getI64IntegerAttr(plan.blockThreads()))};
+    op->setAttr("norm.gpu", b.getDictionaryAttr(attrs));
+  }
+};
+
+} // namespace

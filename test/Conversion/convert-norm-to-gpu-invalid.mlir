@@ -1,0 +1,24 @@
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu -verify-diagnostics
+// RUN: not norm-opt %s --convert-norm-to-gpu="threads-per-row=3" 2>&1 | FileCheck %s --check-prefix=OPT
+// RUN: not norm-opt %s --convert-norm-to-gpu="vector-bytes=12" 2>&1 | FileCheck %s --check-prefix=VEC
+
+// OPT: 'threads-per-row' must be a power of two in [1, 1024], got 3
+// VEC: 'vector-bytes' must be 1, 2, 4, 8 or 16, got 12
+
+// A payload may capture constants only: a function argument cannot be
+// moved into a kernel.
+func.func @captured(%x: tensor<4x8xf32>, %scale: f32, %init: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %dx, %dw = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%init : tensor<8xf32>) row_stages {
+  ^bb0(%xe: f32):
+    norm.yield %xe : f32
+  } elementwise {
+  ^bb0(%xe: f32, %s: f32):
+    // expected-error @below {{convert-norm-to-gpu: a payload uses a value defined outside the op that is not a constant}}
+    %y = arith.mulf %xe, %scale : f32
+    norm.yield %y : f32
+  } columns {
+  ^bb0(%xe: f32, %s: f32):
+    norm.yield %xe : f32
+  } -> full(tensor<4x8xf32>) col(tensor<8xf32>)
+  return %dx, %dw : tensor<4x8xf32>, tensor<8xf32>
+}

@@ -1,0 +1,115 @@
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu | FileCheck %s
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="threads-per-row=64" | FileCheck %s --check-prefix=WIDE
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4" | FileCheck %s --check-prefix=LOOPED
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="remarks=true" -verify-diagnostics -o /dev/null
+
+// RMSNorm backward, bf16, N = 64, as --norm-fuse-mixed-reductions leaves it
+// (the narrowing truncf of dW stays outside the fused op).
+
+// CHECK-LABEL: func.func @rms
+// CHECK:         norm.mixed_reduction
+// CHECK:         norm.gpu = {block = 256 : i64, chunks_per_thread = 4 : i64, kernel = "rms_0", programs_per_sm = {{[0-9]+}} : i64, rows_per_cta = 128 : i64, threads_per_row = 2 : i64, vector = 8 : i64}
+// CHECK:       gpu.module @norm_kernels
+// Main kernel: pointers in the global address space, i64 sizes and strides.
+// CHECK:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) kernel
+// CHECK-SAME:      known_block_size = array<i32: 256, 1, 1>
+// The weight: loaded once per lane, 16 bytes at a time.
+// CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// The persistent row loop carries the fp32 column accumulators.
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)  : i64
+// CHECK:             llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// Row sum: butterfly over the row's two lanes.
+// CHECK:             gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK-NOT:         gpu.barrier
+// dx: masked 16-byte stores.
+// CHECK:             scf.if
+// CHECK:               llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK:             scf.yield
+// After the loop: the accumulators become the program's partial row.
+// CHECK:           scf.if
+// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+// CHECK:           gpu.return
+// CHECK:         gpu.func @rms_0_main_scalar
+// CHECK:           llvm.load %{{.*}} {alignment = 2 : i64} : !llvm.ptr<1> -> bf16
+// Final kernel: 32 columns x 16 slices, slices summed in order, then the
+// truncf epilogue of dW.
+// CHECK:         gpu.func @rms_0_final(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>) kernel
+// CHECK-SAME:      known_block_size = array<i32: 512, 1, 1>
+// CHECK:           scf.for
+// CHECK:           gpu.barrier
+// CHECK:           scf.if
+// CHECK-COUNT-16:    memref.load
+// CHECK:             arith.truncf %{{.*}} : f32 to bf16
+// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+
+// WIDE-LABEL: func.func @rms
+// WIDE:         threads_per_row = 64
+// Across warps: lane 0 of each warp writes, everyone reads both in order.
+// WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>>) kernel
+// WIDE:           gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
+// WIDE:           memref.store
+// WIDE:           gpu.barrier
+// WIDE:           memref.load
+// WIDE:           memref.load
+// WIDE:           gpu.barrier
+
+// LOOPED-LABEL: func.func @rms
+// LOOPED:         chunks_per_thread = 0
+// The looped variant zeroes its partial row, then re-reads the row per pass
+// and accumulates into the partial row.
+// LOOPED:         gpu.func @rms_0_main
+// LOOPED:           scf.for
+// LOOPED:             llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+// LOOPED:           scf.for
+// LOOPED:             scf.for {{.*}} -> (f32)
+// LOOPED:             scf.for
+// LOOPED:               llvm.load %{{.*}} {alignment = 32 : i64} : !llvm.ptr<1> -> vector<8xf32>
+// LOOPED:               arith.addf
+// LOOPED:               llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+
+#map = affine_map<(d0) -> (d0)>
+func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf32>, %w: tensor<64xbf16>) -> (tensor<?x64xbf16>, tensor<64xbf16>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %n = arith.constant 6.400000e+01 : f32
+  %0 = tensor.empty() : tensor<64xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<64xf32>) -> tensor<64xf32>
+  // expected-remark @below {{GPU kernels rms_0: resident, 2 lanes per row, 128 rows per CTA, vector 8, chunks per lane 4}}
+  %dx, %dw = norm.mixed_reduction full(%x, %dy : tensor<?x64xbf16>, tensor<?x64xbf16>) row(%rstd : tensor<?xf32>) col(%w : tensor<64xbf16>) col_init(%1 : tensor<64xf32>) row_stages {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16):
+    %a = arith.extf %xe : bf16 to f32
+    %xhat = arith.mulf %a, %r : f32
+    %b = arith.extf %dye : bf16 to f32
+    %c = arith.extf %we : bf16 to f32
+    %wdy = arith.mulf %b, %c : f32
+    %p = arith.mulf %xhat, %wdy : f32
+    norm.yield %p : f32
+  } elementwise {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16, %s: f32):
+    %a = arith.extf %xe : bf16 to f32
+    %xhat = arith.mulf %a, %r : f32
+    %b = arith.extf %dye : bf16 to f32
+    %c = arith.extf %we : bf16 to f32
+    %wdy = arith.mulf %b, %c : f32
+    %m = arith.divf %s, %n : f32
+    %t = arith.mulf %xhat, %m : f32
+    %u = arith.subf %wdy, %t : f32
+    %v = arith.mulf %u, %r : f32
+    %o = arith.truncf %v : f32 to bf16
+    norm.yield %o : bf16
+  } columns {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16, %s: f32):
+    %a = arith.extf %xe : bf16 to f32
+    %xhat = arith.mulf %a, %r : f32
+    %b = arith.extf %dye : bf16 to f32
+    %p = arith.mulf %b, %xhat : f32
+    norm.yield %p : f32
+  } -> full(tensor<?x64xbf16>) col(tensor<64xf32>)
+  %2 = tensor.empty() : tensor<64xbf16>
+  %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%dw : tensor<64xf32>) outs(%2 : tensor<64xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<64xbf16>
+  return %dx, %3 : tensor<?x64xbf16>, tensor<64xbf16>
+}
