@@ -17,6 +17,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -67,6 +68,24 @@ func.func @{name}(%dy: {full}, %x: {full}, %rstd: tensor<?xf32>,
     return text, sig
 
 
+def ptxas_report(text):
+    """{kernel: {registers, spill_stores, spill_loads, stack}} from ptxas -v."""
+    report, current = {}, None
+    for line in text.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            current = report.setdefault(m.group(1), {})
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                      r"(\d+) bytes spill loads", line)
+        if m and current is not None:
+            current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)),
+                           spill_loads=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m and current is not None:
+            current["registers"] = int(m.group(1))
+    return report
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--norm-opt", default="build/bin/norm-opt")
@@ -96,7 +115,7 @@ def main():
                 f.write("\n".join(texts) + "\n")
             lib = os.path.join(args.out, f"lib{stem}.so")
             cmd = [args.norm_opt, "compile", src, f"--chip={args.chip}",
-                   "--emit=lib", "-o", lib] + args.extra
+                   "--emit=lib", "--ptxas-verbose", "-o", lib] + args.extra
             jobs.append(cmd)
             manifest["libraries"].append(
                 {"library": os.path.basename(lib), "functions": sigs})
@@ -106,6 +125,7 @@ def main():
         return cmd, r
 
     failed = False
+    kernels = {}
     with concurrent.futures.ThreadPoolExecutor(args.j) as pool:
         for cmd, r in pool.map(run, jobs):
             if r.returncode != 0:
@@ -113,6 +133,8 @@ def main():
                 print("FAILED:", " ".join(cmd), "\n", r.stderr, file=sys.stderr)
             else:
                 print("built", cmd[-1])
+                kernels.update(ptxas_report(r.stderr))
+    manifest["kernels"] = kernels
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     return 1 if failed else 0

@@ -268,6 +268,20 @@ CU_EXPORT cuFuncSetAttribute(CUfunction function,
   return CUDA_SUCCESS;
 }
 
+CU_EXPORT cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks,
+                                                       CUfunction function,
+                                                       int blockSize,
+                                                       size_t shared) {
+  FakeFunction *f = reinterpret_cast<FakeFunction *>(function);
+  if (!f->module->live || blockSize <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  // 2048 threads and 228 KiB of shared memory per multiprocessor.
+  int byThreads = 2048 / blockSize;
+  int byShared = shared ? int(228 * 1024 / shared) : byThreads;
+  *blocks = byThreads < byShared ? byThreads : byShared;
+  return CUDA_SUCCESS;
+}
+
 CU_EXPORT cuLaunchKernel(CUfunction function, unsigned int gridX,
                          unsigned int gridY, unsigned int gridZ,
                          unsigned int blockX, unsigned int blockY,

@@ -603,16 +603,18 @@ TEST_F(RuntimeFake, Launch) {
   EXPECT_EQ(launch.shared, 1024u);
   EXPECT_EQ(launch.stream, stream);
   EXPECT_EQ(launch.args, args);
-  EXPECT_EQ(stats->setAttributes.load(), 0);
-
-  // 48 KiB needs no attribute, more does.
+  // Any dynamic shared memory sets the limit (static shared memory counts
+  // against the same 48 KiB default); none sets nothing.
+  EXPECT_EQ(stats->setAttributes.load(), 1);
+  ASSERT_EQ(normrt_launch(f, 1, 1, 32, 0, nullptr, args), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->setAttributes.load(), 1);
   ASSERT_EQ(normrt_launch(f, 1, 1, 32, 48 << 10, nullptr, args),
             NORMRT_SUCCESS);
-  EXPECT_EQ(stats->setAttributes.load(), 0);
+  EXPECT_EQ(stats->setAttributes.load(), 2);
   ASSERT_EQ(normrt_launch(f, 1, 1, 32, 100 << 10, nullptr, args),
             NORMRT_SUCCESS)
       << lastError();
-  EXPECT_EQ(stats->setAttributes.load(), 1);
+  EXPECT_EQ(stats->setAttributes.load(), 3);
   EXPECT_EQ(stats->lastSharedAttribute.load(), 100 << 10);
 
   // More than the device has: the attribute call fails.

@@ -115,6 +115,7 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   pipeline.rowsPerCTA = options.rowsPerCTA;
   pipeline.vectorBytes = options.vectorBytes;
   pipeline.programsPerSM = options.programsPerSM;
+  pipeline.maxResidentElements = options.maxResidentElements;
   buildNormLowerToNVVMPipeline(pm, pipeline);
   if (failed(pm.run(module)))
     return failure();

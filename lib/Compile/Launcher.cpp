@@ -131,6 +131,9 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   launch.plan.rowsPerCTA = get("rows_per_cta");
   launch.plan.chunksPerThread = get("chunks_per_thread");
   launch.plan.programsPerSM = get("programs_per_sm");
+  launch.plan.dynamicSharedBytes = get("dynamic_shared_bytes");
+  launch.plan.combineInCTA =
+      cast<BoolAttr>(gpuAttr.get("combine_in_cta")).getValue();
 
   auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
     if (std::optional<unsigned> a = argumentOf(v))
@@ -326,19 +329,30 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       src << ";\n";
     }
     int64_t R = p.rowsPerCTA;
+    src << "    void *fn;\n"
+        << "    if ((st = normrt_get_function(norm_image, vec ? \""
+        << l.kernel << "_main\" : \"" << l.kernel
+        << "_main_scalar\", &fn)) != 0) return st;\n";
+    // A persistent grid: as many CTAs as are resident at once, unless the
+    // kernel was compiled with a fixed programs-per-SM.
+    if (p.programsPerSM > 0)
+      src << "    int per_sm = " << p.programsPerSM << ";\n";
+    else
+      src << "    int per_sm = 0;\n"
+          << "    if ((st = normrt_max_active_ctas(fn, " << p.blockThreads()
+          << ", " << p.dynamicSharedBytes
+          << ", &per_sm)) != 0) return st;\n"
+          << "    if (per_sm < 1) per_sm = 1;\n";
     src << "    int64_t ctas = (rows + " << R - 1 << ") / " << R << ";\n"
-        << "    int64_t limit = (int64_t)sms * " << p.programsPerSM << ";\n"
+        << "    int64_t limit = (int64_t)sms * per_sm;\n"
         << "    unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n"
-        << "    int64_t programs = (int64_t)grid * " << R << ";\n"
+        << "    int64_t programs = (int64_t)grid * "
+        << (p.combineInCTA ? 1 : R) << "; /* rows of the partial buffer */\n"
         << "    void *ws = NULL;\n";
     if (numCol > 0)
       src << "    if (programs > 0 && (st = normrt_workspace(stream, (size_t)("
           << numCol << " * programs * cols * 4), &ws)) != 0) return st;\n";
-    src << "    void *fn;\n"
-        << "    if (rows > 0) {\n"
-        << "      if ((st = normrt_get_function(norm_image, vec ? \""
-        << l.kernel << "_main\" : \"" << l.kernel
-        << "_main_scalar\", &fn)) != 0) return st;\n"
+    src << "    if (rows > 0) {\n"
         << "      void *args[] = {";
     auto argList = [&](ArrayRef<std::string> names) {
       for (const std::string &n : names)
@@ -353,7 +367,8 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     argList(l.stridesOut);
     src << "NULL};\n"
         << "      if ((st = normrt_launch(fn, grid, 1, "
-        << p.blockThreads() << ", 0, stream, args)) != 0) return st;\n"
+        << p.blockThreads() << ", " << p.dynamicSharedBytes
+        << ", stream, args)) != 0) return st;\n"
         << "    }\n";
     if (numCol > 0) {
       src << "    if ((st = normrt_get_function(norm_image, \"" << l.kernel
@@ -403,7 +418,9 @@ LogicalResult LauncherWriter::write(std::string &source, std::string &header) {
       << "int normrt_launch(void *fn, unsigned gx, unsigned gy, unsigned bx, "
          "unsigned smem, void *stream, void **args);\n"
       << "int normrt_check_aligned(const void *p, size_t align, "
-         "const char *what);\n\n"
+         "const char *what);\n"
+      << "int normrt_max_active_ctas(void *fn, unsigned block, "
+         "unsigned smem, int *out);\n\n"
       << "static const unsigned char norm_image[] = {";
   for (size_t i = 0; i < image.size(); ++i) {
     if (i % 16 == 0)

@@ -63,6 +63,7 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
   gpu.rowsPerCTA = options.rowsPerCTA;
   gpu.vectorBytes = options.vectorBytes;
   gpu.programsPerSM = options.programsPerSM;
+  gpu.maxResidentElements = options.maxResidentElements;
   pm.addPass(createConvertNormToGPU(gpu));
   addUpstream(pm, (llvm::Twine("nvvm-attach-target{chip=") + options.chip +
                    " features=" + options.features +

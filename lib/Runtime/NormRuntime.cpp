@@ -91,6 +91,7 @@ struct Driver {
   CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*moduleUnload)(CUmodule);
   CUresult (*funcSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*occupancyMaxActiveBlocks)(int *, CUfunction, int, size_t);
   CUresult (*launchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
                            unsigned int, unsigned int, unsigned int,
                            unsigned int, CUstream, void **, void **);
@@ -308,6 +309,9 @@ void loadDriver() {
        resolve(handle, "cuModuleUnload", driver.moduleUnload)},
       {"cuFuncSetAttribute",
        resolve(handle, "cuFuncSetAttribute", driver.funcSetAttribute)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessor",
+       resolve(handle, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+               driver.occupancyMaxActiveBlocks)},
       {"cuLaunchKernel",
        resolve(handle, "cuLaunchKernel", driver.launchKernel)},
       {"cuStreamSynchronize",
@@ -798,7 +802,9 @@ int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
       return status;
     CUfunction f = static_cast<CUfunction>(function);
     CUstream cuStream = static_cast<CUstream>(stream);
-    if (shared_bytes > 48u * 1024u) {
+    // Any dynamic shared memory raises the limit: the kernel's static
+    // shared memory counts against the same 48 KiB default.
+    if (shared_bytes > 0) {
       CUresult result = gDriver.funcSetAttribute(
           f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
           static_cast<int>(shared_bytes));
@@ -893,6 +899,44 @@ void normrt_release_all(void) {
     if (restore && current != saved)
       gDriver.ctxSetCurrent(saved);
     return status;
+  });
+}
+
+int normrt_max_active_ctas(void *function, unsigned block_x,
+                           unsigned shared_bytes, int *out) {
+  constexpr const char *fn = "normrt_max_active_ctas";
+  return guarded(fn, [&] {
+    if (!out)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    *out = 0;
+    if (!function || block_x == 0 || block_x > 1024u)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: function is NULL or block %u is not in [1, 1024]", fn,
+                  block_x);
+    if (int status = requireDriver(fn))
+      return status;
+    CUfunction f = static_cast<CUfunction>(function);
+    // Any dynamic shared memory raises the limit: the kernel's static
+    // shared memory counts against the same 48 KiB default.
+    if (shared_bytes > 0) {
+      CUresult result = gDriver.funcSetAttribute(
+          f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+          static_cast<int>(shared_bytes));
+      if (result != CUDA_SUCCESS)
+        return cuFail(NORMRT_ERROR_LAUNCH, result,
+                      "%s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, "
+                      "%u) failed",
+                      fn, shared_bytes);
+    }
+    int blocks = 0;
+    CUresult result = gDriver.occupancyMaxActiveBlocks(
+        &blocks, f, static_cast<int>(block_x), shared_bytes);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_DRIVER, result,
+                    "%s: cuOccupancyMaxActiveBlocksPerMultiprocessor failed",
+                    fn);
+    *out = blocks;
+    return static_cast<int>(NORMRT_SUCCESS);
   });
 }
 

@@ -8,11 +8,13 @@
 
 // CHECK-LABEL: func.func @rms
 // CHECK:         norm.mixed_reduction
-// CHECK:         norm.gpu = {block = 256 : i64, chunks_per_thread = 4 : i64, kernel = "rms_0", programs_per_sm = {{[0-9]+}} : i64, rows_per_cta = 128 : i64, threads_per_row = 2 : i64, vector = 8 : i64}
+// CHECK:         norm.gpu = {block = 256 : i64, chunks_per_thread = 4 : i64, combine_in_cta = true, dynamic_shared_bytes = 32768 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, threads_per_row = 2 : i64, vector = 8 : i64}
 // CHECK:       gpu.module @norm_kernels
 // Main kernel: pointers in the global address space, i64 sizes and strides.
 // CHECK:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) kernel
 // CHECK-SAME:      known_block_size = array<i32: 256, 1, 1>
+// CHECK:           gpu.dynamic_shared_memory
+// CHECK:           memref.view
 // The weight: loaded once per lane, 16 bytes at a time.
 // CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 // The persistent row loop carries the fp32 column accumulators.
@@ -26,9 +28,13 @@
 // CHECK:             scf.if
 // CHECK:               llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
 // CHECK:             scf.yield
-// After the loop: the accumulators become the program's partial row.
-// CHECK:           scf.if
-// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+// After the loop: the 128 programs of the CTA add their accumulators in
+// dynamic shared memory, in order; one partial row per CTA.
+// CHECK:           memref.store
+// CHECK:           gpu.barrier
+// CHECK:           scf.for
+// CHECK-COUNT-128:   memref.load
+// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<1>
 // CHECK:           gpu.return
 // CHECK:         gpu.func @rms_0_main_scalar
 // CHECK:           llvm.load %{{.*}} {alignment = 2 : i64} : !llvm.ptr<1> -> bf16
@@ -56,17 +62,24 @@
 
 // LOOPED-LABEL: func.func @rms
 // LOOPED:         chunks_per_thread = 0
-// The looped variant zeroes its partial row, then re-reads the row per pass
-// and accumulates into the partial row.
+// LOOPED-SAME:    dynamic_shared_bytes = 256
+// The looped variant keeps its column accumulators in shared memory (N x 4
+// bytes): zeroed first, then each pass re-reads the row, and the last pass
+// adds into the lane's own columns; finally each lane copies its columns
+// to the program's partial row.
 // LOOPED:         gpu.func @rms_0_main
+// LOOPED:           gpu.dynamic_shared_memory
 // LOOPED:           scf.for
-// LOOPED:             llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+// LOOPED:             memref.store %{{.*}}, %view
 // LOOPED:           scf.for
 // LOOPED:             scf.for {{.*}} -> (f32)
 // LOOPED:             scf.for
-// LOOPED:               llvm.load %{{.*}} {alignment = 32 : i64} : !llvm.ptr<1> -> vector<8xf32>
+// LOOPED:               memref.load %view
 // LOOPED:               arith.addf
-// LOOPED:               llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+// LOOPED:               memref.store %{{.*}}, %view
+// LOOPED:           scf.for
+// LOOPED:             memref.load %view
+// LOOPED:             llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
 
 #map = affine_map<(d0) -> (d0)>
 func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf32>, %w: tensor<64xbf16>) -> (tensor<?x64xbf16>, tensor<64xbf16>) {

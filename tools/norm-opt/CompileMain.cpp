@@ -67,6 +67,10 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   cl::opt<int64_t> programsPerSM("programs-per-sm",
                                  cl::desc("CTAs per SM (0: pick)"),
                                  cl::init(0), cl::cat(category));
+  cl::opt<int64_t> maxResident(
+      "max-resident-elements",
+      cl::desc("Columns a lane may keep in registers (0: pick)"), cl::init(0),
+      cl::cat(category));
   cl::opt<std::string> ptxas("ptxas", cl::desc("ptxas to use"),
                              cl::cat(category));
   cl::opt<std::string> cc("cc", cl::desc("C compiler for --emit=lib"),
@@ -127,6 +131,7 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.rowsPerCTA = rowsPerCTA;
   options.vectorBytes = vectorBytes;
   options.programsPerSM = programsPerSM;
+  options.maxResidentElements = maxResident;
   options.emit = emit;
   options.output = output;
   options.ptxas = ptxas;

@@ -34,13 +34,24 @@ struct KernelPlan {
   int64_t threadsPerRow = 32;  // G
   int64_t rowsPerCTA = 1;      // R (programs per CTA)
   int64_t chunksPerThread = 0; // K; 0: the looped variant (N too long)
-  int64_t programsPerSM = 1;   // CTAs per SM the launcher starts
+  int64_t programsPerSM = 0;   // CTAs per SM; 0: the occupancy limit
   int64_t estimatedRegisters = 0;
   std::optional<int64_t> staticCols; // N when the type says it
+  // Resident, R > 1: the R programs of a CTA add their accumulators in
+  // shared memory (in order) and write one partial row per CTA.
+  bool combineInCTA = false;
+  // Looped: the column accumulators live in shared memory, not in the
+  // partial buffer (when N x column results fit).
+  bool sharedAccumulators = false;
+  int64_t dynamicSharedBytes = 0;
 
   int64_t blockThreads() const { return threadsPerRow * rowsPerCTA; }
   bool resident() const { return chunksPerThread > 0; }
 };
+
+/// Dynamic shared memory one CTA may use for accumulators (bytes); the
+/// rest of the 227 KiB stays for a second CTA's worth of occupancy.
+constexpr int64_t kMaxAccumulatorSharedBytes = 160 * 1024;
 
 /// The final reduction kernel's CTA: 32 columns x 16 slices of programs.
 constexpr int64_t kFinalColumnsPerCTA = 32;

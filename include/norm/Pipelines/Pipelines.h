@@ -53,6 +53,10 @@ struct NormGPUPipelineOptions
       *this, "vector-bytes",
       llvm::cl::desc("Bytes per global access (16, 8, 4, 2)"),
       llvm::cl::init(16)};
+  PassOptions::Option<int64_t> maxResidentElements{
+      *this, "max-resident-elements",
+      llvm::cl::desc("Columns a lane may keep in registers; 0 = heuristic"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> programsPerSM{
       *this, "programs-per-sm",
       llvm::cl::desc("CTAs per SM; 0 = from the register estimate"),

@@ -128,6 +128,12 @@ NORMRT_API int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
 NORMRT_API int normrt_check_aligned(const void *ptr, size_t alignment,
                                     const char *what);
 
+/* How many CTAs of `block_x` threads and `shared_bytes` of dynamic shared
+   memory of `function` fit on one multiprocessor at once (the driver's
+   occupancy calculator); launchers size persistent grids with it. */
+NORMRT_API int normrt_max_active_ctas(void *function, unsigned block_x,
+                                      unsigned shared_bytes, int *out);
+
 /* Sets this thread's message to `message` and returns `status`: generated
    launchers report their own argument checks through it. */
 NORMRT_API int normrt_report(int status, const char *message);

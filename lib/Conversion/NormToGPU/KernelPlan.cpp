@@ -24,7 +24,7 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-static int64_t byteWidth(Type t) {
+[[maybe_unused]] static int64_t byteWidth(Type t) {
   return std::max<int64_t>(1, t.getIntOrFloatBitWidth() / 8);
 }
 
@@ -50,23 +50,22 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   if (plan.staticCols && *plan.staticCols % plan.vector != 0)
     plan.vector = 1; // the scalar kernel is the only one
 
-  // 32-bit registers per owned column.
-  double perColumn = 0;
-  for (Value v : op.getFull())
-    perColumn += byteWidth(elementType(v)) / 4.0;
-  for (Value v : op.getCol())
-    perColumn += byteWidth(elementType(v)) / 4.0;
-  perColumn += op.getColResults().size();
+  // 32-bit registers per owned column: ptxas keeps the loaded values as
+  // f32 once converted (whatever their storage type), one accumulator per
+  // column result, and about one f32 intermediate (x-hat) between the row
+  // sums and the elementwise pass. Checked against ptxas -v in
+  // docs/perf-notes.md (within ~5% for LayerNorm/RMSNorm at 32 columns).
+  double perColumn = op.getFull().size() + op.getCol().size() +
+                     op.getColResults().size() + 1;
   const int64_t overhead = 40;
-
   auto registersFor = [&](int64_t columnsPerLane) {
-    return overhead + static_cast<int64_t>(perColumn * columnsPerLane + 0.5);
+    return overhead + static_cast<int64_t>(perColumn * columnsPerLane);
   };
   auto budgetFor = [&](int64_t group) {
     // A CTA of `group` lanes (or 256 when rows share a CTA) and at least
     // one CTA per SM within the 64K-register file; at most 255 per lane.
     int64_t block = std::max<int64_t>(group, 256);
-    return std::min<int64_t>(200, 65536 / block);
+    return std::min<int64_t>(255, 65536 / block);
   };
 
   int64_t chunks = plan.staticCols ? *plan.staticCols / plan.vector : -1;
@@ -99,23 +98,30 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
 
   // Short rows: several programs (rows) per CTA; a CTA-wide reduction needs
   // one program per CTA (its barrier is shared).
-  if (plan.threadsPerRow >= 32)
+  if (plan.threadsPerRow > 32)
     plan.rowsPerCTA = 1;
   else if (options.rowsPerCTA)
     plan.rowsPerCTA = options.rowsPerCTA;
   else
     plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
 
-  if (options.programsPerSM) {
-    plan.programsPerSM = options.programsPerSM;
-  } else {
-    int64_t block = plan.blockThreads();
-    int64_t byThreads = 2048 / block;
-    int64_t byRegisters =
-        65536 / (block * std::max<int64_t>(32, plan.estimatedRegisters));
-    plan.programsPerSM =
-        std::clamp<int64_t>(std::min(byThreads, byRegisters), 1, 8);
+  // Shared-memory accumulators where they fit (static N only).
+  int64_t numCol = op.getColResults().size();
+  if (plan.staticCols && numCol > 0) {
+    int64_t row = numCol * *plan.staticCols * 4;
+    if (plan.resident() && plan.rowsPerCTA > 1 &&
+        plan.rowsPerCTA * row <= kMaxAccumulatorSharedBytes) {
+      plan.combineInCTA = true;
+      plan.dynamicSharedBytes = plan.rowsPerCTA * row;
+    } else if (!plan.resident() && row <= kMaxAccumulatorSharedBytes) {
+      plan.sharedAccumulators = true;
+      plan.dynamicSharedBytes = row;
+    }
   }
+
+  // 0: the launcher fills every SM with as many CTAs as the driver's
+  // occupancy calculator allows (it knows the real register count).
+  plan.programsPerSM = options.programsPerSM;
   return plan;
 }
 

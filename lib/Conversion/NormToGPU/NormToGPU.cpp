@@ -205,6 +205,21 @@ private:
   Value select(Value cond, Value v) {
     return arith::SelectOp::create(b, loc, cond, v, zeroF32());
   }
+  SmallVector<Value> loadShared(Value index, int64_t count) {
+    SmallVector<Value> vals;
+    for (int64_t e = 0; e < count; ++e)
+      vals.push_back(memref::LoadOp::create(b, loc, accSmem,
+                                            ValueRange{toIndex(add(index, c64(e)))}));
+    return vals;
+  }
+  void storeShared(Value index, ValueRange vals) {
+    for (auto [e, v] : llvm::enumerate(vals))
+      memref::StoreOp::create(b, loc, v, accSmem,
+                              ValueRange{toIndex(add(index, c64(e)))});
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  }
   void ifThen(Value cond, function_ref<void()> body) {
     auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
     OpBuilder::InsertionGuard guard(b);
@@ -220,6 +235,7 @@ private:
   Value partial, rows, cols, chunks, lane, prog, programs, rowClamped;
   SmallVector<Value> rowVals;
   Value smem;
+  Value accSmem; // dynamic shared memory as f32 (plan.dynamicSharedBytes)
 };
 
 MainKernelBuilder::Chunk MainKernelBuilder::chunkAt(Value k) {
@@ -323,6 +339,22 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   take(strideOut, op.getFullResults().size());
   if (G > 32)
     smem = func.getWorkgroupAttributions().front();
+  if (plan.dynamicSharedBytes > 0) {
+    Attribute workgroup = gpu::AddressSpaceAttr::get(
+        b.getContext(), gpu::AddressSpace::Workgroup);
+    Value bytes = gpu::DynamicSharedMemoryOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                        MemRefLayoutAttrInterface{}, workgroup));
+    Value zeroIdx = arith::ConstantIndexOp::create(b, loc, 0);
+    Value count =
+        arith::ConstantIndexOp::create(b, loc, plan.dynamicSharedBytes / 4);
+    accSmem = memref::ViewOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, f32,
+                        MemRefLayoutAttrInterface{}, workgroup),
+        bytes, zeroIdx, ValueRange{count});
+  }
 
   unsigned numStages = op.getRowStages().size();
   unsigned numCol = op.getColResults().size();
@@ -357,8 +389,12 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
           Value c = add(mul(k, c64(G)), lane);
           ifThen(ult(c, chunks), [&] {
             SmallVector<Value> zeros(V, zeroF32());
-            for (unsigned ci = 0; ci < numCol; ++ci)
-              store(partial, f32, partialIndex(ci, mul(c, c64(V))), zeros);
+            for (unsigned ci = 0; ci < numCol; ++ci) {
+              if (plan.sharedAccumulators)
+                storeShared(add(mul(c64(ci), cols), mul(c, c64(V))), zeros);
+              else
+                store(partial, f32, partialIndex(ci, mul(c, c64(V))), zeros);
+            }
           });
           scf::YieldOp::create(b, loc);
         });
@@ -440,12 +476,18 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
             }
             if (accs.empty()) // looped: accumulate into the partial row
               for (unsigned c = 0; c < numCol; ++c) {
-                Value index = partialIndex(c, chunk.column);
-                SmallVector<Value> sums = load(partial, f32, index, V);
+                bool shared = plan.sharedAccumulators;
+                Value index = shared ? add(mul(c64(c), cols), chunk.column)
+                                     : partialIndex(c, chunk.column);
+                SmallVector<Value> sums =
+                    shared ? loadShared(index, V) : load(partial, f32, index, V);
                 for (int64_t e = 0; e < V; ++e)
                   sums[e] =
                       arith::AddFOp::create(b, loc, sums[e], contribs[c][e]);
-                store(partial, f32, index, sums);
+                if (shared)
+                  storeShared(index, sums);
+                else
+                  store(partial, f32, index, sums);
               }
           });
           for (unsigned c = 0; c < accs.size() / V; ++c)
@@ -479,8 +521,43 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
         scf::YieldOp::create(b, loc, next);
       });
 
-  // Resident: the accumulators become row `prog` of the partial buffer.
-  if (plan.resident()) {
+  if (plan.resident() && plan.combineInCTA) {
+    // The CTA's R programs add their accumulators in shared memory, in
+    // program order; one partial row per CTA (P = grid_dim).
+    Value group = arith::DivUIOp::create(b, loc, tid, c64(G));
+    for (auto [k, chunk] : llvm::enumerate(owned))
+      ifThen(chunk.valid, [&] {
+        for (unsigned c = 0; c < numCol; ++c) {
+          SmallVector<Value> vals;
+          for (int64_t e = 0; e < V; ++e)
+            vals.push_back(rowLoop.getResult((c * K + k) * V + e));
+          storeShared(add(mul(add(mul(group, c64(numCol)), c64(c)), cols),
+                          chunk.column),
+                      vals);
+        }
+      });
+    gpu::BarrierOp::create(b, loc);
+    Value total = mul(c64(numCol), cols);
+    Value ctas = gridDim();
+    scf::ForOp::create(
+        b, loc, tid, total, c64(G * R), ValueRange{},
+        [&](OpBuilder &, Location, Value j, ValueRange) {
+          Value sum;
+          for (int64_t g = 0; g < R; ++g) {
+            Value part = memref::LoadOp::create(
+                b, loc, accSmem, ValueRange{toIndex(add(mul(c64(g), total), j))});
+            sum = sum ? arith::AddFOp::create(b, loc, sum, part).getResult()
+                      : part;
+          }
+          // j = c * N + col -> partial[(c * CTAs + block) * N + col].
+          Value c = arith::DivUIOp::create(b, loc, j, cols);
+          Value col = arith::RemUIOp::create(b, loc, j, cols);
+          Value index = add(mul(add(mul(c, ctas), blockId()), cols), col);
+          store(partial, f32, index, sum);
+          scf::YieldOp::create(b, loc);
+        });
+  } else if (plan.resident()) {
+    // The accumulators become row `prog` of the partial buffer.
     Value progValid = ult(prog, programs);
     for (auto [k, chunk] : llvm::enumerate(owned)) {
       Value live = arith::AndIOp::create(b, loc, progValid, chunk.valid);
@@ -493,6 +570,22 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
         }
       });
     }
+  } else if (plan.sharedAccumulators) {
+    // Each lane copies the columns it owns (no barrier: nobody else wrote
+    // them) to the program's partial row.
+    scf::ForOp::create(
+        b, loc, zero64, loopedChunks, one64, ValueRange{},
+        [&](OpBuilder &, Location, Value k, ValueRange) {
+          Value c = add(mul(k, c64(G)), lane);
+          ifThen(ult(c, chunks), [&] {
+            for (unsigned ci = 0; ci < numCol; ++ci) {
+              Value column = mul(c, c64(V));
+              store(partial, f32, partialIndex(ci, column),
+                    loadShared(add(mul(c64(ci), cols), column), V));
+            }
+          });
+          scf::YieldOp::create(b, loc);
+        });
   }
   gpu::ReturnOp::create(b, loc);
   return success();
@@ -670,9 +763,15 @@ struct ConvertNormToGPUPass
                           << " lanes per row, " << plan.rowsPerCTA
                           << " rows per CTA, vector " << plan.vector
                           << ", chunks per lane " << plan.chunksPerThread
+                          << (plan.combineInCTA ? ", CTA-combined partials"
+                              : plan.sharedAccumulators
+                                  ? ", shared-memory accumulators"
+                                  : "")
                           << ", ~" << plan.estimatedRegisters
-                          << " registers, " << plan.programsPerSM
-                          << " CTAs per SM";
+                          << " registers, CTAs per SM: "
+                          << (plan.programsPerSM
+                                  ? std::to_string(plan.programsPerSM)
+                                  : std::string("occupancy"));
       }
     }
   }
@@ -745,7 +844,10 @@ struct ConvertNormToGPUPass
                        b.getI64IntegerAttr(plan.chunksPerThread)),
         b.getNamedAttr("programs_per_sm",
                        b.getI64IntegerAttr(plan.programsPerSM)),
-        b.getNamedAttr("block", b.getI64IntegerAttr(plan.blockThreads()))};
+        b.getNamedAttr("block", b.getI64IntegerAttr(plan.blockThreads())),
+        b.getNamedAttr("combine_in_cta", b.getBoolAttr(plan.combineInCTA)),
+        b.getNamedAttr("dynamic_shared_bytes",
+                       b.getI64IntegerAttr(plan.dynamicSharedBytes))};
     op->setAttr("norm.gpu", b.getDictionaryAttr(attrs));
   }
 };
