@@ -116,6 +116,7 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   pipeline.vectorBytes = options.vectorBytes;
   pipeline.programsPerSM = options.programsPerSM;
   pipeline.maxResidentElements = options.maxResidentElements;
+  pipeline.prefetch = options.prefetch;
   buildNormLowerToNVVMPipeline(pm, pipeline);
   if (failed(pm.run(module)))
     return failure();

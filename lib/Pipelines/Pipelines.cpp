@@ -64,6 +64,7 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
   gpu.vectorBytes = options.vectorBytes;
   gpu.programsPerSM = options.programsPerSM;
   gpu.maxResidentElements = options.maxResidentElements;
+  gpu.prefetch = options.prefetch;
   pm.addPass(createConvertNormToGPU(gpu));
   addUpstream(pm, (llvm::Twine("nvvm-attach-target{chip=") + options.chip +
                    " features=" + options.features +

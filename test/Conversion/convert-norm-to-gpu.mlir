@@ -17,10 +17,13 @@
 // CHECK:           memref.view
 // The weight: loaded once per lane, 16 bytes at a time.
 // CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// The persistent row loop carries the fp32 column accumulators.
-// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)  : i64
-// CHECK:             llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// The first row's x and dy (prefetch).
+// CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// The persistent row loop carries the fp32 column accumulators and the
+// prefetched next row (8 accesses of 16 bytes).
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>)  : i64
 // CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK:             llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // Row sum: butterfly over the row's two lanes.
 // CHECK:             gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // CHECK-NOT:         gpu.barrier
@@ -87,7 +90,7 @@ func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf3
   %n = arith.constant 6.400000e+01 : f32
   %0 = tensor.empty() : tensor<64xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<64xf32>) -> tensor<64xf32>
-  // expected-remark @below {{GPU kernels rms_0: resident, 2 lanes per row, 128 rows per CTA, vector 8, chunks per lane 4}}
+  // expected-remark @below {{GPU kernels rms_0: resident, 2 lanes per row, 128 rows per CTA, vector 8, chunks per lane 4, prefetch, CTA-combined partials}}
   %dx, %dw = norm.mixed_reduction full(%x, %dy : tensor<?x64xbf16>, tensor<?x64xbf16>) row(%rstd : tensor<?xf32>) col(%w : tensor<64xbf16>) col_init(%1 : tensor<64xf32>) row_stages {
   ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16):
     %a = arith.extf %xe : bf16 to f32

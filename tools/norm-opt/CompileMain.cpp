@@ -71,6 +71,9 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
       "max-resident-elements",
       cl::desc("Columns a lane may keep in registers (0: pick)"), cl::init(0),
       cl::cat(category));
+  cl::opt<bool> prefetch(
+      "prefetch", cl::desc("Load the next row while reducing this one"),
+      cl::init(true), cl::cat(category));
   cl::opt<std::string> ptxas("ptxas", cl::desc("ptxas to use"),
                              cl::cat(category));
   cl::opt<std::string> cc("cc", cl::desc("C compiler for --emit=lib"),
@@ -132,6 +135,7 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.vectorBytes = vectorBytes;
   options.programsPerSM = programsPerSM;
   options.maxResidentElements = maxResident;
+  options.prefetch = prefetch;
   options.emit = emit;
   options.output = output;
   options.ptxas = ptxas;

@@ -26,6 +26,7 @@ struct CompileOptions {
   int optLevel = 3;
   int64_t threadsPerRow = 0, rowsPerCTA = 0, vectorBytes = 16,
           programsPerSM = 0, maxResidentElements = 0;
+  bool prefetch = true;
   EmitKind emit = EmitKind::PTX;
   /// OUT: the PTX file, the cubin, or the shared library (the C header is
   /// written beside it, OUT with its extension replaced by `.h`).

@@ -24,6 +24,7 @@ struct KernelPlanOptions {
   int64_t vectorBytes = 16;
   int64_t programsPerSM = 0;
   int64_t maxResidentElements = 0;
+  bool prefetch = true;
 };
 
 /// How one op maps onto the GPU. A program is a group of `threadsPerRow`
@@ -43,6 +44,9 @@ struct KernelPlan {
   // Looped: the column accumulators live in shared memory, not in the
   // partial buffer (when N x column results fit).
   bool sharedAccumulators = false;
+  // Resident: load the next row while this one is reduced (when the
+  // registers allow it).
+  bool prefetch = false;
   int64_t dynamicSharedBytes = 0;
 
   int64_t blockThreads() const { return threadsPerRow * rowsPerCTA; }

@@ -59,6 +59,9 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            /*default=*/"0",
            "Most columns one lane may keep in registers before the looped "
            "variant is used; 0 picks it from the element types">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"true",
+           "Load the next row while reducing this one, when registers "
+           "allow (register-resident variant)">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

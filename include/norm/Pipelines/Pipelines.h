@@ -57,6 +57,10 @@ struct NormGPUPipelineOptions
       *this, "max-resident-elements",
       llvm::cl::desc("Columns a lane may keep in registers; 0 = heuristic"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("Load the next row while reducing this one"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> programsPerSM{
       *this, "programs-per-sm",
       llvm::cl::desc("CTAs per SM; 0 = from the register estimate"),

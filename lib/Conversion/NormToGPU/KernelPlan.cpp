@@ -24,7 +24,7 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-[[maybe_unused]] static int64_t byteWidth(Type t) {
+static int64_t byteWidth(Type t) {
   return std::max<int64_t>(1, t.getIntOrFloatBitWidth() / 8);
 }
 
@@ -87,6 +87,15 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
         plan.threadsPerRow = g;
         plan.chunksPerThread = k;
         plan.estimatedRegisters = registersFor(columns);
+        // The prefetched next row: its raw (packed) accesses.
+        double packed = 0;
+        for (Value v : op.getFull())
+          packed += byteWidth(elementType(v)) / 4.0;
+        int64_t withPrefetch =
+            plan.estimatedRegisters + static_cast<int64_t>(packed * columns);
+        plan.prefetch = options.prefetch && withPrefetch <= budgetFor(g);
+        if (plan.prefetch)
+          plan.estimatedRegisters = withPrefetch;
         break;
       }
     }

@@ -48,6 +48,12 @@ using namespace mlir::norm;
 
 namespace {
 
+/// Bytes of loads per lane the looped variant's loops over a row issue
+/// before their first use (chunks per iteration = this / chunk bytes, at
+/// least 2): enough in flight to stream a row instead of paying one memory
+/// latency per chunk.
+constexpr int64_t kLoopBytesInFlight = 16 * 4;
+
 Type elementTypeOf(Value v) {
   return cast<ShapedType>(v.getType()).getElementType();
 }
@@ -97,17 +103,25 @@ protected:
 
   /// `count` consecutive elements at base[index]; one access of
   /// count * sizeof(elem) bytes, which the callers keep aligned to its size.
-  SmallVector<Value> load(Value base, Type elem, Value index, int64_t count) {
+  /// The access itself: a vector<count x elem> (or one elem) value.
+  Value loadRaw(Value base, Type elem, Value index, int64_t count) {
     Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
     unsigned align = bytesOf(elem) * count;
     if (count == 1)
-      return {LLVM::LoadOp::create(b, loc, elem, at, align)};
+      return LLVM::LoadOp::create(b, loc, elem, at, align);
     auto vecType = VectorType::get({count}, elem);
-    Value vec = LLVM::LoadOp::create(b, loc, vecType, at, align);
+    return LLVM::LoadOp::create(b, loc, vecType, at, align);
+  }
+  SmallVector<Value> split(Value raw, int64_t count) {
+    if (count == 1)
+      return {raw};
     SmallVector<Value> elems;
     for (int64_t i = 0; i < count; ++i)
-      elems.push_back(vector::ExtractOp::create(b, loc, vec, i));
+      elems.push_back(vector::ExtractOp::create(b, loc, raw, i));
     return elems;
+  }
+  SmallVector<Value> load(Value base, Type elem, Value index, int64_t count) {
+    return split(loadRaw(base, elem, index, count), count);
   }
   void store(Value base, Type elem, Value index, ValueRange values) {
     Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
@@ -371,8 +385,13 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   auto partialIndex = [&](unsigned c, Value column) {
     return add(mul(add(mul(c64(c), programs), prog), cols), column);
   };
-  // Looped variant: chunks per lane at run time.
+  // Looped variant: chunks per lane at run time, `unroll` per iteration.
   Value loopedChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(G));
+  int64_t chunkBytes = 0;
+  for (Value v : op.getFull())
+    chunkBytes = std::max(chunkBytes, bytesOf(elementTypeOf(v)) * V);
+  const int64_t unroll =
+      std::clamp<int64_t>(kLoopBytesInFlight / chunkBytes, 2, 8);
 
   // Resident: column inputs loaded once; accumulators in registers.
   SmallVector<Chunk> owned;
@@ -400,12 +419,33 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
         });
   }
 
+  // Prefetch: the next row's full inputs are loaded (as raw accesses) while
+  // this row is reduced; they ride in the loop's carried values.
+  bool prefetch = plan.resident() && plan.prefetch;
+  auto rawFull = [&](Value rowIndex) {
+    SmallVector<Value> raws;
+    for (const Chunk &chunk : owned)
+      for (auto [i, in] : llvm::enumerate(fullIn))
+        raws.push_back(loadRaw(in, elementTypeOf(op.getFull()[i]),
+                               add(mul(rowIndex, strideIn[i]), chunk.column),
+                               V));
+    return raws;
+  };
+  SmallVector<Value> loopInit(accInit);
+  if (prefetch)
+    llvm::append_range(loopInit, rawFull(minU(prog, lastRow)));
+  size_t numAcc = accInit.size();
+
   auto rowLoop = scf::ForOp::create(
-      b, loc, zero64, iters, one64, accInit,
-      [&](OpBuilder &, Location, Value it, ValueRange acc) {
+      b, loc, zero64, iters, one64, loopInit,
+      [&](OpBuilder &, Location, Value it, ValueRange carried) {
+        ValueRange acc = carried.take_front(numAcc);
         Value row = add(mul(it, programs), prog);
         Value rowValid = ult(row, rows);
         rowClamped = minU(row, lastRow);
+        SmallVector<Value> nextRaw;
+        if (prefetch)
+          nextRaw = rawFull(minU(add(row, programs), lastRow));
         rowVals.clear();
         for (auto [j, in] : llvm::enumerate(rowIn))
           rowVals.push_back(
@@ -413,9 +453,18 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
 
         // Resident: the row's full inputs stay in registers for all passes.
         SmallVector<SmallVector<SmallVector<Value>>> fullVals;
-        if (plan.resident())
+        if (prefetch) {
+          ValueRange current = carried.drop_front(numAcc);
+          for (size_t k = 0; k < owned.size(); ++k) {
+            SmallVector<SmallVector<Value>> vals;
+            for (size_t i = 0; i < fullIn.size(); ++i)
+              vals.push_back(split(current[k * fullIn.size() + i], V));
+            fullVals.push_back(vals);
+          }
+        } else if (plan.resident()) {
           for (const Chunk &chunk : owned)
             fullVals.push_back(loadFull(chunk));
+        }
 
         SmallVector<Value> rowResults;
         for (unsigned s = 0; s < numStages; ++s) {
@@ -438,12 +487,21 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
             for (auto [k, chunk] : llvm::enumerate(owned))
               accumulate(chunk, fullVals[k], sums);
           } else {
+            // `unroll` chunks per iteration: their loads are all issued
+            // before the first use, so the row streams instead of paying
+            // one memory latency per chunk.
             auto loop = scf::ForOp::create(
-                b, loc, zero64, loopedChunks, one64, sums,
+                b, loc, zero64, loopedChunks, c64(unroll), sums,
                 [&](OpBuilder &, Location, Value k, ValueRange carried) {
-                  Chunk chunk = chunkAt(k);
+                  SmallVector<Chunk> group;
+                  SmallVector<SmallVector<SmallVector<Value>>> vals;
+                  for (int64_t u = 0; u < unroll; ++u) {
+                    group.push_back(chunkAt(add(k, c64(u))));
+                    vals.push_back(loadFull(group.back()));
+                  }
                   SmallVector<Value> next(carried);
-                  accumulate(chunk, loadFull(chunk), next);
+                  for (int64_t u = 0; u < unroll; ++u)
+                    accumulate(group[u], vals[u], next);
                   scf::YieldOp::create(b, loc, next);
                 });
             sums.assign(loop.getResults().begin(), loop.getResults().end());
@@ -496,7 +554,7 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
                   b, loc, accs[c * V + e], select(live, contribs[c][e]));
         };
 
-        SmallVector<Value> next(acc);
+        SmallVector<Value> next(acc.begin(), acc.end());
         if (plan.resident()) {
           for (auto [k, chunk] : llvm::enumerate(owned)) {
             // Accumulators of chunk k: [column result][element].
@@ -509,12 +567,19 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
               for (int64_t e = 0; e < V; ++e)
                 next[(c * K + k) * V + e] = accs[c * V + e];
           }
+          llvm::append_range(next, nextRaw);
         } else {
           scf::ForOp::create(
-              b, loc, zero64, loopedChunks, one64, ValueRange{},
+              b, loc, zero64, loopedChunks, c64(unroll), ValueRange{},
               [&](OpBuilder &, Location, Value k, ValueRange) {
-                Chunk chunk = chunkAt(k);
-                finishChunk(chunk, loadFull(chunk), {});
+                SmallVector<Chunk> group;
+                SmallVector<SmallVector<SmallVector<Value>>> vals;
+                for (int64_t u = 0; u < unroll; ++u) {
+                  group.push_back(chunkAt(add(k, c64(u))));
+                  vals.push_back(loadFull(group.back()));
+                }
+                for (int64_t u = 0; u < unroll; ++u)
+                  finishChunk(group[u], vals[u], {});
                 scf::YieldOp::create(b, loc);
               });
         }
@@ -748,7 +813,7 @@ struct ConvertNormToGPUPass
     SymbolTable symbols(gpuModule);
 
     KernelPlanOptions options{threadsPerRow, rowsPerCTA, vectorBytes,
-                              programsPerSM, maxResidentElements};
+                              programsPerSM, maxResidentElements, prefetch};
     for (auto &[fn, ops] : work) {
       for (auto [i, op] : llvm::enumerate(ops)) {
         KernelPlan plan = planKernel(op, options);
@@ -763,6 +828,7 @@ struct ConvertNormToGPUPass
                           << " lanes per row, " << plan.rowsPerCTA
                           << " rows per CTA, vector " << plan.vector
                           << ", chunks per lane " << plan.chunksPerThread
+                          << (plan.prefetch ? ", prefetch" : "")
                           << (plan.combineInCTA ? ", CTA-combined partials"
                               : plan.sharedAccumulators
                                   ? ", shared-memory accumulators"
