@@ -75,6 +75,24 @@ run_examples() {
       "$(grep -c 'norm.mixed_reduction' "$fz") norm.mixed_reduction," \
       "$(grep -c 'linalg.generic' "$fz") linalg.generic left"
     sed -n 's/.*remark: /     remark: /p' "$out/$name.remarks"
+    # Stage 4: the persistent row loop with fp32 partials (P = 8).
+    local pa="$out/$name.partial.mlir"
+    "$opt" "$fz" --pass-pipeline='builtin.module(func.func(norm-partial-accumulate{programs=8}))' -o "$pa"
+    stage "--norm-partial-accumulate" "$name.partial.mlir:" \
+      "$(grep -c 'scf.forall (' "$pa") scf.forall over P programs," \
+      "$(grep -c 'scf.for ' "$pa") scf.for"
+    # Stage 5: the CPU path (LLVM dialect with C interfaces).
+    "$opt" "$f" --norm-lower-to-cpu -o "$out/$name.cpu.mlir"
+    stage "--norm-lower-to-cpu" "$name.cpu.mlir:" \
+      "$(grep -c 'llvm.func @_mlir_ciface' "$out/$name.cpu.mlir") C interface(s)"
+    # Stage 6: GPU kernels (PTX for sm_90a, cubin via ptxas, and a library).
+    "$opt" compile "$f" --chip=sm_90a --emit=ptx -o "$out/$name.ptx"
+    stage "norm-opt compile --emit=ptx" "$name.ptx:" \
+      "$(grep -c '^.visible .entry' "$out/$name.ptx") kernel(s)," \
+      "$(grep -c 'ld.global.v4' "$out/$name.ptx") 16-byte loads"
+    "$opt" compile "$f" --chip=sm_90a --emit=lib -o "$out/lib$name.so"
+    stage "norm-opt compile --emit=lib" "lib$name.so" "+ lib$name.h:" \
+      "$(grep -c '^int ' "$out/lib$name.h") C function(s)"
   done
 }
 
