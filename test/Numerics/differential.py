@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Randomized differential test: generated norm-backward programs, unfused
+vs fused, both against a float64 reference and against each other.
+
+Programs come from ../lib-python/norm_diffgen.py (LayerNorm / RMSNorm in
+linalg on tensors the way front ends write them: weight / bias or not,
+zero-centred weight, residual add, dy scale, dW / dB accumulation, bf16 /
+f16 / f32 with f32 weights, rank 2 and 3, static and dynamic shapes,
+permuted operands; one generic per step, upstream-fused generics, named
+ops, hand-fused generics). Each runs through
+
+  unfused : mlir-opt with upstream passes only (UPSTREAM_LOWERING; no norm
+            pass; the `fused` style first gets --linalg-fuse-elementwise-ops
+            on both paths, that is its input form),
+  fused   : norm-opt --norm-lower-to-cpu=programs=P,
+
+and a program fails unless
+  - the fused path fused it (norm.mixed_reduction after recognition, no
+    linalg reduction left, scf.forall after partial accumulation);
+  - both paths are within the tolerance of each result's type of the
+    float64 reference (relative L2, as in norm_numerics.rel_l2);
+  - the two paths agree with each other within the same tolerance.
+
+Programs are batched, --batch per module (one mlir-opt, one norm-opt and
+two mlir-runner runs per module and path); P cycles over 3, 132, 1, 5 from
+module to module.
+
+  run: differential.py --opt norm-opt --mlir-opt mlir-opt
+       --runner mlir-runner [--shared-lib-dir DIR] [--cases 200]
+       [--seed 1] [--batch 250] [--mutant NAME] [--check-mutants]
+       [--no-fuse] [--keep DIR] [-q]
+
+--cases 5000 --seed S runs thousands; --check-mutants also requires each
+wrong reference to fail in at least 95% of the cases it applies to;
+--mutant NAME compares with that wrong reference only (must fail);
+--no-fuse lowers the fused path without the norm passes (must fail: the
+test refuses a comparison where nothing fused).
+Python 3.11 standard library only.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                os.pardir, "lib-python"))
+import norm_diffgen as dg  # noqa: E402
+import norm_numerics as nn  # noqa: E402
+
+P_CYCLE = (3, 132, 1, 5)
+MUTANT_MIN_CAUGHT = 0.95
+
+
+def build_text(metas):
+    """One module calling every program once on its inputs."""
+    cm = nn.CallModule()
+    for p, inp in metas:
+        text, sig, rtypes = dg.emit_program(p)
+        cm.add_func(text)
+        cm.add_call(p.name, dg.call_args(p, inp, sig),
+                    [(t, shape) for t, (_, _, shape) in zip(rtypes,
+                                                            p.outputs())])
+    return cm.text()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--opt", default="norm-opt")
+    ap.add_argument("--mlir-opt", default="mlir-opt")
+    ap.add_argument("--runner", default="mlir-runner")
+    ap.add_argument("--shared-lib-dir", default="")
+    ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--seed", default="1")
+    ap.add_argument("--first", type=int, default=0,
+                    help="index of the first program (to rerun one)")
+    ap.add_argument("--batch", type=int, default=250)
+    ap.add_argument("--mutant", choices=dg.all_mutants())
+    ap.add_argument("--check-mutants", action="store_true")
+    ap.add_argument("--no-fuse", action="store_true")
+    ap.add_argument("--known-bugs", action="store_true",
+                    help="also generate the forms of norm_diffgen.KNOWN_BUGS")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--keep")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    args = ap.parse_args()
+
+    t0 = time.monotonic()
+    progs = [dg.gen_program(i, args.seed, args.known_bugs)
+             for i in range(args.first, args.first + args.cases)]
+    # Modules: the `fused` style needs upstream elementwise fusion first.
+    groups = []
+    for pre in (False, True):
+        sel = [p for p in progs if p.needs_elementwise_fusion == pre]
+        for i in range(0, len(sel), args.batch):
+            groups.append((pre, sel[i:i + args.batch]))
+    libs = nn.runner_libs(args.runner, args.shared_lib_dir)
+    tmp = None
+    if args.keep:
+        work = args.keep
+        os.makedirs(work, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="norm-diff-")
+        work = tmp.name
+
+    modules = [(m, pre, sel, P_CYCLE[m % len(P_CYCLE)])
+               for m, (pre, sel) in enumerate(groups)]
+
+    def fused_passes(programs):
+        return (nn.UPSTREAM_LOWERING if args.no_fuse
+                else nn.fused_pipeline(programs)) + nn.IR_DUMP_FLAGS
+
+    def lower_and_run_once(m, pre, metas, programs):
+        text = build_text(metas)
+        src = os.path.join(work, f"m{m}.mlir")
+        with open(src, "w") as f:
+            f.write(text)
+        if pre:
+            fused_src = os.path.join(work, f"m{m}.pre.mlir")
+            nn.compile_module(args.mlir_opt, src, fused_src,
+                              ["--linalg-fuse-elementwise-ops"])
+            src = fused_src
+        out = {"metas": metas, "crashed": []}
+        ubc = os.path.join(work, f"m{m}.unfused.mlirbc")
+        nn.compile_module(args.mlir_opt, src, ubc, nn.UPSTREAM_LOWERING)
+        fbc = os.path.join(work, f"m{m}.fused.mlirbc")
+        tool = args.mlir_opt if args.no_fuse else args.opt
+        err = nn.compile_module(tool, src, fbc, fused_passes(programs))
+        out["dumps"] = nn.parse_ir_dumps(err)
+        out["completed"] = nn.complete_if_needed(args.mlir_opt, fbc)
+        out["unfused"] = nn.run_module_to_file(
+            args.runner, ubc, libs, os.path.join(work, f"m{m}.unfused.out"))
+        out["fused"] = nn.run_module_to_file(
+            args.runner, fbc, libs, os.path.join(work, f"m{m}.fused.out"))
+        return out
+
+    def culprits(m, pre, metas, programs):
+        """The programs that, alone, make a lowering fail: [(program,
+        first line of the error)]."""
+        bad = []
+        for p, _ in metas:
+            src = os.path.join(work, f"m{m}.alone.mlir")
+            with open(src, "w") as f:
+                f.write(dg.emit_program(p)[0])
+            steps = ([(args.mlir_opt, ["--linalg-fuse-elementwise-ops"])]
+                     if pre else [])
+            try:
+                cur = src
+                for i, (tool, passes) in enumerate(steps + [
+                        (args.mlir_opt, nn.UPSTREAM_LOWERING),
+                        (args.mlir_opt if args.no_fuse else args.opt,
+                         fused_passes(programs))]):
+                    out = os.path.join(work, f"m{m}.alone{i}.mlirbc")
+                    nn.compile_module(tool, cur, out, passes)
+                    if i < len(steps):
+                        cur = out
+            except RuntimeError as e:
+                lines = str(e).splitlines()[1:] or ["failed"]
+                bad.append((p, lines[0].strip()[:160]))
+        return bad
+
+    def lower_and_run(job):
+        m, pre, sel, programs = job
+        metas = [(p, dg.gen_inputs(p)) for p in sel]
+        try:
+            return lower_and_run_once(m, pre, metas, programs)
+        except RuntimeError as e:
+            bad = culprits(m, pre, metas, programs)
+            if not bad:
+                raise
+            badset = {p.index for p, _ in bad}
+            out = lower_and_run_once(
+                m, pre, [(p, i) for p, i in metas if p.index not in badset],
+                programs)
+            out["crashed"] = bad
+            print(f"module {m}: {len(bad)} program(s) fail to compile "
+                  f"({str(e).splitlines()[0][:100]}...)")
+            return out
+
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        results = list(ex.map(lower_and_run, modules))
+    t_run = time.monotonic()
+
+    failed = 0
+    worst = {}  # (what, result, type) -> (error, program)
+    mutants = dg.all_mutants() if args.check_mutants else []
+    caught = {m: [0, 0, []] for m in mutants}
+    styles = {}
+    n_identical = 0
+    for (m, pre, _, programs), res in zip(modules, results):
+        uf, fu = res["unfused"], res["fused"]
+        metas = res["metas"]
+        for p, why in res["crashed"]:
+            failed += 1
+            st = styles.setdefault(p.style, [0, 0])
+            st[0] += 1
+            st[1] += 1
+            print(f"FAIL {p.name} P={programs} {p.describe()}  [does not "
+                  f"compile: {why}]")
+        pos = 0
+        for p, inp in metas:
+            outs = p.outputs()
+            idx = list(range(pos, pos + len(outs)))
+            pos += len(outs)
+            problems = []
+            got = {}
+            for key, pf in (("unfused", uf), ("fused", fu)):
+                got[key] = {}
+                for i, (name, _, shape) in zip(idx, outs):
+                    if i >= len(pf) or pf.shape(i) != tuple(shape):
+                        sys.exit(f"error: {key}: {p.name}: printed {name} is "
+                                 "missing or has the wrong shape")
+                    got[key][name] = pf.values(i)
+            fused, why = nn.fusion_status(res["dumps"], p.name)
+            if not fused:
+                problems.append(f"not fused: {why}")
+            ref = dg.reference(p, inp, args.mutant)
+            errs = []
+            for key in ("unfused", "fused"):
+                for name, elem, err, tol, ok in nn.compare_case(
+                        p, got[key], ref):
+                    if not ok:
+                        problems.append(f"{key} {name}({elem}) error "
+                                        f"{err:.2e} > {tol:.0e}")
+                    wk = (key, name, elem)
+                    if err > worst.get(wk, (-1.0,))[0]:
+                        worst[wk] = (err, p.describe())
+                    errs.append(f"{key[0]}:{name}={err:.1e}")
+            # fused vs unfused, measured like the reference errors
+            for name, elem, _ in outs:
+                err = nn.rel_l2(got["fused"][name], got["unfused"][name],
+                                ref.scales[name])
+                tol = nn.DTYPES[elem].tolerance
+                if err > tol:
+                    problems.append(f"fused vs unfused {name}({elem}) "
+                                    f"{err:.2e} > {tol:.0e}")
+                wk = ("fused-vs-unfused", name, elem)
+                if err > worst.get(wk, (-1.0,))[0]:
+                    worst[wk] = (err, p.describe())
+            if all(uf.raw(i) == fu.raw(i) for i in idx):
+                n_identical += 1
+            for mu in mutants:
+                if dg.mutant_applies(p, mu):
+                    rows = nn.compare_case(p, got["fused"],
+                                           dg.reference(p, inp, mu))
+                    caught[mu][1] += 1
+                    if all(r[4] for r in rows):
+                        caught[mu][2].append(p.name)
+                    else:
+                        caught[mu][0] += 1
+            ok = not problems
+            failed += not ok
+            st = styles.setdefault(p.style, [0, 0])
+            st[0] += 1
+            st[1] += not ok
+            if not ok or not args.quiet:
+                print(f"{'PASS' if ok else 'FAIL'} {p.name} P={programs} "
+                      f"{p.describe()}  {' '.join(errs)}"
+                      + (f"  [{'; '.join(problems)}]" if problems else ""))
+        uf.close()
+        fu.close()
+    t_end = time.monotonic()
+    n_acc = sum(p.acc_dw or p.acc_db for p in progs)
+    n_completed = sum(r["completed"] for r in results)
+    if n_completed:
+        print(f"KNOWN BUG: {n_completed} of {len(modules)} fused modules "
+              "kept a bufferization.clone (dW/dB accumulated into an "
+              f"argument: {n_acc} programs); the harness lowered it "
+              "(norm_numerics.CLONE_COMPLETION)")
+    if tmp:
+        tmp.cleanup()
+
+    for (what, name, elem), (err, desc) in sorted(worst.items()):
+        print(f"WORST {what:<16} {name} {elem:<4} {err:.2e} (tolerance "
+              f"{nn.DTYPES[elem].tolerance:.0e}) in {desc}")
+    print("STYLES " + ", ".join(f"{s}: {n} ({f} failed)"
+                                for s, (n, f) in sorted(styles.items())))
+    print(f"IDENTICAL {n_identical} of {len(progs)} programs bitwise equal "
+          "between the unfused and fused paths")
+    missed = []
+    for mu, (k, n, names) in caught.items():
+        print(f"MUTANT {mu:<28} caught in {k}/{n} applicable programs"
+              + (f"; missed in {' '.join(names[:4])}" if names else ""))
+        if n == 0 or k < MUTANT_MIN_CAUGHT * n:
+            missed.append(mu)
+    print(f"TIME generate+lower+run {t_run - t0:.1f}s ({len(modules)} "
+          f"modules), reference+compare {t_end - t_run:.1f}s")
+    if missed:
+        print(f"MUTANTS CAUGHT IN TOO FEW PROGRAMS: {' '.join(missed)}")
+    if failed:
+        print(f"FAILED: {failed} of {len(progs)} cases")
+    elif not missed:
+        print(f"ALL PASSED: {len(progs)} cases")
+    return 1 if failed or missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+// Known bug, expected to fail until fixed (docs/numerics.md, "Bugs found"):
+// when a column result accumulates into a function argument (dW added to
+// the previous gradient: `outs(%prev_dw)`), the final reduction of partial
+// accumulation writes into that argument's buffer and returns it; the
+// buffer-deallocation-pipeline in --norm-lower-to-cpu then returns a
+// `bufferization.clone` of it, and nothing after it in the pipeline lowers
+// bufferization ops (convert-bufferization-to-memref is missing), so the
+// output is not pure LLVM dialect: mlir-translate and mlir-runner reject it
+// ("dialect 'bufferization' is unknown"). The numeric tests finish such
+// modules with norm_numerics.CLONE_COMPLETION so the numbers are still
+// checked, and say so. When this passes, drop the XFAIL line and that
+// completion step.
+//
+// XFAIL: *
+// RUN: norm-opt %s --norm-lower-to-cpu=programs=2 | FileCheck %s
+// CHECK: llvm.func @accumulate_dw
+// CHECK-NOT: bufferization.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @accumulate_dw(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>, %prev_dw: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %er = tensor.empty() : tensor<4xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%er : tensor<4xf32>) -> tensor<4xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %dy : tensor<4x8xf32>, tensor<4x8xf32>) outs(%zr : tensor<4xf32>) {
+  ^bb0(%a: f32, %g: f32, %o: f32):
+    %p = arith.mulf %a, %g : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<4xf32>
+  %dx = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %s : tensor<4x8xf32>, tensor<4xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%g: f32, %a: f32, %o: f32):
+    %v = arith.subf %g, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %dw = linalg.generic {indexing_maps = [#id, #id, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%x, %dy : tensor<4x8xf32>, tensor<4x8xf32>) outs(%prev_dw : tensor<8xf32>) {
+  ^bb0(%a: f32, %g: f32, %o: f32):
+    %p = arith.mulf %a, %g : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  return %dx, %dw : tensor<4x8xf32>, tensor<8xf32>
+}

@@ -1,0 +1,1211 @@
+"""Random norm-backward programs in linalg on tensors (Python 3.11 stdlib).
+
+A generator for the differential test (../Numerics/differential.py): each
+`Program` is one LayerNorm or RMSNorm backward written the way front ends
+write it -- no norm ops -- with its own inputs and float64 reference:
+
+- op: LayerNorm (mean and rstd) or RMSNorm (rstd);
+- weight or not (zero-centred `w + 1` or not; trained, so dW is computed,
+  or frozen), bias gradient dB or not (at least one of dW, dB: without a
+  column reduction there is nothing to fuse);
+- riders: a residual gradient added into dx, a scale on dy (a 0-d tensor,
+  a scalar f32 argument or a constant), dW / dB accumulated into the
+  previous gradient (`outs` initialised with it, f32);
+- statistics given (`[rows]` or keepdim `[rows, 1]`) or recomputed in the
+  backward from x (mean, variance, rsqrt: chained row reductions);
+- types: x / dy / dx in bf16, f16 or f32; weight and dW / dB in the same
+  type or f32 with bf16 / f16 x; everything computed in f32 (extf ...
+  truncf), column sums accumulated in f32;
+- shapes: rank 2 [rows, N] or rank 3 [B, S, N], static or with dynamic
+  rows / all dims dynamic (N then taken with tensor.dim);
+- operand order: function parameters permuted, `ins` of every generic
+  shuffled, commutative operands swapped, combiners `out + x` or `x + out`;
+- style:
+    steps  : one linalg.generic per step (torch-mlir), with random
+             splits (xhat in one or two steps, products before or inside
+             the reductions, dx in one to five steps, row sums in one
+             multi-result generic or apart, dW / dB together or apart);
+    fused  : the steps form after upstream --linalg-fuse-elementwise-ops
+             (the caller runs it; `needs_elementwise_fusion`);
+    named  : linalg.map / linalg.broadcast / linalg.reduce / linalg.mul /
+             linalg.add / linalg.sub mixed with generics;
+    inline : hand-fused generics, each reduction and dx computing xhat and
+             w * dy from the raw inputs in its own payload (IREE / XLA).
+
+Every random choice comes from a `random.Random` seeded with a string
+(stable across Python versions and runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import norm_numerics as nn
+
+STYLES = ("steps", "fused", "named", "inline")
+SCALES = (None, "tensor", "arg", "const")
+EPS = nn.DTYPES["f32"].round(1e-5)  # the recomputed statistics' epsilon
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    index: int
+    seed: str
+    op: str  # "layer_norm" | "rms_norm"
+    lead: tuple  # leading (row) dims
+    n: int
+    x_type: str
+    p_type: str  # weight, dW and dB storage type
+    has_w: bool
+    zc: bool
+    need_dw: bool
+    need_db: bool
+    residual: bool
+    scale: str | None  # None | "tensor" | "arg" | "const"
+    acc_dw: bool
+    acc_db: bool
+    keepdim: bool  # statistics (and torch-style row sums) as [rows..., 1]
+    dynamic: str | None  # None | "rows" | "all" | "lead" (see KNOWN_BUGS)
+    stats: str  # "given" | "recomputed"
+    style: str
+
+    @property
+    def name(self) -> str:
+        return f"prog_{self.index}"
+
+    @property
+    def shape(self) -> tuple:
+        return (*self.lead, self.n)
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.lead)
+
+    def describe(self) -> str:
+        parts = ["ln" if self.op == "layer_norm" else "rms", self.x_type,
+                 "x".join(map(str, self.shape)), self.style]
+        if self.has_w:
+            parts.append(("zcw" if self.zc else "w") + ":" + self.p_type
+                         + ("" if self.need_dw else "(frozen)"))
+        if self.need_db:
+            parts.append("db:" + self.p_type)
+        if self.residual:
+            parts.append("res")
+        if self.scale:
+            parts.append("scale:" + self.scale)
+        if self.acc_dw:
+            parts.append("acc-dw")
+        if self.acc_db:
+            parts.append("acc-db")
+        if self.keepdim:
+            parts.append("keepdim")
+        if self.dynamic:
+            parts.append("dyn:" + self.dynamic)
+        if self.stats == "recomputed":
+            parts.append("stats")
+        return ".".join(parts)
+
+    @property
+    def dw_type(self) -> str:
+        return "f32" if self.acc_dw else self.p_type
+
+    @property
+    def db_type(self) -> str:
+        return "f32" if self.acc_db else self.p_type
+
+    def outputs(self):
+        """[(name, element type, shape)] of the function's results."""
+        outs = [("dx", self.x_type, self.shape)]
+        if self.need_dw:
+            outs.append(("dw", self.dw_type, (self.n,)))
+        if self.need_db:
+            outs.append(("db", self.db_type, (self.n,)))
+        return outs
+
+    @property
+    def needs_elementwise_fusion(self) -> bool:
+        return self.style == "fused"
+
+
+LEADS2 = (1, 2, 3, 5, 8, 13, 16, 33, 64)
+LEADS3 = ((1, 1), (1, 3), (2, 3), (2, 8), (3, 5), (4, 4))
+HIDDEN = (1, 2, 3, 7, 16, 33, 64, 100, 128, 256, 257)
+
+
+# Forms the fused path is known to get wrong (docs/numerics.md has the
+# details): generated only with known_bugs=True.
+#   lead: rank 3 with both leading dims dynamic ([?, ?, N]): partial
+#     accumulation expands dx back from [M, N] with two dynamic dims in one
+#     reassociation group, and upstream --expand-strided-metadata (LLVM 22)
+#     crashes on that memref.expand_shape (llvm-project issue 186830).
+KNOWN_BUGS = ("lead",)
+
+
+def gen_program(index: int, seed, known_bugs=False) -> Program:
+    """Program `index` of the stream with this seed."""
+    rng = random.Random(f"diffgen/{seed}/{index}")
+    op = rng.choice(("layer_norm", "rms_norm"))
+    if rng.random() < 0.3:
+        lead = rng.choice(LEADS3)
+    else:
+        lead = (rng.choice(LEADS2),)
+    n = rng.choice(HIDDEN)
+    while math.prod(lead) * n > 8192:
+        n = rng.choice(HIDDEN)
+    x_type = rng.choice(("bf16", "f16", "f32"))
+    p_type = x_type if x_type == "f32" or rng.random() < 0.6 else "f32"
+    has_w = rng.random() < 0.75
+    zc = has_w and rng.random() < 0.3
+    need_dw = has_w and rng.random() < 0.85
+    need_db = rng.random() < 0.5
+    if not (need_dw or need_db):
+        if has_w and rng.random() < 0.5:
+            need_dw = True
+        else:
+            need_db = True
+    return Program(
+        index=index, seed=f"{seed}/{index}", op=op, lead=lead, n=n,
+        x_type=x_type, p_type=p_type, has_w=has_w, zc=zc, need_dw=need_dw,
+        need_db=need_db, residual=rng.random() < 0.3,
+        scale=rng.choice(SCALES), acc_dw=need_dw and rng.random() < 0.3,
+        acc_db=need_db and rng.random() < 0.3,
+        keepdim=rng.random() < 0.4,
+        dynamic=_dynamic(rng, lead, known_bugs),
+        stats="recomputed" if rng.random() < 0.2 else "given",
+        style=rng.choice(STYLES))
+
+
+def _dynamic(rng, lead, known_bugs):
+    d = rng.choice((None, None, None, "rows", "all"))
+    if known_bugs and len(lead) == 2 and d and rng.random() < 0.5:
+        d = "lead"
+    return d
+
+
+# --------------------------------------------------------------------------
+# Inputs and the float64 reference
+# --------------------------------------------------------------------------
+
+
+def core_case(p: Program) -> nn.Case:
+    return nn.Case(p.op, p.shape, p.x_type, p.p_type if p.has_w else None,
+                   p.p_type if p.need_db else None, p.zc)
+
+
+@dataclasses.dataclass
+class ProgramInputs:
+    core: nn.Inputs
+    scale: float | None
+    dres: list | None
+    prev_dw: list | None
+    prev_db: list | None
+
+
+def gen_inputs(p: Program) -> ProgramInputs:
+    """Seeded, never zero, representable in their types."""
+    core = nn.gen_inputs(core_case(p), p.seed)
+    rng = random.Random(f"diffgen-riders/{p.seed}")
+    f32, xt = nn.DTYPES["f32"], nn.DTYPES[p.x_type]
+    scale = p_scale_const(p) if p.scale else None
+    dres = prev_dw = prev_db = None
+    if p.residual:
+        dres = [nn._nonzero(lambda: rng.gauss(0.0, 1.0), xt)
+                for _ in range(len(core.x))]
+    if p.acc_dw:
+        prev_dw = [nn._nonzero(lambda: rng.gauss(0.0, 2.0), f32)
+                   for _ in range(p.n)]
+    if p.acc_db:
+        prev_db = [nn._nonzero(lambda: rng.gauss(0.0, 2.0), f32)
+                   for _ in range(p.n)]
+    return ProgramInputs(core, scale, dres, prev_dw, prev_db)
+
+
+# Wrong references for the self-check (each must be caught): the core
+# formula mistakes of norm_numerics.MUTANTS, plus forgetting a rider.
+RIDER_MUTANTS = {
+    "no-residual": lambda p: p.residual,
+    "no-dy-scale": lambda p: p.scale is not None,
+    "no-prev-dw": lambda p: p.acc_dw,
+    "no-prev-db": lambda p: p.acc_db,
+}
+
+
+def mutant_applies(p: Program, mutant: str) -> bool:
+    if mutant in RIDER_MUTANTS:
+        return RIDER_MUTANTS[mutant](p)
+    c = core_case(p)
+    if not nn.MUTANTS[mutant](c):
+        return False
+    # dW mutants need a dW result; dB-only mutants a dB one.
+    if mutant.startswith("dw-uses") and not p.need_dw:
+        return False
+    if mutant == "dw-db-first-row-only" and not (p.need_dw or p.need_db):
+        return False
+    # With dW and dB both accumulated into large previous gradients, a
+    # first-row-only sum can hide below the f32 tolerance; it cannot with
+    # the accumulation off.
+    if mutant == "dw-db-first-row-only" and (
+            (p.need_dw and p.acc_dw) or not p.need_dw) and (
+            (p.need_db and p.acc_db) or not p.need_db):
+        return False
+    return True
+
+
+def all_mutants():
+    return list(nn.MUTANTS) + list(RIDER_MUTANTS)
+
+
+def recomputed_stats(p: Program, x):
+    """The statistics a program recomputes from x, as its f32 arithmetic
+    gives them (sequential f32 sums over N, as both paths sum; rsqrt as
+    1 / sqrt, as math-to-llvm lowers it). The reference takes these, like
+    the given f32 statistics of norm_numerics.reference: LayerNorm's x - mean
+    loses digits in f32 when a row's spread is small next to its offset
+    (N = 2 with two close values), and that error is the program's, not the
+    lowering's; from the same statistics the backward itself is well
+    conditioned."""
+    r32 = nn.DTYPES["f32"].round
+    n = p.n
+    nf = float(n)
+    mean, rstd = [], []
+    for r in range(p.rows):
+        row = x[r * n:(r + 1) * n]
+        if p.op == "layer_norm":
+            s = 0.0
+            for v in row:
+                s = r32(s + v)
+            m = r32(s / nf)
+            mean.append(m)
+            row = [r32(v - m) for v in row]
+        ss = 0.0
+        for v in row:
+            ss = r32(ss + r32(v * v))
+        var = r32(r32(ss / nf) + EPS)
+        rstd.append(r32(1.0 / r32(math.sqrt(var))))
+    return (mean if p.op == "layer_norm" else None), rstd
+
+
+def reference(p: Program, inp: ProgramInputs, mutant: str | None = None):
+    """nn.Result for the program's outputs, in float64 from the same
+    (rounded) inputs; recomputed statistics as recomputed_stats gives them."""
+    core = inp.core
+    n = p.n
+    dy = core.dy
+    if inp.scale is not None and mutant != "no-dy-scale":
+        dy = [inp.scale * v for v in dy]
+    mean, rstd = core.mean, core.rstd
+    if p.stats == "recomputed":
+        mean, rstd = recomputed_stats(p, core.x)
+    core_mutant = mutant if mutant in nn.MUTANTS else None
+    res = nn.reference(core_case(p), nn.Inputs(dy, core.x, mean, rstd,
+                                               core.w, core.b), core_mutant)
+    values, scales = {}, {}
+    dx, dxs = res.values["dx"], res.scales["dx"]
+    if inp.dres is not None and mutant != "no-residual":
+        dx = [a + b for a, b in zip(dx, inp.dres)]
+    if inp.dres is not None:
+        dxs = [abs(a) + abs(b) for a, b in zip(dxs, inp.dres)]
+    values["dx"], scales["dx"] = dx, dxs
+    for name, need, prev, mname in (("dw", p.need_dw, inp.prev_dw,
+                                     "no-prev-dw"),
+                                    ("db", p.need_db, inp.prev_db,
+                                     "no-prev-db")):
+        if not need:
+            continue
+        v, s = res.values[name], res.scales[name]
+        if prev is not None:
+            if mutant != mname:
+                v = [a + b for a, b in zip(v, prev)]
+            s = [a + abs(b) for a, b in zip(s, prev)]
+        values[name], scales[name] = v, s
+    return nn.Result(values, scales)
+
+
+# --------------------------------------------------------------------------
+# Emission
+# --------------------------------------------------------------------------
+
+
+def _ttype(dims, elem):
+    """tensor type from dims given as ints or None (dynamic)."""
+    return "tensor<" + "".join(("?" if d is None else str(d)) + "x"
+                               for d in dims) + elem + ">"
+
+
+class Body:
+    """Builds a payload: fresh SSA names, commutative operands swapped at
+    random."""
+
+    def __init__(self, fn: "Fn"):
+        self.fn = fn
+        self.lines = []
+
+    def _new(self):
+        return self.fn.fresh("v")
+
+    def bin(self, op, a, b, ty="f32"):
+        if op in ("mulf", "addf") and self.fn.rng.random() < 0.5:
+            a, b = b, a
+        v = self._new()
+        self.lines.append(f"{v} = arith.{op} {a}, {b} : {ty}")
+        return v
+
+    def mul(self, a, b):
+        return self.bin("mulf", a, b)
+
+    def add(self, a, b):
+        return self.bin("addf", a, b)
+
+    def sub(self, a, b):
+        return self.bin("subf", a, b)
+
+    def div(self, a, b):
+        return self.bin("divf", a, b)
+
+    def ext(self, a, src):
+        if src == "f32":
+            return a
+        v = self._new()
+        self.lines.append(f"{v} = arith.extf {a} : {src} to f32")
+        return v
+
+    def trunc(self, a, dst):
+        if dst == "f32":
+            return a
+        v = self._new()
+        self.lines.append(f"{v} = arith.truncf {a} : f32 to {dst}")
+        return v
+
+    def rsqrt(self, a):
+        v = self._new()
+        self.lines.append(f"{v} = math.rsqrt {a} : f32")
+        return v
+
+    def const(self, value: float):
+        v = self._new()
+        bits = nn.DTYPES["f32"].to_bits(value)
+        self.lines.append(f"{v} = arith.constant 0x{bits:08X} : f32")
+        return v
+
+
+class Fn:
+    """One function being emitted: SSA names, shapes, helpers for linalg
+    ops in the forms front ends use."""
+
+    def __init__(self, p: Program, rng: random.Random):
+        self.p = p
+        self.rng = rng
+        self.lines = []
+        self.counter = 0
+        self.rank = len(p.shape)
+        r = self.rank
+        # Dynamic rows: the first leading dim (all of them with "lead");
+        # dynamic N with "all".
+        dyn_rows = p.dynamic in ("rows", "all")
+        dyn_n = p.dynamic == "all"
+        self.full_dims = [
+            None if (dyn_rows and i == 0) or p.dynamic == "lead" else d
+            for i, d in enumerate(p.lead)] + [None if dyn_n else p.n]
+        self.row_dims = self.full_dims[:-1]
+        self.col_dims = self.full_dims[-1:]
+        d = [f"d{i}" for i in range(r)]
+        self.maps = {
+            "full": f"affine_map<({', '.join(d)}) -> ({', '.join(d)})>",
+            "row": f"affine_map<({', '.join(d)}) -> ({', '.join(d[:-1])})>",
+            "rowk": f"affine_map<({', '.join(d)}) -> "
+                    f"({', '.join(d[:-1])}, 0)>",
+            "col": f"affine_map<({', '.join(d)}) -> ({d[-1]})>",
+            "scalar": f"affine_map<({', '.join(d)}) -> ()>",
+        }
+        dr = d[:-1]
+        self.row_maps = {  # generics over the rows only
+            "row": f"affine_map<({', '.join(dr)}) -> ({', '.join(dr)})>",
+            "rowk": f"affine_map<({', '.join(dr)}) -> "
+                    f"({', '.join(dr)}, 0)>",
+            "scalar": f"affine_map<({', '.join(dr)}) -> ()>",
+        }
+        self.col_maps = {"col": "affine_map<(d0) -> (d0)>"}
+        self.dim_values = {}  # dim index -> SSA index value
+        self.zero = None
+        self.n_value = None
+
+    def fresh(self, stem="t"):
+        self.counter += 1
+        return f"%{stem}{self.counter}"
+
+    def emit(self, line):
+        self.lines.append("  " + line)
+
+    # ---- types --------------------------------------------------------
+
+    def t_full(self, elem):
+        return _ttype(self.full_dims, elem)
+
+    def t_row(self, elem="f32", keep=False):
+        return _ttype(self.row_dims + ([1] if keep else []), elem)
+
+    def t_col(self, elem):
+        return _ttype(self.col_dims, elem)
+
+    # ---- helpers ------------------------------------------------------
+
+    def setup(self, x):
+        """Index constants, dynamic dims, the zero, N as f32."""
+        self.x = x
+        for i, dim in enumerate(self.full_dims):
+            if dim is None:
+                c = self.fresh("c")
+                self.emit(f"{c} = arith.constant {i} : index")
+                v = self.fresh("dim")
+                self.emit(f"{v} = tensor.dim {x}, {c} : "
+                          f"{self.t_full(self.p.x_type)}")
+                self.dim_values[i] = v
+        self.zero = self.fresh("zero")
+        self.emit(f"{self.zero} = arith.constant 0.000000e+00 : f32")
+        if self.full_dims[-1] is None:
+            ni = self.fresh("ni")
+            self.emit(f"{ni} = arith.index_cast "
+                      f"{self.dim_values[self.rank - 1]} : index to i64")
+            self.n_value = self.fresh("nf")
+            self.emit(f"{self.n_value} = arith.uitofp {ni} : i64 to f32")
+        else:
+            self.n_value = self.fresh("nf")
+            self.emit(f"{self.n_value} = arith.constant "
+                      f"{float(self.p.n):e} : f32")
+
+    def empty(self, kind, elem, keep=False):
+        dims = {"full": self.full_dims, "row": self.row_dims,
+                "col": self.col_dims}[kind]
+        idx = {"full": range(self.rank), "row": range(self.rank - 1),
+               "col": [self.rank - 1]}[kind]
+        dyn = [self.dim_values[i] for i, d in zip(idx, dims) if d is None]
+        t = {"full": self.t_full(elem), "row": self.t_row(elem, keep),
+             "col": self.t_col(elem)}[kind]
+        v = self.fresh("e")
+        self.emit(f"{v} = tensor.empty({', '.join(dyn)}) : {t}")
+        return v, t
+
+    def zeros(self, kind, keep=False):
+        e, t = self.empty(kind, "f32", keep)
+        v = self.fresh("z")
+        self.emit(f"{v} = linalg.fill ins({self.zero} : f32) outs({e} : {t})"
+                  f" -> {t}")
+        return v, t
+
+    def generic(self, ins, outs, iters, body_fn, maps=None):
+        """ins: [(key, ssa, type, map name)]; outs: [(ssa, type, map name)];
+        body_fn(args: {key: block arg}, outs: [out args], Body) ->
+        [yielded]. The order of `ins` is shuffled."""
+        maps = maps or self.maps
+        ins = list(ins)
+        self.rng.shuffle(ins)
+        args = {}
+        bargs = []
+        for i, (key, _, t, _) in enumerate(ins):
+            a = self.fresh("in")
+            args[key] = a
+            bargs.append(f"{a}: {nn.parse_type(t)[1] if t != 'f32' else t}")
+        oargs = []
+        for _, t, _ in outs:
+            a = self.fresh("out")
+            oargs.append(a)
+            bargs.append(f"{a}: {nn.parse_type(t)[1]}")
+        b = Body(self)
+        ys = body_fn(args, oargs, b)
+        ytypes = [nn.parse_type(t)[1] for _, t, _ in outs]
+        res = [self.fresh("g") for _ in outs]
+        lhs = res[0] if len(res) == 1 else f"{res[0]}:{len(res)}"
+        if len(res) > 1:
+            res = [f"{res[0]}#{i}" for i in range(len(res))]
+        imaps = ", ".join(maps[m] for *_, m in ins) + (", " if ins else "") \
+            + ", ".join(maps[m] for *_, m in outs)
+        its = ", ".join(f'"{i}"' for i in iters)
+        ins_s = ", ".join(v for _, v, _, _ in ins)
+        ins_t = ", ".join(t for _, _, t, _ in ins)
+        outs_s = ", ".join(v for v, _, _ in outs)
+        outs_t = ", ".join(t for _, t, _ in outs)
+        rt = outs_t if len(outs) == 1 else f"({outs_t})"
+        self.emit(f"{lhs} = linalg.generic {{indexing_maps = [{imaps}], "
+                  f"iterator_types = [{its}]}}")
+        self.emit(f"    ins({ins_s} : {ins_t}) outs({outs_s} : {outs_t}) {{")
+        self.emit(f"^bb0({', '.join(bargs)}):")
+        for line in b.lines:
+            self.emit("  " + line)
+        self.emit(f"  linalg.yield {', '.join(ys)} : {', '.join(ytypes)}")
+        self.emit(f"}} -> {rt}")
+        return res
+
+    def elementwise(self, ins, elem, body_fn):
+        """A full-domain elementwise generic with one result."""
+        e, t = self.empty("full", elem)
+        return self.generic(ins, [(e, t, "full")],
+                            ["parallel"] * self.rank,
+                            lambda a, o, b: [body_fn(a, b)])[0], t
+
+    def row_reduce(self, ins, contribs_fn, keep, count=None):
+        """A row reduction (over N) into zero-filled [rows] (or keepdim)
+        tensors; contribs_fn(args, Body) -> [contribution per output]."""
+        k = count or 1
+        outs = []
+        for _ in range(k):
+            z, t = self.zeros("row", keep)
+            outs.append((z, t, "rowk" if keep else "row"))
+        iters = ["parallel"] * (self.rank - 1) + ["reduction"]
+
+        def body(a, o, b):
+            cs = contribs_fn(a, b)
+            return [self._combine(b, oa, c) for oa, c in zip(o, cs)]
+        return self.generic(ins, outs, iters, body)
+
+    def _combine(self, b, out, c):
+        # `out + c` or `c + out`: Body.bin swaps addf operands at random.
+        return b.bin("addf", out, c)
+
+    def col_reduce(self, ins, contribs_fn, inits):
+        """A column reduction (over all leading dims) into `inits`
+        ([(ssa, type)]: zero fills or the previous gradients)."""
+        outs = [(v, t, "col") for v, t in inits]
+        iters = ["reduction"] * (self.rank - 1) + ["parallel"]
+
+        def body(a, o, b):
+            cs = contribs_fn(a, b)
+            return [self._combine(b, oa, c) for oa, c in zip(o, cs)]
+        return self.generic(ins, outs, iters, body)
+
+    def row_elementwise(self, ins, body_fn, keep=False):
+        """A generic over the rows only: [rows] -> [rows] with identity
+        maps, or keepdim [rows, 1] -> [rows, 1] as torch-mlir writes it (a
+        rank-R generic whose last loop has extent 1)."""
+        e, t = self.empty("row", "f32", keep)
+        if keep:
+            ins = [(k, v, it, "full") for k, v, it, _ in ins]
+            return self.generic(ins, [(e, t, "full")],
+                                ["parallel"] * self.rank,
+                                lambda a, o, b: [body_fn(a, b)])[0], t
+        return self.generic(ins, [(e, t, "row")],
+                            ["parallel"] * (self.rank - 1),
+                            lambda a, o, b: [body_fn(a, b)],
+                            maps=self.row_maps)[0], t
+
+    def col_elementwise(self, ins, elem, body_fn):
+        e, t = self.empty("col", elem)
+        return self.generic(ins, [(e, t, "col")], ["parallel"],
+                            lambda a, o, b: [body_fn(a, b)],
+                            maps=self.col_maps)[0], t
+
+    # ---- named ops ----------------------------------------------------
+
+    def broadcast(self, v, vt, kind):
+        """linalg.broadcast of a [rows] or [N] value over the domain."""
+        e, t = self.empty("full", "f32")
+        dims = [self.rank - 1] if kind == "row" else list(
+            range(self.rank - 1))
+        r = self.fresh("bc")
+        self.emit(f"{r} = linalg.broadcast ins({v} : {vt}) outs({e} : {t}) "
+                  f"dimensions = [{', '.join(map(str, dims))}]")
+        return r, t
+
+    def map_binary(self, op, a, b_, t):
+        """linalg.map { arith.op } or the named linalg.mul/add/sub/div."""
+        if op in ("mulf", "addf") and self.rng.random() < 0.5:
+            a, b_ = b_, a
+        e, _ = self.empty("full", nn.parse_type(t)[1])
+        r = self.fresh("m")
+        if self.rng.random() < 0.5:
+            self.emit(f"{r} = linalg.map {{ arith.{op} }} ins({a}, {b_} : "
+                      f"{t}, {t}) outs({e} : {t})")
+        else:
+            named = {"mulf": "mul", "addf": "add", "subf": "sub",
+                     "divf": "div"}[op]
+            self.emit(f"{r} = linalg.{named} ins({a}, {b_} : {t}, {t}) "
+                      f"outs({e} : {t}) -> {t}")
+        return r
+
+    def map_region(self, ins, elem, body_fn):
+        """linalg.map with a payload over same-shaped full tensors."""
+        e, t = self.empty("full", elem)
+        args = {}
+        bargs = []
+        for key, _, it in ins:
+            a = self.fresh("in")
+            args[key] = a
+            bargs.append(f"{a}: {nn.parse_type(it)[1]}")
+        o = self.fresh("out")
+        bargs.append(f"{o}: {elem}")
+        b = Body(self)
+        y = body_fn(args, b)
+        r = self.fresh("m")
+        self.emit(f"{r} = linalg.map ins({', '.join(v for _, v, _ in ins)} :"
+                  f" {', '.join(it for _, _, it in ins)}) outs({e} : {t})")
+        self.emit(f"    ({', '.join(bargs)}) {{")
+        for line in b.lines:
+            self.emit("  " + line)
+        self.emit(f"  linalg.yield {y} : {elem}")
+        self.emit("}")
+        return r, t
+
+    def reduce(self, v, vt, kind, init, init_t):
+        """linalg.reduce over N (kind row) or over the rows (kind col)."""
+        dims = [self.rank - 1] if kind == "row" else list(
+            range(self.rank - 1))
+        r = self.fresh("red")
+        ds = ", ".join(map(str, dims))
+        if self.rng.random() < 0.5:
+            self.emit(f"{r} = linalg.reduce {{ arith.addf }} ins({v} : {vt}) "
+                      f"outs({init} : {init_t}) dimensions = [{ds}]")
+        else:
+            a, o = self.fresh("in"), self.fresh("acc")
+            s = self.fresh("s")
+            lhs, rhs = (o, a) if self.rng.random() < 0.5 else (a, o)
+            self.emit(f"{r} = linalg.reduce ins({v} : {vt}) outs({init} : "
+                      f"{init_t}) dimensions = [{ds}]")
+            self.emit(f"    ({a}: f32, {o}: f32) {{")
+            self.emit(f"    {s} = arith.addf {lhs}, {rhs} : f32")
+            self.emit(f"    linalg.yield {s} : f32")
+            self.emit("  }")
+        return r
+
+    def collapse_keep(self, v, vt):
+        """[rows..., 1] -> [rows...] (for named ops)."""
+        r = self.rank - 1  # rank of the keepdim value is self.rank
+        groups = [[i] for i in range(r - 1)] + [[r - 1, r]]
+        g = ", ".join("[" + ", ".join(map(str, x)) + "]" for x in groups)
+        c = self.fresh("col")
+        t = self.t_row("f32")
+        self.emit(f"{c} = tensor.collapse_shape {v} [{g}] : {vt} into {t}")
+        return c, t
+
+
+# ---- the program ----------------------------------------------------------
+
+
+def params(p: Program):
+    """[(key, type)] of the parameters, in canonical order."""
+    fn = Fn(p, random.Random(0))
+    ps = [("x", fn.t_full(p.x_type)), ("dy", fn.t_full(p.x_type))]
+    if p.stats == "given":
+        if p.op == "layer_norm":
+            ps.append(("mean", fn.t_row("f32", p.keepdim)))
+        ps.append(("rstd", fn.t_row("f32", p.keepdim)))
+    if p.has_w:
+        ps.append(("w", fn.t_col(p.p_type)))
+    if p.scale == "tensor":
+        ps.append(("scale", "tensor<f32>"))
+    elif p.scale == "arg":
+        ps.append(("scale", "f32"))
+    if p.residual:
+        ps.append(("dres", fn.t_full(p.x_type)))
+    if p.acc_dw:
+        ps.append(("prev_dw", fn.t_col("f32")))
+    if p.acc_db:
+        ps.append(("prev_db", fn.t_col("f32")))
+    return ps
+
+
+def emit_program(p: Program):
+    """(function text, [(param key, type)] in signature order,
+    [result type])."""
+    rng = random.Random(f"diffgen-emit/{p.seed}")
+    fn = Fn(p, rng)
+    ps = params(p)
+    order = list(range(len(ps)))
+    rng.shuffle(order)
+    sig = [ps[i] for i in order]
+    names = {k: f"%{k}" for k, _ in ps}
+    types = dict(ps)
+    fn.setup(names["x"])
+    if p.scale == "const":
+        # A constant at function level, captured by the payloads.
+        names["scale"] = fn.fresh("scale")
+        bits = nn.DTYPES["f32"].to_bits(p_scale_const(p))
+        fn.emit(f"{names['scale']} = arith.constant 0x{bits:08X} : f32")
+    results = {"steps": _emit_steps, "fused": _emit_steps,
+               "named": _emit_named, "inline": _emit_inline}[p.style](
+        fn, p, names, types)
+    rtypes = []
+    rets = []
+    for name, elem, _ in p.outputs():
+        v, t = results[name]
+        rets.append(v)
+        rtypes.append(t)
+    fn.emit(f"return {', '.join(rets)} : {', '.join(rtypes)}")
+    sig_s = ", ".join(f"%{k}: {t}" for k, t in sig)
+    text = (f"// {p.describe()}\n"
+            f"func.func @{p.name}({sig_s}) -> ({', '.join(rtypes)}) {{\n"
+            + "\n".join(fn.lines) + "\n}\n")
+    return text, sig, rtypes
+
+
+def p_scale_const(p: Program) -> float:
+    """The value of a constant dy scale (fixed per program)."""
+    rng = random.Random(f"diffgen-scale/{p.seed}")
+    return nn.DTYPES["f32"].round(rng.choice((rng.uniform(0.3, 0.8),
+                                              rng.uniform(1.3, 3.0))))
+
+
+def _scale_in(fn, p, names, types, ins):
+    """Adds the dy scale to a generic's inputs when it is a 0-d tensor;
+    returns a function giving the scale's SSA value inside the payload."""
+    if p.scale == "tensor":
+        ins.append(("scale", names["scale"], types["scale"], "scalar"))
+        return lambda a: a["scale"]
+    if p.scale in ("arg", "const"):
+        return lambda a: names["scale"]
+    return None
+
+
+def _stats_ins(p, names, types, ins):
+    keymap = "rowk" if p.keepdim else "row"
+    if p.op == "layer_norm":
+        ins.append(("mean", names["mean"], types["mean"], keymap))
+    ins.append(("rstd", names["rstd"], types["rstd"], keymap))
+
+
+def _recompute_stats(fn, p, names, types, keep):
+    """Emits the statistics computed from x: returns (names, types) with
+    "mean" / "rstd" as [rows] (or keepdim) f32 tensors, read with the row
+    map. Chained row reductions: sum x -> mean -> sum (x - mean)^2 -> rstd
+    (RMSNorm: sum x^2 -> rstd)."""
+    km = "rowk" if keep else "row"
+    names, types = dict(names), dict(types)
+    rmaps_key = "rowk" if keep else "row"
+    if p.op == "layer_norm":
+        (s,) = fn.row_reduce(
+            [("x", names["x"], types["x"], "full")],
+            lambda a, b: [b.ext(a["x"], p.x_type)], keep)
+        mean, mt = fn.row_elementwise(
+            [("s", s, fn.t_row("f32", keep), rmaps_key)],
+            lambda a, b: b.div(a["s"], fn.n_value), keep)
+        names["mean"], types["mean"] = mean, mt
+
+        def sq(a, b):
+            c = b.sub(b.ext(a["x"], p.x_type), a["mean"])
+            return [b.bin("mulf", c, c)]
+        (ss,) = fn.row_reduce([("x", names["x"], types["x"], "full"),
+                               ("mean", mean, mt, km)], sq, keep)
+    else:
+        def sq(a, b):
+            c = b.ext(a["x"], p.x_type)
+            return [b.bin("mulf", c, c)]
+        (ss,) = fn.row_reduce([("x", names["x"], types["x"], "full")], sq,
+                              keep)
+
+    def rs(a, b):
+        var = b.div(a["ss"], fn.n_value)
+        return b.rsqrt(b.add(var, b.const(EPS)))
+    rstd, rt = fn.row_elementwise(
+        [("ss", ss, fn.t_row("f32", keep), rmaps_key)], rs, keep)
+    names["rstd"], types["rstd"] = rstd, rt
+    return names, types
+
+
+def _weff(b, a, p):
+    """w (or w + 1) in f32 inside a payload, from block arg a["w"]."""
+    w = b.ext(a["w"], p.p_type)
+    if p.zc:
+        w = b.add(w, b.const(1.0))
+    return w
+
+
+def _mean_of(b, fn, s):
+    """s / N, as a division or a multiplication by 1/N."""
+    if fn.p.dynamic == "all" or fn.rng.random() < 0.5:
+        return b.div(s, fn.n_value)
+    return b.mul(s, b.const(nn.DTYPES["f32"].round(1.0 / fn.p.n)))
+
+
+def _finish_columns(fn, p, names, types, col_contribs, ins):
+    """dW / dB: one multi-result column reduction or one each; then the
+    casts to the weight type. col_contribs: {name: fn(args, Body)}."""
+    results = {}
+    wanted = [nm for nm in ("dw", "db") if (nm == "dw" and p.need_dw) or
+              (nm == "db" and p.need_db)]
+    inits = {}
+    for nm in wanted:
+        if (nm == "dw" and p.acc_dw) or (nm == "db" and p.acc_db):
+            key = "prev_" + nm
+            inits[nm] = (names[key], types[key])
+        else:
+            inits[nm] = fn.zeros("col")
+    groups = [wanted] if len(wanted) > 1 and fn.rng.random() < 0.5 else [
+        [nm] for nm in wanted]
+    if fn.rng.random() < 0.5:
+        groups.reverse()
+    for g in groups:
+        res = fn.col_reduce(ins, lambda a, b, g=g: [col_contribs[nm](a, b)
+                                                    for nm in g],
+                            [inits[nm] for nm in g])
+        for nm, r in zip(g, res):
+            results[nm] = r
+    out = {}
+    for nm in wanted:
+        elem = p.dw_type if nm == "dw" else p.db_type
+        v = results[nm]
+        if elem != "f32":
+            v, t = fn.col_elementwise(
+                [("s", v, fn.t_col("f32"), "col")], elem,
+                lambda a, b, elem=elem: b.trunc(a["s"], elem))
+        out[nm] = (v, fn.t_col(elem))
+    return out
+
+
+def _emit_steps(fn, p, names, types):
+    """torch-mlir style: one linalg.generic per step."""
+    rng = fn.rng
+    full32 = fn.t_full("f32")
+    if p.stats == "recomputed":
+        names, types = _recompute_stats(fn, p, names, types, p.keepdim)
+    km = "rowk" if p.keepdim else "row"
+    # extf of x and dy.
+    x32, dy32 = names["x"], names["dy"]
+    if p.x_type != "f32":
+        x32, _ = fn.elementwise([("x", names["x"], types["x"], "full")],
+                                "f32", lambda a, b: b.ext(a["x"], p.x_type))
+        dy32, _ = fn.elementwise([("dy", names["dy"], types["dy"], "full")],
+                                 "f32",
+                                 lambda a, b: b.ext(a["dy"], p.x_type))
+    # dy scale.
+    if p.scale:
+        ins = [("dy", dy32, full32, "full")]
+        sc = _scale_in(fn, p, names, types, ins)
+        dy32, _ = fn.elementwise(ins, "f32",
+                                 lambda a, b: b.mul(a["dy"], sc(a)))
+    # xhat, in one or two steps.
+    mean_in = [("mean", names["mean"], types["mean"], km)] \
+        if p.op == "layer_norm" else []
+    rstd_in = ("rstd", names["rstd"], types["rstd"], km)
+    if p.op == "layer_norm" and rng.random() < 0.5:
+        xc, _ = fn.elementwise([("x", x32, full32, "full")] + mean_in, "f32",
+                               lambda a, b: b.sub(a["x"], a["mean"]))
+        xhat, _ = fn.elementwise([("x", xc, full32, "full"), rstd_in], "f32",
+                                 lambda a, b: b.mul(a["x"], a["rstd"]))
+    else:
+        def xh(a, b):
+            v = a["x"]
+            if p.op == "layer_norm":
+                v = b.sub(v, a["mean"])
+            return b.mul(v, a["rstd"])
+        xhat, _ = fn.elementwise([("x", x32, full32, "full"), rstd_in]
+                                 + mean_in, "f32", xh)
+    # w * dy (zero-centred: w + 1, in its own [N] generic or inline).
+    wdy = dy32
+    if p.has_w:
+        w_in = ("w", names["w"], types["w"], "col")
+        if p.zc and rng.random() < 0.5:
+            w1, w1t = fn.col_elementwise(
+                [("w", names["w"], types["w"], "col")], "f32",
+                lambda a, b: b.add(b.ext(a["w"], p.p_type), b.const(1.0)))
+            wdy, _ = fn.elementwise([("dy", dy32, full32, "full"),
+                                     ("w", w1, w1t, "col")], "f32",
+                                    lambda a, b: b.mul(a["dy"], a["w"]))
+        else:
+            wdy, _ = fn.elementwise([("dy", dy32, full32, "full"), w_in],
+                                    "f32",
+                                    lambda a, b: b.mul(a["dy"],
+                                                       _weff(b, a, p)))
+    # Row sums: s1 = sum xhat * wdy, s2 = sum wdy (LayerNorm).
+    keep = p.keepdim and rng.random() < 0.7
+    rkm = "rowk" if keep else "row"
+    rowt = fn.t_row("f32", keep)
+    ln = p.op == "layer_norm"
+    if rng.random() < 0.4:
+        prod, _ = fn.elementwise([("h", xhat, full32, "full"),
+                                  ("g", wdy, full32, "full")], "f32",
+                                 lambda a, b: b.mul(a["h"], a["g"]))
+        (s1,) = fn.row_reduce([("p", prod, full32, "full")],
+                              lambda a, b: [a["p"]], keep)
+        s2 = fn.row_reduce([("g", wdy, full32, "full")],
+                           lambda a, b: [a["g"]], keep)[0] if ln else None
+    elif ln and rng.random() < 0.5:
+        s1, s2 = fn.row_reduce([("h", xhat, full32, "full"),
+                                ("g", wdy, full32, "full")],
+                               lambda a, b: [b.mul(a["h"], a["g"]), a["g"]],
+                               keep, count=2)
+    else:
+        (s1,) = fn.row_reduce([("h", xhat, full32, "full"),
+                               ("g", wdy, full32, "full")],
+                              lambda a, b: [b.mul(a["h"], a["g"])], keep)
+        s2 = fn.row_reduce([("g", wdy, full32, "full")],
+                           lambda a, b: [a["g"]], keep)[0] if ln else None
+    # dx = rstd * (wdy - s2/N - xhat * s1/N) [+ dres], in 1 to 5 steps.
+    split = rng.random() < 0.5
+    if split:
+        c1, c1t = fn.row_elementwise([("s", s1, rowt, rkm)],
+                                     lambda a, b: _mean_of(b, fn, a["s"]),
+                                     keep)
+        t, _ = fn.elementwise([("h", xhat, full32, "full"),
+                               ("c", c1, c1t, rkm)], "f32",
+                              lambda a, b: b.mul(a["h"], a["c"]))
+        if ln:
+            c2, c2t = fn.row_elementwise(
+                [("s", s2, rowt, rkm)],
+                lambda a, b: _mean_of(b, fn, a["s"]), keep)
+            t, _ = fn.elementwise([("t", t, full32, "full"),
+                                   ("c", c2, c2t, rkm)], "f32",
+                                  lambda a, b: b.add(a["t"], a["c"]))
+        d, _ = fn.elementwise([("g", wdy, full32, "full"),
+                               ("t", t, full32, "full")], "f32",
+                              lambda a, b: b.sub(a["g"], a["t"]))
+        dx32, _ = fn.elementwise([("d", d, full32, "full"), rstd_in], "f32",
+                                 lambda a, b: b.mul(a["d"], a["rstd"]))
+    else:
+        ins = [("h", xhat, full32, "full"), ("g", wdy, full32, "full"),
+               ("s1", s1, rowt, rkm), rstd_in]
+        if ln:
+            ins.append(("s2", s2, rowt, rkm))
+
+        def dxb(a, b):
+            t = b.mul(a["h"], _mean_of(b, fn, a["s1"]))
+            if ln:
+                t = b.add(t, _mean_of(b, fn, a["s2"]))
+            return b.mul(b.sub(a["g"], t), a["rstd"])
+        dx32, _ = fn.elementwise(ins, "f32", dxb)
+    if p.residual:
+        dx32, _ = fn.elementwise(
+            [("d", dx32, full32, "full"),
+             ("r", names["dres"], types["dres"], "full")], "f32",
+            lambda a, b: b.add(a["d"], b.ext(a["r"], p.x_type)))
+    dx = dx32
+    if p.x_type != "f32":
+        dx, _ = fn.elementwise([("d", dx32, full32, "full")], p.x_type,
+                               lambda a, b: b.trunc(a["d"], p.x_type))
+    out = {"dx": (dx, fn.t_full(p.x_type))}
+    # dW = sum dy * xhat, dB = sum dy (dy scaled, not weighted).
+    if p.need_dw and rng.random() < 0.4:
+        q, _ = fn.elementwise([("g", dy32, full32, "full"),
+                               ("h", xhat, full32, "full")], "f32",
+                              lambda a, b: b.mul(a["g"], a["h"]))
+        ins = [("q", q, full32, "full"), ("g", dy32, full32, "full")]
+        contribs = {"dw": lambda a, b: a["q"], "db": lambda a, b: a["g"]}
+    else:
+        ins = [("g", dy32, full32, "full"), ("h", xhat, full32, "full")]
+        contribs = {"dw": lambda a, b: b.mul(a["g"], a["h"]),
+                    "db": lambda a, b: a["g"]}
+    if not p.need_db and ins[0][0] == "q":
+        ins = ins[:1]
+    out.update(_finish_columns(fn, p, names, types, contribs, ins))
+    return out
+
+
+def _emit_inline(fn, p, names, types):
+    """Hand-fused: every reduction and dx recompute xhat and w * dy from the
+    raw inputs in their own payloads."""
+    rng = fn.rng
+    if p.stats == "recomputed":
+        names, types = _recompute_stats(fn, p, names, types, p.keepdim)
+    km = "rowk" if p.keepdim else "row"
+    ln = p.op == "layer_norm"
+
+    def raw_ins(with_w=True):
+        ins = [("x", names["x"], types["x"], "full"),
+               ("dy", names["dy"], types["dy"], "full")]
+        _stats_ins(p, names, types, ins)
+        if p.has_w and with_w:
+            ins.append(("w", names["w"], types["w"], "col"))
+        sc = _scale_in(fn, p, names, types, ins)
+        return ins, sc
+
+    def xhat_of(a, b):
+        v = b.ext(a["x"], p.x_type)
+        if ln:
+            v = b.sub(v, a["mean"])
+        return b.mul(v, a["rstd"])
+
+    def dy_of(a, b, sc):
+        g = b.ext(a["dy"], p.x_type)
+        return b.mul(g, sc(a)) if sc else g
+
+    def wdy_of(a, b, sc):
+        g = dy_of(a, b, sc)
+        return b.mul(g, _weff(b, a, p)) if p.has_w else g
+
+    keep = p.keepdim and rng.random() < 0.5
+    rkm = "rowk" if keep else "row"
+    rowt = fn.t_row("f32", keep)
+    ins, sc = raw_ins()
+
+    def s1c(a, b):
+        return b.mul(xhat_of(a, b), wdy_of(a, b, sc))
+    if ln and rng.random() < 0.6:
+        s1, s2 = fn.row_reduce(ins, lambda a, b: [s1c(a, b),
+                                                  wdy_of(a, b, sc)],
+                               keep, count=2)
+    else:
+        (s1,) = fn.row_reduce(ins, lambda a, b: [s1c(a, b)], keep)
+        s2 = None
+        if ln:
+            ins2, sc2 = raw_ins()
+            (s2,) = fn.row_reduce(ins2, lambda a, b: [wdy_of(a, b, sc2)],
+                                  keep)
+    ins, sc = raw_ins()
+    ins.append(("s1", s1, rowt, rkm))
+    if ln:
+        ins.append(("s2", s2, rowt, rkm))
+    if p.residual:
+        ins.append(("r", names["dres"], types["dres"], "full"))
+
+    def dxb(a, b):
+        h = xhat_of(a, b)
+        t = b.mul(h, _mean_of(b, fn, a["s1"]))
+        if ln:
+            t = b.add(t, _mean_of(b, fn, a["s2"]))
+        d = b.mul(b.sub(wdy_of(a, b, sc), t), a["rstd"])
+        if p.residual:
+            d = b.add(d, b.ext(a["r"], p.x_type))
+        return b.trunc(d, p.x_type)
+    dx, dxt = fn.elementwise(ins, p.x_type, dxb)
+    out = {"dx": (dx, dxt)}
+    ins, sc = raw_ins(with_w=False)
+    contribs = {"dw": lambda a, b: b.mul(dy_of(a, b, sc), xhat_of(a, b)),
+                "db": lambda a, b: dy_of(a, b, sc)}
+    out.update(_finish_columns(fn, p, names, types, contribs, ins))
+    return out
+
+
+def _emit_named(fn, p, names, types):
+    """linalg.map / broadcast / reduce / mul / add / sub mixed with
+    generics (each step picks a named form at random where one exists)."""
+    rng = fn.rng
+    full32 = fn.t_full("f32")
+    # Statistics recomputed for named ops come out of the reductions as
+    # [rows] (no keepdim): a tensor.collapse_shape of a computed keepdim
+    # value is not looked through by recognition (see KNOWN_LIMITS).
+    recomputed = p.stats == "recomputed"
+    if recomputed:
+        names, types = _recompute_stats(fn, p, names, types, False)
+    ln = p.op == "layer_norm"
+
+    def named():
+        return rng.random() < 0.7
+
+    def row_flat(key):
+        v, t = names[key], types[key]
+        if p.keepdim and not recomputed:
+            v, t = fn.collapse_keep(v, t)
+        return v, t
+
+    def ext_full(key):
+        v, t = names[key], types[key]
+        if p.x_type == "f32":
+            return v
+        if named():
+            return fn.map_region([(key, v, t)], "f32",
+                                 lambda a, b: b.ext(a[key], p.x_type))[0]
+        return fn.elementwise([(key, v, t, "full")], "f32",
+                              lambda a, b: b.ext(a[key], p.x_type))[0]
+
+    x32, dy32 = ext_full("x"), ext_full("dy")
+    if p.scale:
+        if p.scale == "tensor" or not named():
+            ins = [("dy", dy32, full32, "full")]
+            sc = _scale_in(fn, p, names, types, ins)
+            dy32, _ = fn.elementwise(ins, "f32",
+                                     lambda a, b: b.mul(a["dy"], sc(a)))
+        else:
+            dy32, _ = fn.map_region([("dy", dy32, full32)], "f32",
+                                    lambda a, b: b.mul(a["dy"],
+                                                       names["scale"]))
+    rstd, rstdt = row_flat("rstd")
+    rstd_b, _ = fn.broadcast(rstd, rstdt, "row")
+    if ln:
+        mean, meant = row_flat("mean")
+        mean_b, _ = fn.broadcast(mean, meant, "row")
+        xc = fn.map_binary("subf", x32, mean_b, full32) if named() else \
+            fn.elementwise([("x", x32, full32, "full"),
+                            ("m", mean_b, full32, "full")], "f32",
+                           lambda a, b: b.sub(a["x"], a["m"]))[0]
+    else:
+        xc = x32
+    xhat = fn.map_binary("mulf", xc, rstd_b, full32)
+    wdy = dy32
+    if p.has_w:
+        if p.zc or p.p_type != "f32":
+            w32, w32t = fn.col_elementwise(
+                [("w", names["w"], types["w"], "col")], "f32",
+                lambda a, b: _weff(b, a, p))
+        else:
+            w32, w32t = names["w"], types["w"]
+        w_b, _ = fn.broadcast(w32, w32t, "col")
+        wdy = fn.map_binary("mulf", dy32, w_b, full32)
+    prod = fn.map_binary("mulf", xhat, wdy, full32)
+    z1, z1t = fn.zeros("row")
+    s1 = fn.reduce(prod, full32, "row", z1, z1t)
+    rowt = fn.t_row("f32")
+    c = fn.row_elementwise([("s", s1, rowt, "row")],
+                           lambda a, b: _mean_of(b, fn, a["s"]))[0]
+    c_b, _ = fn.broadcast(c, rowt, "row")
+    t = fn.map_binary("mulf", xhat, c_b, full32)
+    if ln:
+        z2, z2t = fn.zeros("row")
+        s2 = fn.reduce(wdy, full32, "row", z2, z2t)
+        c2 = fn.row_elementwise([("s", s2, rowt, "row")],
+                                lambda a, b: _mean_of(b, fn, a["s"]))[0]
+        c2_b, _ = fn.broadcast(c2, rowt, "row")
+        t = fn.map_binary("addf", t, c2_b, full32)
+    d = fn.map_binary("subf", wdy, t, full32)
+    dx32 = fn.map_binary("mulf", d, rstd_b, full32)
+    if p.residual:
+        r32 = ext_full("dres")
+        dx32 = fn.map_binary("addf", dx32, r32, full32)
+    dx = dx32
+    if p.x_type != "f32":
+        if named():
+            dx, _ = fn.map_region([("d", dx32, full32)], p.x_type,
+                                  lambda a, b: b.trunc(a["d"], p.x_type))
+        else:
+            dx, _ = fn.elementwise([("d", dx32, full32, "full")], p.x_type,
+                                   lambda a, b: b.trunc(a["d"], p.x_type))
+    out = {"dx": (dx, fn.t_full(p.x_type))}
+    inits = {}
+    for nm, need, acc in (("dw", p.need_dw, p.acc_dw),
+                          ("db", p.need_db, p.acc_db)):
+        if need:
+            inits[nm] = (names["prev_" + nm], types["prev_" + nm]) if acc \
+                else fn.zeros("col")
+    if p.need_dw:
+        q = fn.map_binary("mulf", dy32, xhat, full32)
+        r = fn.reduce(q, full32, "col", *inits["dw"])
+        out["dw"] = r
+    if p.need_db:
+        out["db"] = fn.reduce(dy32, full32, "col", *inits["db"])
+    for nm in ("dw", "db"):
+        if nm not in out:
+            continue
+        elem = p.dw_type if nm == "dw" else p.db_type
+        v = out[nm]
+        if elem != "f32":
+            v, _ = fn.col_elementwise([("s", v, fn.t_col("f32"), "col")],
+                                      elem,
+                                      lambda a, b, e=elem: b.trunc(a["s"],
+                                                                   e))
+        out[nm] = (v, fn.t_col(elem))
+    return out
+
+
+def call_args(p: Program, inp: ProgramInputs, sig):
+    """CallModule args for the signature: (param type, static shape, element
+    type, values); a scalar f32 parameter as ("f32", None, "f32", v)."""
+    core = inp.core
+    lead = p.lead
+    keep = (1,) if p.keepdim else ()
+    vals = {
+        "x": (p.shape, p.x_type, core.x),
+        "dy": (p.shape, p.x_type, core.dy),
+        "mean": ((*lead, *keep), "f32", core.mean),
+        "rstd": ((*lead, *keep), "f32", core.rstd),
+        "w": ((p.n,), p.p_type, core.w),
+        "scale": ((), "f32", [inp.scale]),
+        "dres": (p.shape, p.x_type, inp.dres),
+        "prev_dw": ((p.n,), "f32", inp.prev_dw),
+        "prev_db": ((p.n,), "f32", inp.prev_db),
+    }
+    out = []
+    for key, t in sig:
+        shape, elem, v = vals[key]
+        if t == "f32":
+            out.append(("f32", None, "f32", v[0]))
+        else:
+            out.append((t, shape, elem, v))
+    return out
