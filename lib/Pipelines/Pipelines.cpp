@@ -41,7 +41,9 @@ void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
   // the C interface takes plain strided memrefs; then deallocation.
   addUpstream(pm, "one-shot-bufferize{bufferize-function-boundaries "
                   "function-boundary-type-conversion=identity-layout-map}");
-  addUpstream(pm, "buffer-deallocation-pipeline");
+  // Deallocation may return clones (e.g. dW accumulated into an argument's
+  // buffer): lower them too.
+  addUpstream(pm, "buffer-deallocation-pipeline,convert-bufferization-to-memref");
   // The programs run one after the other on the CPU (a reference path).
   addUpstream(pm, "func.func(scf-forall-to-for),convert-linalg-to-loops,"
                   "canonicalize,cse,expand-strided-metadata,lower-affine,"

@@ -257,7 +257,22 @@ SmallVector<Value> LoopBuilder::build() {
   for (auto [i, r] : llvm::enumerate(op.getFullResults())) {
     Value v = forall.getResult(i);
     auto type = cast<RankedTensorType>(r.getType());
-    if (type.getRank() != 2) {
+    int64_t dynamicLeading = llvm::count_if(
+        type.getShape().drop_back(), ShapedType::isDynamic);
+    if (type.getRank() != 2 && dynamicLeading > 1) {
+      // tensor.reshape, not expand_shape: LLVM 22's expand-strided-metadata
+      // crashes on a memref.expand_shape with two dynamic sizes in one
+      // group (llvm-project#186830).
+      SmallVector<Value> sizes;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        sizes.push_back(
+            tensor::getMixedSize(b, loc, op.getFull().front(), d).is<Value>()
+                ? tensor::DimOp::create(b, loc, op.getFull().front(), d)
+                      .getResult()
+                : index(type.getDimSize(d)));
+      Value shape = tensor::FromElementsOp::create(b, loc, sizes);
+      v = tensor::ReshapeOp::create(b, loc, type, v, shape);
+    } else if (type.getRank() != 2) {
       SmallVector<ReassociationIndices> groups(1);
       for (int64_t d = 0; d + 1 < type.getRank(); ++d)
         groups[0].push_back(d);

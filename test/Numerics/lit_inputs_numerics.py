@@ -72,12 +72,7 @@ DYNAMIC_BINDINGS = {
 
 # Functions whose fused lowering is known to fail (docs/numerics.md, and an
 # XFAIL test each in this directory): skipped with this reason.
-KNOWN_FAILURES = {
-    "rank3_dynamic_rows_f16_bias_only":
-        "known bug: [?, ?, N] input crashes --norm-lower-to-cpu "
-        "(expand_shape with two dynamic dims in one group; "
-        "known-bug-rank3-dynamic.test)",
-}
+KNOWN_FAILURES: dict = {}
 
 
 def variants(path):
@@ -332,9 +327,6 @@ def main():
     for elem, (err, label) in sorted(worst.items()):
         print(f"WORST {elem:<4} {err:.2e} (tolerance "
               f"{nn.DTYPES[elem].tolerance:.0e}) in {label}")
-    if completed:
-        print("KNOWN BUG: the fused module kept a bufferization.clone (dW "
-              "accumulated into an argument); the harness lowered it")
     print(f"CHECKED {len(checked)} functions ({identical} bitwise identical "
           f"on both paths), SKIPPED {len(skipped)}")
     print(f"TIME {time.monotonic() - t0:.1f}s (lower+run "

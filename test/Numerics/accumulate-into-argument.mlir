@@ -1,17 +1,9 @@
-// Known bug, expected to fail until fixed (docs/numerics.md, "Bugs found"):
-// when a column result accumulates into a function argument (dW added to
-// the previous gradient: `outs(%prev_dw)`), the final reduction of partial
-// accumulation writes into that argument's buffer and returns it; the
-// buffer-deallocation-pipeline in --norm-lower-to-cpu then returns a
-// `bufferization.clone` of it, and nothing after it in the pipeline lowers
-// bufferization ops (convert-bufferization-to-memref is missing), so the
-// output is not pure LLVM dialect: mlir-translate and mlir-runner reject it
-// ("dialect 'bufferization' is unknown"). The numeric tests finish such
-// modules with norm_numerics.CLONE_COMPLETION so the numbers are still
-// checked, and say so. When this passes, drop the XFAIL line and that
-// completion step.
+// Regression: when a column result accumulates into a function argument
+// (dW added to the previous gradient: `outs(%prev_dw)`), the deallocation
+// pipeline returns a `bufferization.clone` of that buffer; --norm-lower-to-cpu
+// must lower it (convert-bufferization-to-memref), so the output is pure
+// LLVM dialect that mlir-runner accepts.
 //
-// XFAIL: *
 // RUN: norm-opt %s --norm-lower-to-cpu=programs=2 | FileCheck %s
 // CHECK: llvm.func @accumulate_dw
 // CHECK-NOT: bufferization.
