@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Per-kernel GPU times of our backward (main vs final kernel), by shape.
+
+Runs on the GPU machine over bench/build_gpu_kernels.py's libraries; uses
+torch.profiler (CUPTI) to split one call's device time between the kernels
+it launches, warm L2 and cold L2 (256 MB written before each call).
+
+  python3 bench/profile_kernels.py --dir .carry/gpu \
+      --cases layer_bf16:29x17389,rms_bf16:4096x1024
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_check as gc  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=".carry/gpu")
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
+    libs = {e["library"]: gc.Library(os.path.join(args.dir, e["library"]), e)
+            for e in manifest["libraries"]}
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(3)
+    for case in args.cases.split(","):
+        name, shape = case.split(":")
+        m, n = (int(v) for v in shape.split("x"))
+        lib = libs[f"lib{name}.so"]
+        fn, sig = lib.funcs[n]
+        xdt, wdt = gc.DT[sig["x"]], gc.DT[sig["w"]]
+        t = gc.make_inputs(sig["kind"], xdt, wdt, m, n, gen, "cuda")
+        outs = gc.poisoned_outputs(sig, m, n, xdt, wdt, "cuda")
+        for _ in range(3):
+            gc.call(lib, fn, sig, t, outs, m, n)
+        torch.cuda.synchronize()
+        for cold in (False, True):
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(args.reps):
+                    if cold:
+                        flush.zero_()
+                    gc.call(lib, fn, sig, t, outs, m, n)
+                torch.cuda.synchronize()
+            times = collections.defaultdict(list)
+            for ev in prof.events():
+                if ev.device_type == torch.autograd.DeviceType.CUDA and \
+                        sig["name"] in ev.name:
+                    times[ev.name].append(ev.device_time)
+            parts = ", ".join(
+                f"{k.split(sig['name'] + '_0_')[-1]} "
+                f"{sorted(v)[len(v) // 2]:.1f} us"
+                for k, v in sorted(times.items()))
+            print(f"{name:<10} {m}x{n} {'cold' if cold else 'warm'} L2: "
+                  f"{parts}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
