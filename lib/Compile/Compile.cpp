@@ -118,6 +118,9 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   pipeline.maxResidentElements = options.maxResidentElements;
   pipeline.prefetch = options.prefetch;
   buildNormLowerToNVVMPipeline(pm, pipeline);
+  if (options.configurePassManager &&
+      failed(options.configurePassManager(pm)))
+    return failure();
   if (failed(pm.run(module)))
     return failure();
   FailureOr<std::string> ptx = extractPTX(module);

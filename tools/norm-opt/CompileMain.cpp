@@ -12,6 +12,8 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -88,6 +90,10 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   cl::opt<bool> verbose("ptxas-verbose",
                         cl::desc("Print ptxas's register/spill report"),
                         cl::cat(category));
+  // --mlir-print-ir-after-all, --mlir-timing, ... work in compile mode too.
+  registerPassManagerCLOptions();
+  registerMLIRContextCLOptions();
+  registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(category);
 
   // argv[1] is "compile".
@@ -144,5 +150,9 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
       runtime.empty() ? installedRuntime(argv[0]) : std::string(runtime);
   options.keepLauncher = keep;
   options.ptxasVerbose = verbose;
+  options.configurePassManager = [](PassManager &pm) {
+    applyDefaultTimingPassManagerCLOptions(pm);
+    return applyPassManagerCLOptions(pm);
+  };
   return failed(compileNormModule(*module, options)) ? 1 : 0;
 }

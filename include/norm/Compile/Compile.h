@@ -14,7 +14,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
+#include <functional>
 #include <string>
+
+namespace mlir {
+class PassManager;
+} // namespace mlir
 
 namespace mlir::norm {
 
@@ -37,6 +42,9 @@ struct CompileOptions {
   bool keepLauncher = false;
   /// Pass `-v` to ptxas and print its register / spill report.
   bool ptxasVerbose = false;
+  /// Called on the pass manager before it runs (a tool applies its
+  /// --mlir-print-ir-*, --mlir-timing, ... options here).
+  std::function<LogicalResult(PassManager &)> configurePassManager;
 };
 
 /// Compiles `module` (linalg, TOSA-lowered linalg or norm ops) in place and
