@@ -120,6 +120,19 @@ def main():
             manifest["libraries"].append(
                 {"library": os.path.basename(lib), "functions": sigs})
 
+    # A front-end (linalg) training-step backward with riders: dynamic rows
+    # and N, a 0-d loss scale, a residual, dW accumulated (gpu_check.py).
+    riders = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "inputs", "training_riders.mlir")
+    lib = os.path.join(args.out, "libriders.so")
+    jobs.append([args.norm_opt, "compile", riders, f"--chip={args.chip}",
+                 "--emit=lib", "--ptxas-verbose", "-o", lib] + args.extra)
+    manifest["libraries"].append({"library": "libriders.so", "functions": [{
+        "name": "training_riders_dynamic", "kind": "riders", "config": "f32",
+        "n": 0, "x": "f32", "w": "f32",
+        "args": ["x", "dy", "rstd", "w", "scale", "dres", "prev_dw"],
+        "results": ["dx", "dw", "db"], "strides": ["x", "dy", "dres", "dx"]}]})
+
     def run(cmd):
         r = subprocess.run(cmd, capture_output=True, text=True)
         return cmd, r

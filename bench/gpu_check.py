@@ -318,6 +318,43 @@ def check_training(lib, fn, sig, dev, results):
     return ok
 
 
+def check_riders(lib, results, gen, dev):
+    """The linalg training-step backward (bench/inputs/training_riders.mlir):
+    dynamic rows and N, loss scale, residual, dW accumulated, dB."""
+    fn, sig = lib.funcs[0]
+    ok_all = True
+    for m, n in ((1000, 4096), (37, 1031), (5, 20000)):
+        t = dict(x=torch.randn(m, n, generator=gen, device=dev) * 2 + 0.5,
+                 dy=torch.randn(m, n, generator=gen, device=dev),
+                 w=1 + 0.2 * torch.randn(n, generator=gen, device=dev),
+                 scale=torch.full((), 0.37, device=dev),
+                 dres=torch.randn(m, n, generator=gen, device=dev),
+                 prev_dw=torch.randn(n, generator=gen, device=dev))
+        t["rstd"] = torch.rsqrt((t["x"] * t["x"]).mean(-1) + 1e-5)
+        outs = {"dx": torch.full((m, n), float("nan"), device=dev),
+                "dw": torch.full((n,), float("nan"), device=dev),
+                "db": torch.full((n,), float("nan"), device=dev)}
+        call(lib, fn, sig, t, outs, m, n)
+        torch.cuda.synchronize()
+        d = {k: v.double() for k, v in t.items()}
+        sdy = d["dy"] * d["scale"]
+        xhat = d["x"] * d["rstd"][:, None]
+        wdy = sdy * d["w"]
+        s = (wdy * xhat).sum(-1, keepdim=True)
+        ref = {"dx": (wdy - xhat * s / n) * d["rstd"][:, None] + d["dres"],
+               "dw": d["prev_dw"] + (sdy * xhat).sum(0), "db": sdy.sum(0)}
+        errs = {k: rel_l2(outs[k], ref[k]) for k in ref}
+        ok = all(e <= 1e-5 for e in errs.values())
+        ok_all = ok_all and ok
+        print(f"{'PASS' if ok else 'FAIL'} training_riders_dynamic "
+              f"{m:>6}x{n:<6} " + " ".join(f"{k}={v:.2e}"
+                                         for k, v in errs.items()),
+              flush=True)
+        results.append(dict(name="riders", m=m, n=n, ok=ok, det=True,
+                            errs=errs, note="linalg riders"))
+    return ok_all
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=".carry/gpu")
@@ -335,6 +372,9 @@ def main():
     for entry in manifest["libraries"]:
         lib = Library(os.path.join(args.dir, entry["library"]), entry)
         libs[entry["library"]] = lib
+        if entry["library"] == "libriders.so":
+            check_riders(lib, results, gen, dev)
+            continue
         shapes = BENCH_SHAPES + EXTRA_SHAPES
         if args.quick:
             shapes = [(4096, 1024), (29, 17389), (7, 4099), (100000, 17)]

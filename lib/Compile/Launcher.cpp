@@ -91,8 +91,8 @@ struct OpLaunch {
   KernelPlan plan;
   std::string kernel;
   SmallVector<std::string> fullIn, rowIn, colIn, fullOut, stridesIn,
-      stridesOut, initIn, colOut;
-  SmallVector<int64_t> fullInBytes, colInBytes, fullOutBytes;
+      stridesOut, initIn, colOut, scalars;
+  SmallVector<int64_t> fullInBytes, colInBytes, fullOutBytes, scalarBytes;
 };
 
 class LauncherWriter {
@@ -165,6 +165,13 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
     launch.colIn.push_back("arg" + std::to_string(*a));
     launch.colInBytes.push_back(bytesOf(v.getType()));
   }
+  for (tensor::ExtractOp e : getCapturedScalars(op)) {
+    FailureOr<unsigned> a = needArg(e.getTensor(), "scalar (0-d tensor)");
+    if (failed(a))
+      return failure();
+    launch.scalars.push_back("arg" + std::to_string(*a));
+    launch.scalarBytes.push_back(bytesOf(e.getType()));
+  }
   for (Value v : op.getColInit()) {
     if (getConstantColumnInit(v))
       continue;
@@ -210,21 +217,18 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   });
   if (ops.empty())
     return success(); // nothing to launch: no C function
-  // Every other op must be glue the launcher does not need.
+  // Every other op must be side-effect-free glue (shapes, fills, reshapes,
+  // sizes the kernels recompute); what the function returns is checked
+  // below.
   for (Operation &inner : fn.getBody().front()) {
-    if (isa<MixedReductionOp, func::ReturnOp, arith::ConstantOp,
-            tensor::EmptyOp, linalg::FillOp>(inner) ||
-        isReshape(&inner) || epilogues.contains(&inner))
+    if (isa<MixedReductionOp, func::ReturnOp>(inner) || isPure(&inner) ||
+        isa<tensor::EmptyOp, linalg::FillOp>(inner) ||
+        epilogues.contains(&inner))
       continue;
     return inner.emitError()
-           << "compile: '" << inner.getName()
-           << "' in @" << fn.getSymName()
-           << " is not part of a fused norm group; compile mode needs "
-              "functions whose work is fused norm groups (run "
-              "--norm-fuse-mixed-reductions=remarks=true to see why it "
-              "was not fused)";
+           << "compile: '" << inner.getName() << "' in @" << fn.getSymName()
+           << " has side effects outside any fused norm group";
   }
-
   ArrayRef<int64_t> domain = ops.front().getDomainShape();
   for (MixedReductionOp op : ops)
     if (op.getDomainShape() != domain)
@@ -236,6 +240,28 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   for (auto [op, launch] : llvm::zip(ops, launches))
     if (failed(describe(fn, op, strided, stridedRes, launch)))
       return failure();
+  // Every result must come out of a kernel.
+  llvm::SmallSet<std::string, 8> produced;
+  for (const OpLaunch &l : launches) {
+    for (const std::string &r : l.fullOut)
+      produced.insert(r);
+    for (const std::string &r : l.colOut)
+      produced.insert(r);
+  }
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (produced.contains("res" + std::to_string(i)))
+      continue;
+    Operation *def = v.getDefiningOp();
+    return (def ? def : ret.getOperation())->emitError()
+           << "compile: result #" << i << " of @" << fn.getSymName()
+           << " is not produced by a fused norm group"
+           << (def ? (" ('" + def->getName().getStringRef() + "')").str()
+                   : std::string(" (it is an argument)"))
+           << "; compile mode needs every result to be one (run "
+              "--norm-fuse-mixed-reductions=remarks=true to see what was "
+              "not fused)";
+  }
 
   // The signature.
   std::string name = fn.getSymName().str();
@@ -317,6 +343,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     ptrs(l.fullIn, l.fullInBytes, false);
     ptrs(l.fullOut, l.fullOutBytes, false);
     ptrs(l.colIn, l.colInBytes, false);
+    ptrs(l.scalars, l.scalarBytes, false);
     if (p.vector > 1) {
       ptrs(l.fullIn, l.fullInBytes, true);
       ptrs(l.fullOut, l.fullOutBytes, true);
@@ -365,6 +392,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     src << "&ws, &rows, &cols, ";
     argList(l.stridesIn);
     argList(l.stridesOut);
+    argList(l.scalars);
     src << "NULL};\n"
         << "      if ((st = normrt_launch(fn, grid, 1, "
         << p.blockThreads() << ", " << p.dynamicSharedBytes

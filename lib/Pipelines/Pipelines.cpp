@@ -9,6 +9,9 @@
 #include "norm/Conversion/Passes.h"
 #include "norm/Transforms/Passes.h"
 
+#include "mlir/Conversion/TosaToArith/TosaToArith.h"
+#include "mlir/Conversion/TosaToLinalg/TosaToLinalg.h"
+#include "mlir/Conversion/TosaToTensor/TosaToTensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -27,10 +30,19 @@ void addUpstream(OpPassManager &pm, StringRef text) {
     llvm::report_fatal_error(llvm::Twine("norm-opt: upstream pipeline '") +
                              text + "' did not parse: " + errors);
 }
+/// TOSA input to linalg on tensors (a no-op on functions without TOSA).
+void addTosaToLinalg(OpPassManager &pm) {
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(tosa::createTosaToLinalgNamed());
+  fn.addPass(tosa::createTosaToLinalg());
+  fn.addPass(createTosaToArithPass());
+  fn.addPass(createTosaToTensorPass());
+}
 } // namespace
 
 void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
                                        const NormCPUPipelineOptions &options) {
+  addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createNormFuseMixedReductions());
@@ -57,6 +69,7 @@ void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
 
 void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
                                         const NormGPUPipelineOptions &options) {
+  addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
   pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions());
   addUpstream(pm, "canonicalize,cse");

@@ -5,15 +5,15 @@
 // OPT: 'threads-per-row' must be a power of two in [1, 1024], got 3
 // VEC: 'vector-bytes' must be 1, 2, 4, 8 or 16, got 12
 
-// A payload may capture constants only: a function argument cannot be
-// moved into a kernel.
+// A payload may capture constants, sizes of the domain and 0-d tensor
+// reads; a scalar function argument cannot be moved into a kernel.
 func.func @captured(%x: tensor<4x8xf32>, %scale: f32, %init: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
   %dx, %dw = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%init : tensor<8xf32>) row_stages {
   ^bb0(%xe: f32):
     norm.yield %xe : f32
   } elementwise {
   ^bb0(%xe: f32, %s: f32):
-    // expected-error @below {{convert-norm-to-gpu: a payload uses a value defined outside the op that is not a constant}}
+    // expected-error @below {{convert-norm-to-gpu: a payload uses a value defined outside the op that is neither a constant nor computed from the domain's sizes}}
     %y = arith.mulf %xe, %scale : f32
     norm.yield %y : f32
   } columns {

@@ -129,3 +129,39 @@ func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf3
   } -> tensor<64xbf16>
   return %dx, %3 : tensor<?x64xbf16>, tensor<64xbf16>
 }
+
+// -----
+
+// Captured values a kernel recomputes or reads: a dynamic N (tensor.dim of
+// the domain, cast to f32) and a loss scale in a 0-d tensor, which becomes
+// the last pointer parameter of the main kernel.
+
+// CHECK-LABEL: func.func @captured
+// CHECK:       gpu.func @captured_0_main_scalar(
+// CHECK-SAME:    %[[COLS:[a-z0-9]+]]: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %[[SCALE:[a-z0-9]+]]: !llvm.ptr<1>) workgroup
+// CHECK:         %[[N:.*]] = arith.index_castui %[[COLS]] : i64 to index
+// CHECK:         arith.index_cast %[[N]] : index to i64
+// CHECK:         arith.uitofp
+// CHECK:         llvm.load %[[SCALE]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+func.func @captured(%x: tensor<?x?xf32>, %scale: tensor<f32>, %init: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>) {
+  %c1 = arith.constant 1 : index
+  %nd = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %ni = arith.index_cast %nd : index to i64
+  %n = arith.uitofp %ni : i64 to f32
+  %s = tensor.extract %scale[] : tensor<f32>
+  // expected-remark @below {{GPU kernels captured_0: looped, 512 lanes per row}}
+  %dx, %dw = norm.mixed_reduction full(%x : tensor<?x?xf32>) col_init(%init : tensor<?xf32>) row_stages {
+  ^bb0(%xe: f32):
+    %v = arith.mulf %xe, %s : f32
+    norm.yield %v : f32
+  } elementwise {
+  ^bb0(%xe: f32, %sum: f32):
+    %m = arith.divf %sum, %n : f32
+    %y = arith.subf %xe, %m : f32
+    norm.yield %y : f32
+  } columns {
+  ^bb0(%xe: f32, %sum: f32):
+    norm.yield %xe : f32
+  } -> full(tensor<?x?xf32>) col(tensor<?xf32>)
+  return %dx, %dw : tensor<?x?xf32>, tensor<?xf32>
+}

@@ -12,6 +12,7 @@
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <optional>
 
@@ -68,6 +69,11 @@ KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options);
 /// absorbs (the narrowing truncf of dW/dB): its only use, a 1-D parallel
 /// linalg.generic reading just that result into a fresh tensor.empty.
 linalg::GenericOp getColumnEpilogue(Value colResult);
+
+/// Scalars the op's payloads read from 0-d tensors defined outside it
+/// (`tensor.extract %scale[]`, e.g. a loss scale): each becomes a pointer
+/// parameter of the main kernel, after the others, in this order.
+SmallVector<tensor::ExtractOp> getCapturedScalars(MixedReductionOp op);
 
 /// The constant a column result starts from when `init` is a linalg.fill of
 /// a constant (zeros), else nullopt (the init is then read from memory).

@@ -19,6 +19,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
+#include <functional>
+
 #include <algorithm>
 
 using namespace mlir;
@@ -170,4 +172,30 @@ std::optional<Attribute> mlir::norm::getConstantColumnInit(Value init) {
   if (!matchPattern(fill.getInputs()[0], m_Constant(&value)))
     return std::nullopt;
   return value;
+}
+
+SmallVector<tensor::ExtractOp>
+mlir::norm::getCapturedScalars(MixedReductionOp op) {
+  SmallVector<tensor::ExtractOp> scalars;
+  llvm::SmallPtrSet<Operation *, 4> seen;
+  // Through pure arithmetic on them too (e.g. 1 / scale).
+  std::function<void(Value)> visit = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def || op->isAncestor(def) || !seen.insert(def).second)
+      return;
+    if (auto extract = dyn_cast<tensor::ExtractOp>(def)) {
+      if (cast<RankedTensorType>(extract.getTensor().getType()).getRank() == 0)
+        scalars.push_back(extract);
+      return;
+    }
+    if (isa<arith::ArithDialect>(def->getDialect()))
+      for (Value operand : def->getOperands())
+        visit(operand);
+  };
+  for (Region &region : op->getRegions())
+    region.walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        visit(operand);
+    });
+  return scalars;
 }

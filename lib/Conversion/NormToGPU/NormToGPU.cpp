@@ -33,6 +33,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -149,21 +150,23 @@ protected:
     return yielded;
   }
 
-  /// Clones, at the kernel's entry, the constants defined above `op` that
-  /// its regions use. Fails (with an error) on any other captured value.
-  LogicalResult cloneCapturedConstants(Operation *op) {
+  /// Clones, at the kernel's entry, the values defined above `op` that its
+  /// regions use: constants, and pure scalar arithmetic on constants and on
+  /// the domain's sizes (`tensor.dim` of a [rows, N] tensor: a dynamic N
+  /// divides the row sums). Fails (with an error) on anything else, e.g. a
+  /// scalar function argument.
+  LogicalResult cloneCapturedValues(Operation *op, int64_t domainRank) {
     auto visit = [&](Operation *inner) {
       for (Value operand : inner->getOperands()) {
         Region *home = operand.getParentRegion();
-        if (op->isAncestor(home->getParentOp()) || above.contains(operand))
+        if (op->isAncestor(home->getParentOp()))
           continue;
-        Operation *def = operand.getDefiningOp();
-        if (!def || !matchPattern(operand, m_Constant())) {
+        if (failed(cloneCaptured(operand, domainRank))) {
           inner->emitError("convert-norm-to-gpu: a payload uses a value "
-                           "defined outside the op that is not a constant");
+                           "defined outside the op that is neither a "
+                           "constant nor computed from the domain's sizes");
           return WalkResult::interrupt();
         }
-        above.map(operand, b.clone(*def)->getResult(0));
       }
       return WalkResult::advance();
     };
@@ -173,6 +176,54 @@ protected:
     return success();
   }
 
+  LogicalResult cloneCaptured(Value v, int64_t domainRank) {
+    if (above.contains(v))
+      return success();
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return failure();
+    if (matchPattern(v, m_Constant())) {
+      above.map(v, b.clone(*def)->getResult(0));
+      return success();
+    }
+    if (auto extract = dyn_cast<tensor::ExtractOp>(def)) {
+      Value pointer = scalarPointers.lookup(v);
+      if (!pointer)
+        return failure();
+      above.map(v, LLVM::LoadOp::create(b, loc, v.getType(), pointer,
+                                        bytesOf(v.getType())));
+      return success();
+    }
+    if (auto dim = dyn_cast<tensor::DimOp>(def)) {
+      std::optional<int64_t> index = dim.getConstantIndex();
+      auto type = dyn_cast<RankedTensorType>(dim.getSource().getType());
+      if (!index || !type || type.getRank() != domainRank)
+        return failure();
+      Value size;
+      if (*index == domainRank - 1)
+        size = dimCols;
+      else if (domainRank == 2 && *index == 0)
+        size = dimRows;
+      if (!size)
+        return failure();
+      above.map(v, arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
+                                                size));
+      return success();
+    }
+    if (!isPure(def) || def->getNumRegions() != 0 ||
+        !isa<arith::ArithDialect>(def->getDialect()))
+      return failure();
+    for (Value operand : def->getOperands())
+      if (failed(cloneCaptured(operand, domainRank)))
+        return failure();
+    Operation *clone = b.clone(*def, above);
+    above.map(def->getResults(), clone->getResults());
+    return success();
+  }
+
+  Value dimRows, dimCols; // i64 sizes for captured tensor.dim, if known
+  // Captured 0-d tensor reads and the kernel pointers that hold them.
+  DenseMap<Value, Value> scalarPointers;
   OpBuilder &b;
   Location loc;
   Type i64, i32, f32, ptr;
@@ -198,6 +249,7 @@ public:
                         op.getCol().size() + op.getFullResults().size() + 1;
     types.append(pointers, ptr);
     types.append(2 + op.getFull().size() + op.getFullResults().size(), i64);
+    types.append(getCapturedScalars(op).size(), ptr);
     return types;
   }
 
@@ -333,8 +385,6 @@ SmallVector<Value> MainKernelBuilder::groupReduce(SmallVector<Value> sums) {
 LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  if (failed(cloneCapturedConstants(op)))
-    return failure();
 
   ValueRange args = entry.getArguments();
   auto take = [&](SmallVector<Value> &into, size_t n) {
@@ -351,6 +401,12 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   args = args.drop_front(3);
   take(strideIn, op.getFull().size());
   take(strideOut, op.getFullResults().size());
+  for (auto [extract, pointer] : llvm::zip(getCapturedScalars(op), args))
+    scalarPointers[extract.getResult()] = pointer;
+  dimRows = rows;
+  dimCols = cols;
+  if (failed(cloneCapturedValues(op, op.getDomainShape().size())))
+    return failure();
   if (G > 32)
     smem = func.getWorkgroupAttributions().front();
   if (plan.dynamicSharedBytes > 0) {
@@ -689,10 +745,6 @@ private:
 LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  for (linalg::GenericOp e : epilogue)
-    if (e && failed(cloneCapturedConstants(e)))
-      return failure();
-
   ValueRange args = entry.getArguments();
   Value partial = args[0];
   args = args.drop_front();
@@ -708,6 +760,10 @@ LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
   unsigned numCol = op.getColResults().size();
   SmallVector<Value> outs(args.begin(), args.begin() + numCol);
   Value programs = args[numCol], cols = args[numCol + 1];
+  dimCols = cols;
+  for (linalg::GenericOp e : epilogue)
+    if (e && failed(cloneCapturedValues(e, op.getDomainShape().size())))
+      return failure();
   Value smem = func.getWorkgroupAttributions().front();
 
   const int64_t W = kFinalColumnsPerCTA, S = kFinalSlices;
