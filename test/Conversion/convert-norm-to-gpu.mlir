@@ -54,8 +54,9 @@
 
 // WIDE-LABEL: func.func @rms
 // WIDE:         threads_per_row = 64
-// Across warps: lane 0 of each warp writes, everyone reads both in order.
-// WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<2xf32, #gpu.address_space<workgroup>>) kernel
+// Across warps: lane 0 of each warp writes, everyone reads both in order;
+// 4 rows (programs) per CTA, each with its own 2 slots.
+// WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>>) kernel
 // WIDE:           gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // WIDE:           memref.store
 // WIDE:           gpu.barrier

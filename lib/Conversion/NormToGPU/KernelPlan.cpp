@@ -107,14 +107,18 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
     plan.estimatedRegisters = 64;
   }
 
-  // Short rows: several programs (rows) per CTA; a CTA-wide reduction needs
-  // one program per CTA (its barrier is shared).
-  if (plan.threadsPerRow > 32)
-    plan.rowsPerCTA = 1;
-  else if (options.rowsPerCTA)
+  // Rows of at most 64 lanes: several programs (rows) per CTA of 256
+  // threads, so that the CTA can add their partials (P = CTAs). Every lane
+  // runs the same number of row iterations and reductions, so the barriers
+  // of the cross-warp step stay uniform across the CTA's programs. (At 128
+  // lanes the scalar kernel then spills: ptxas keeps more live at 256
+  // threads.)
+  if (options.rowsPerCTA)
     plan.rowsPerCTA = options.rowsPerCTA;
-  else
+  else if (plan.resident() && plan.threadsPerRow <= 64)
     plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
+  else
+    plan.rowsPerCTA = 1;
 
   // Shared-memory accumulators where they fit (static N only).
   int64_t numCol = op.getColResults().size();

@@ -298,7 +298,8 @@ private:
   int64_t V, G, R, K;
   // Kernel values.
   SmallVector<Value> fullIn, rowIn, colIn, fullOut, strideIn, strideOut;
-  Value partial, rows, cols, chunks, lane, prog, programs, rowClamped;
+  Value partial, rows, cols, chunks, lane, group, prog, programs, rowClamped;
+  int64_t maxSums = 1; // row results per stage, at most
   SmallVector<Value> rowVals;
   Value smem;
   Value accSmem; // dynamic shared memory as f32 (plan.dynamicSharedBytes)
@@ -350,11 +351,12 @@ SmallVector<Value> MainKernelBuilder::groupReduce(SmallVector<Value> sums) {
     }
   if (G <= 32)
     return sums;
-  // Across the warps of the row (R == 1): lane 0 of each warp writes, every
-  // lane reads all of them in warp order.
+  // Across the warps of the row: lane 0 of each warp writes the program's
+  // slots, every lane reads its program's slots in warp order.
   int64_t warps = G / 32;
   Value laneInWarp = arith::RemUIOp::create(b, loc, lane, c64(32));
   Value warp = arith::DivUIOp::create(b, loc, lane, c64(32));
+  Value base = mul(group, c64(maxSums * warps));
   auto toIndex = [&](Value v) {
     return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
   };
@@ -364,14 +366,14 @@ SmallVector<Value> MainKernelBuilder::groupReduce(SmallVector<Value> sums) {
     for (auto [j, s] : llvm::enumerate(sums))
       memref::StoreOp::create(
           b, loc, s, smem,
-          ValueRange{toIndex(add(c64(j * warps), warp))});
+          ValueRange{toIndex(add(base, add(c64(j * warps), warp)))});
   });
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> totals;
   for (unsigned j = 0; j < sums.size(); ++j) {
     Value total;
     for (int64_t w = 0; w < warps; ++w) {
-      Value idx = arith::ConstantIndexOp::create(b, loc, j * warps + w);
+      Value idx = toIndex(add(base, c64(j * warps + w)));
       Value part = memref::LoadOp::create(b, loc, smem, ValueRange{idx});
       total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
                     : part;
@@ -431,7 +433,10 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
 
   Value tid = threadId();
   lane = arith::RemUIOp::create(b, loc, tid, c64(G));
-  Value group = arith::DivUIOp::create(b, loc, tid, c64(G));
+  group = arith::DivUIOp::create(b, loc, tid, c64(G));
+  for (Region &stage : op.getRowStages())
+    maxSums = std::max<int64_t>(
+        maxSums, stage.front().getTerminator()->getNumOperands());
   prog = add(mul(blockId(), c64(R)), group);
   programs = mul(gridDim(), c64(R));
   chunks = arith::DivUIOp::create(b, loc, cols, c64(V));
@@ -645,7 +650,6 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   if (plan.resident() && plan.combineInCTA) {
     // The CTA's R programs add their accumulators in shared memory, in
     // program order; one partial row per CTA (P = grid_dim).
-    Value group = arith::DivUIOp::create(b, loc, tid, c64(G));
     for (auto [k, chunk] : llvm::enumerate(owned))
       ifThen(chunk.valid, [&] {
         for (unsigned c = 0; c < numCol; ++c) {
@@ -928,7 +932,8 @@ struct ConvertNormToGPUPass
       for (Region &stage : op.getRowStages())
         maxSums = std::max<size_t>(
             maxSums, stage.front().getTerminator()->getNumOperands());
-      mainSmem.push_back(workgroup(maxSums * (plan.threadsPerRow / 32)));
+      mainSmem.push_back(workgroup(maxSums * (plan.threadsPerRow / 32) *
+                                   plan.rowsPerCTA));
     }
     // The vector kernel (when N allows one) and the scalar fallback.
     SmallVector<std::pair<int64_t, std::string>> variants;
