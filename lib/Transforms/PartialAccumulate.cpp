@@ -266,7 +266,7 @@ SmallVector<Value> LoopBuilder::build() {
       SmallVector<Value> sizes;
       for (int64_t d = 0; d < type.getRank(); ++d)
         sizes.push_back(
-            tensor::getMixedSize(b, loc, op.getFull().front(), d).is<Value>()
+            isa<Value>(tensor::getMixedSize(b, loc, op.getFull().front(), d))
                 ? tensor::DimOp::create(b, loc, op.getFull().front(), d)
                       .getResult()
                 : index(type.getDimSize(d)));
