@@ -81,10 +81,6 @@ std::string typeString(Type t) {
   return s;
 }
 
-int64_t bytesOf(Type t) {
-  return std::max(1u, getElementTypeOrSelf(t).getIntOrFloatBitWidth() / 8);
-}
-
 /// Everything the launcher of one fused op needs, in kernel-parameter order.
 struct OpLaunch {
   MixedReductionOp op;
@@ -149,7 +145,7 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
       return failure();
     launch.fullIn.push_back("arg" + std::to_string(*a));
     launch.stridesIn.push_back("arg" + std::to_string(*a) + "_row_stride");
-    launch.fullInBytes.push_back(bytesOf(v.getType()));
+    launch.fullInBytes.push_back(elementBytes(v.getType()));
     strided.insert(*a);
   }
   for (Value v : op.getRow()) {
@@ -163,14 +159,14 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
     if (failed(a))
       return failure();
     launch.colIn.push_back("arg" + std::to_string(*a));
-    launch.colInBytes.push_back(bytesOf(v.getType()));
+    launch.colInBytes.push_back(elementBytes(v.getType()));
   }
   for (tensor::ExtractOp e : getCapturedScalars(op)) {
     FailureOr<unsigned> a = needArg(e.getTensor(), "scalar (0-d tensor)");
     if (failed(a))
       return failure();
     launch.scalars.push_back("arg" + std::to_string(*a));
-    launch.scalarBytes.push_back(bytesOf(e.getType()));
+    launch.scalarBytes.push_back(elementBytes(e.getType()));
   }
   for (Value v : op.getColInit()) {
     if (getConstantColumnInit(v))
@@ -188,7 +184,7 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
                             << fn.getSymName() << " (exactly once)";
     launch.fullOut.push_back("res" + std::to_string(*r));
     launch.stridesOut.push_back("res" + std::to_string(*r) + "_row_stride");
-    launch.fullOutBytes.push_back(bytesOf(v.getType()));
+    launch.fullOutBytes.push_back(elementBytes(v.getType()));
     stridedRes.insert(*r);
   }
   for (Value v : op.getColResults()) {
@@ -242,7 +238,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       return failure();
   // Every result must come out of a kernel.
   llvm::SmallSet<std::string, 8> produced;
-  for (const OpLaunch &l : launches) {
+  for (OpLaunch &l : launches) {
     for (const std::string &r : l.fullOut)
       produced.insert(r);
     for (const std::string &r : l.colOut)
@@ -321,7 +317,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   src << "  if ((st = normrt_ensure_context()) != 0) return st;\n"
       << "  if ((st = normrt_sm_count(&sms)) != 0) return st;\n";
 
-  for (auto [index, l] : llvm::enumerate(launches)) {
+  for (OpLaunch &l : launches) {
     const KernelPlan &p = l.plan;
     int64_t numCol = l.op.getColResults().size();
     src << "  {\n";
@@ -411,7 +407,6 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
           << ", 0, stream, final_args)) != 0) return st;\n";
     }
     src << "  }\n";
-    (void)index;
   }
   src << "  return 0;\n}\n\n";
   return success();

@@ -547,6 +547,24 @@ template <typename Body> int guarded(const char *fn, Body &&body) noexcept {
 // The C API
 //===----------------------------------------------------------------------===//
 
+namespace {
+// Any dynamic shared memory raises the function's limit to it: the kernel's
+// static shared memory counts against the same 48 KiB default.
+int allowDynamicShared(const char *fn, CUfunction f, unsigned shared_bytes) {
+  if (shared_bytes == 0)
+    return NORMRT_SUCCESS;
+  CUresult result = gDriver.funcSetAttribute(
+      f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      static_cast<int>(shared_bytes));
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_LAUNCH, result,
+                  "%s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u) "
+                  "failed",
+                  fn, shared_bytes);
+  return NORMRT_SUCCESS;
+}
+} // namespace
+
 extern "C" {
 
 const char *normrt_status_string(int status) {
@@ -802,18 +820,8 @@ int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
       return status;
     CUfunction f = static_cast<CUfunction>(function);
     CUstream cuStream = static_cast<CUstream>(stream);
-    // Any dynamic shared memory raises the limit: the kernel's static
-    // shared memory counts against the same 48 KiB default.
-    if (shared_bytes > 0) {
-      CUresult result = gDriver.funcSetAttribute(
-          f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-          static_cast<int>(shared_bytes));
-      if (result != CUDA_SUCCESS)
-        return cuFail(NORMRT_ERROR_LAUNCH, result,
-                      "%s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, "
-                      "%u) failed",
-                      fn, shared_bytes);
-    }
+    if (int status = allowDynamicShared(fn, f, shared_bytes))
+      return status;
     CUresult result =
         gDriver.launchKernel(f, grid_x, grid_y, 1, block_x, 1, 1, shared_bytes,
                              cuStream, args, nullptr);
@@ -916,18 +924,8 @@ int normrt_max_active_ctas(void *function, unsigned block_x,
     if (int status = requireDriver(fn))
       return status;
     CUfunction f = static_cast<CUfunction>(function);
-    // Any dynamic shared memory raises the limit: the kernel's static
-    // shared memory counts against the same 48 KiB default.
-    if (shared_bytes > 0) {
-      CUresult result = gDriver.funcSetAttribute(
-          f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-          static_cast<int>(shared_bytes));
-      if (result != CUDA_SUCCESS)
-        return cuFail(NORMRT_ERROR_LAUNCH, result,
-                      "%s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, "
-                      "%u) failed",
-                      fn, shared_bytes);
-    }
+    if (int status = allowDynamicShared(fn, f, shared_bytes))
+      return status;
     int blocks = 0;
     CUresult result = gDriver.occupancyMaxActiveBlocks(
         &blocks, f, static_cast<int>(block_x), shared_bytes);

@@ -187,7 +187,7 @@ def main():
     failed = 0
     worst = {}  # (what, result, type) -> (error, program)
     mutants = dg.all_mutants() if args.check_mutants else []
-    caught = {m: [0, 0, []] for m in mutants}
+    caught = nn.MutantTally(mutants)
     styles = {}
     n_identical = 0
     for (m, pre, _, programs), res in zip(modules, results):
@@ -244,13 +244,8 @@ def main():
                 n_identical += 1
             for mu in mutants:
                 if dg.mutant_applies(p, mu):
-                    rows = nn.compare_case(p, got["fused"],
-                                           dg.reference(p, inp, mu))
-                    caught[mu][1] += 1
-                    if all(r[4] for r in rows):
-                        caught[mu][2].append(p.name)
-                    else:
-                        caught[mu][0] += 1
+                    caught.record(mu, p.name, nn.compare_case(
+                        p, got["fused"], dg.reference(p, inp, mu)))
             ok = not problems
             failed += not ok
             st = styles.setdefault(p.style, [0, 0])
@@ -275,21 +270,10 @@ def main():
                                 for s, (n, f) in sorted(styles.items())))
     print(f"IDENTICAL {n_identical} of {len(progs)} programs bitwise equal "
           "between the unfused and fused paths")
-    missed = []
-    for mu, (k, n, names) in caught.items():
-        print(f"MUTANT {mu:<28} caught in {k}/{n} applicable programs"
-              + (f"; missed in {' '.join(names[:4])}" if names else ""))
-        if n == 0 or k < MUTANT_MIN_CAUGHT * n:
-            missed.append(mu)
+    missed = caught.report("programs", MUTANT_MIN_CAUGHT)
     print(f"TIME generate+lower+run {t_run - t0:.1f}s ({len(modules)} "
           f"modules), reference+compare {t_end - t_run:.1f}s")
-    if missed:
-        print(f"MUTANTS CAUGHT IN TOO FEW PROGRAMS: {' '.join(missed)}")
-    if failed:
-        print(f"FAILED: {failed} of {len(progs)} cases")
-    elif not missed:
-        print(f"ALL PASSED: {len(progs)} cases")
-    return 1 if failed or missed else 0
+    return nn.finish(failed, len(progs), missed, noun="programs")
 
 
 if __name__ == "__main__":

@@ -238,8 +238,7 @@ def main():
     worst = {}  # (path, result, type) -> (error, case)
     worst_ratio = (0.0, "")
     n_p_differ = 0  # dW/dB results not bitwise equal across P
-    caught = {m: [0, 0, []] for m in nn.MUTANTS} if args.check_mutants \
-        else {}
+    caught = nn.MutantTally(nn.MUTANTS if args.check_mutants else [])
     n_fused = n_unfusable = n_identical_p1 = 0
     pos = 0  # index of the case's first printed memref
     for k, (case, inp) in enumerate(zip(cases, inputs)):
@@ -327,13 +326,8 @@ def main():
         for mu, applies in nn.MUTANTS.items():
             if mu in caught and applies(case) and \
                     case.rows * case.hidden <= 4096:
-                rows = nn.compare_case(case, got["P3"],
-                                       nn.reference(case, inputs_keep, mu))
-                caught[mu][1] += 1
-                if all(r[4] for r in rows):
-                    caught[mu][2].append(case.name)
-                else:
-                    caught[mu][0] += 1
+                caught.record(mu, case.name, nn.compare_case(
+                    case, got["P3"], nn.reference(case, inputs_keep, mu)))
         ok = not problems
         failed += not ok
         if not ok or not args.quiet:
@@ -353,24 +347,13 @@ def main():
     print(f"P-AGREEMENT {n_p_differ} dW/dB results differ between P values;"
           f" worst |dW/dB(P) - dW/dB(P')| / bound = {worst_ratio[0]:.3f} in "
           f"{worst_ratio[1]}")
-    missed = []
-    for mu, (k, n, names) in caught.items():
-        print(f"MUTANT {mu:<28} caught in {k}/{n} applicable cases"
-              + (f"; missed in {' '.join(names[:4])}" if names else ""))
-        if n == 0 or k < MUTANT_MIN_CAUGHT * n:
-            missed.append(mu)
-    if missed:
-        print(f"MUTANTS CAUGHT IN TOO FEW CASES: {' '.join(missed)}")
+    missed = caught.report("cases", MUTANT_MIN_CAUGHT)
     print(f"FUSION {n_fused} cases fused at every P, {n_unfusable} without "
           f"weight and bias left unfused as expected; {n_identical_p1} "
           f"cases bitwise identical between unfused and P=1")
     print(f"TIME generate {t_gen - t0:.1f}s, lower+run {t_run - t_gen:.1f}s,"
           f" reference+compare {t_end - t_run:.1f}s")
-    if failed:
-        print(f"FAILED: {failed} of {len(cases)} cases")
-    elif not missed:
-        print(f"ALL PASSED: {len(cases)} cases")
-    return 1 if failed or missed else 0
+    return nn.finish(failed, len(cases), missed)
 
 
 if __name__ == "__main__":

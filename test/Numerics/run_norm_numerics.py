@@ -128,7 +128,7 @@ def main():
     memrefs = iter(nn.parse_printed(printed))
     failed = 0
     worst = {}  # (result, type) -> (error, case name)
-    caught = {m: [0, 0, []] for m in nn.MUTANTS}  # [caught, applied, missed]
+    caught = nn.MutantTally(nn.MUTANTS)
     for case, inp in zip(cases, inputs):
         got = {}
         for name, elem, shape in case.outputs():
@@ -152,13 +152,8 @@ def main():
         if args.check_mutants:
             for m, applies in nn.MUTANTS.items():
                 if applies(case):
-                    mrows = nn.compare_case(case, got,
-                                            nn.reference(case, inp, m))
-                    caught[m][1] += 1
-                    if all(r[4] for r in mrows):
-                        caught[m][2].append(case.name)
-                    else:
-                        caught[m][0] += 1
+                    caught.record(m, case.name, nn.compare_case(
+                        case, got, nn.reference(case, inp, m)))
     if next(memrefs, None) is not None:
         sys.exit("error: more results printed than expected")
     t_end = time.monotonic()
@@ -166,24 +161,11 @@ def main():
     for (name, elem), (err, cname) in sorted(worst.items()):
         print(f"WORST {name} {elem:<4} {err:.2e} "
               f"(tolerance {nn.DTYPES[elem].tolerance:.0e}) in {cname}")
-    missed = []
-    if args.check_mutants:
-        for m, (k, n, names) in caught.items():
-            if n:
-                print(f"MUTANT {m:<28} caught in {k}/{n} applicable cases"
-                      + (f"; missed in {' '.join(names[:4])}" if names
-                         else ""))
-                if k < MUTANT_MIN_CAUGHT * n:
-                    missed.append(m)
+    missed = (caught.report("cases", MUTANT_MIN_CAUGHT, skip_unapplied=True)
+              if args.check_mutants else [])
     print(f"TIME generate+lower+run {t_run - t0:.1f}s, "
           f"reference+compare {t_end - t_run:.1f}s")
-    if missed:
-        print(f"MUTANTS CAUGHT IN TOO FEW CASES: {' '.join(missed)}")
-    if failed:
-        print(f"FAILED: {failed} of {len(cases)} cases")
-    elif not missed:
-        print(f"ALL PASSED: {len(cases)} cases")
-    return 1 if failed or missed else 0
+    return nn.finish(failed, len(cases), missed)
 
 
 if __name__ == "__main__":

@@ -473,6 +473,50 @@ def compare_case(case: Case, got: dict, ref: Result):
     return rows
 
 
+class MutantTally:
+    """How often each deliberately wrong reference (MUTANTS) was caught:
+    a mutant is caught on a case when some result of the case, compared with
+    the mutant's reference, is out of tolerance."""
+
+    def __init__(self, names):
+        self.counts = {m: [0, 0, []] for m in names}  # caught, applied, missed
+
+    def __contains__(self, name):
+        return name in self.counts
+
+    def record(self, name, label, rows):
+        """`rows`: compare_case against the mutant's reference."""
+        count = self.counts[name]
+        count[1] += 1
+        if all(r[4] for r in rows):
+            count[2].append(label)
+        else:
+            count[0] += 1
+
+    def report(self, noun, min_caught, skip_unapplied=False):
+        """Prints one line per mutant; returns those caught too rarely."""
+        missed = []
+        for m, (k, n, names) in self.counts.items():
+            if skip_unapplied and not n:
+                continue
+            print(f"MUTANT {m:<28} caught in {k}/{n} applicable {noun}"
+                  + (f"; missed in {' '.join(names[:4])}" if names else ""))
+            if n == 0 or k < min_caught * n:
+                missed.append(m)
+        return missed
+
+
+def finish(failed, total, missed, noun="cases"):
+    """The summary lines every numerics script ends with; its exit code."""
+    if missed:
+        print(f"MUTANTS CAUGHT IN TOO FEW {noun.upper()}: {' '.join(missed)}")
+    if failed:
+        print(f"FAILED: {failed} of {total} cases")
+    elif not missed:
+        print(f"ALL PASSED: {total} cases")
+    return 1 if failed or missed else 0
+
+
 # --------------------------------------------------------------------------
 # MLIR emission
 # --------------------------------------------------------------------------

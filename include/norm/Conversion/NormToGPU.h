@@ -62,6 +62,9 @@ constexpr int64_t kMaxAccumulatorSharedBytes = 160 * 1024;
 constexpr int64_t kFinalColumnsPerCTA = 32;
 constexpr int64_t kFinalSlices = 16;
 
+/// Bytes of one element of `t` (or of its element type, for shaped types).
+int64_t elementBytes(Type t);
+
 /// Picks the kernel shape for `op` (see docs/gpu.md for the rules).
 KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options);
 

@@ -26,12 +26,9 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-static int64_t byteWidth(Type t) {
-  return std::max<int64_t>(1, t.getIntOrFloatBitWidth() / 8);
-}
-
-static Type elementType(Value v) {
-  return cast<ShapedType>(v.getType()).getElementType();
+int64_t mlir::norm::elementBytes(Type t) {
+  return std::max<int64_t>(1, getElementTypeOrSelf(t).getIntOrFloatBitWidth() /
+                                  8);
 }
 
 KernelPlan mlir::norm::planKernel(MixedReductionOp op,
@@ -44,9 +41,9 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   // Widest full element type sets the vector width (16 bytes of it).
   int64_t widest = 1;
   for (Value v : op.getFull())
-    widest = std::max(widest, byteWidth(elementType(v)));
+    widest = std::max(widest, elementBytes(v.getType()));
   for (Value v : op.getFullResults())
-    widest = std::max(widest, byteWidth(elementType(v)));
+    widest = std::max(widest, elementBytes(v.getType()));
   int64_t vectorBytes = std::clamp<int64_t>(options.vectorBytes, widest, 16);
   plan.vector = std::max<int64_t>(1, vectorBytes / widest);
   if (plan.staticCols && *plan.staticCols % plan.vector != 0)
@@ -92,7 +89,7 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
         // The prefetched next row: its raw (packed) accesses.
         double packed = 0;
         for (Value v : op.getFull())
-          packed += byteWidth(elementType(v)) / 4.0;
+          packed += elementBytes(v.getType()) / 4.0;
         int64_t withPrefetch =
             plan.estimatedRegisters + static_cast<int64_t>(packed * columns);
         plan.prefetch = options.prefetch && withPrefetch <= budgetFor(g);

@@ -59,7 +59,6 @@ Type elementTypeOf(Value v) {
   return cast<ShapedType>(v.getType()).getElementType();
 }
 
-int64_t bytesOf(Type t) { return std::max(1u, t.getIntOrFloatBitWidth() / 8); }
 
 /// Shared helpers of both kernels: i64 index math, global loads and stores
 /// through LLVM pointers, f32 conversions, payload cloning.
@@ -107,7 +106,7 @@ protected:
   /// The access itself: a vector<count x elem> (or one elem) value.
   Value loadRaw(Value base, Type elem, Value index, int64_t count) {
     Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
-    unsigned align = bytesOf(elem) * count;
+    unsigned align = elementBytes(elem) * count;
     if (count == 1)
       return LLVM::LoadOp::create(b, loc, elem, at, align);
     auto vecType = VectorType::get({count}, elem);
@@ -126,7 +125,7 @@ protected:
   }
   void store(Value base, Type elem, Value index, ValueRange values) {
     Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
-    unsigned align = bytesOf(elem) * values.size();
+    unsigned align = elementBytes(elem) * values.size();
     if (values.size() == 1) {
       LLVM::StoreOp::create(b, loc, values[0], at, align);
       return;
@@ -191,7 +190,7 @@ protected:
       if (!pointer)
         return failure();
       above.map(v, LLVM::LoadOp::create(b, loc, v.getType(), pointer,
-                                        bytesOf(v.getType())));
+                                        elementBytes(v.getType())));
       return success();
     }
     if (auto dim = dyn_cast<tensor::DimOp>(def)) {
@@ -450,7 +449,7 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   Value loopedChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(G));
   int64_t chunkBytes = 0;
   for (Value v : op.getFull())
-    chunkBytes = std::max(chunkBytes, bytesOf(elementTypeOf(v)) * V);
+    chunkBytes = std::max(chunkBytes, elementBytes(v.getType()) * V);
   const int64_t unroll =
       std::clamp<int64_t>(kLoopBytesInFlight / chunkBytes, 2, 8);
 
