@@ -117,6 +117,8 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   pipeline.programsPerSM = options.programsPerSM;
   pipeline.maxResidentElements = options.maxResidentElements;
   pipeline.prefetch = options.prefetch;
+  pipeline.singleLaunch = options.singleLaunch;
+  pipeline.asyncStages = options.asyncStages;
   buildNormLowerToNVVMPipeline(pm, pipeline);
   if (options.configurePassManager &&
       failed(options.configurePassManager(pm)))

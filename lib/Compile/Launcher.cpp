@@ -89,6 +89,7 @@ struct OpLaunch {
   SmallVector<std::string> fullIn, rowIn, colIn, fullOut, stridesIn,
       stridesOut, initIn, colOut, scalars;
   SmallVector<int64_t> fullInBytes, colInBytes, fullOutBytes, scalarBytes;
+  int64_t finalThreads = 512;
 };
 
 class LauncherWriter {
@@ -130,6 +131,9 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   launch.plan.dynamicSharedBytes = get("dynamic_shared_bytes");
   launch.plan.combineInCTA =
       cast<BoolAttr>(gpuAttr.get("combine_in_cta")).getValue();
+  launch.plan.singleLaunch =
+      cast<BoolAttr>(gpuAttr.get("single_launch")).getValue();
+  launch.finalThreads = get("final_threads");
 
   auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
     if (std::optional<unsigned> a = argumentOf(v))
@@ -375,8 +379,24 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     if (numCol > 0)
       src << "    if (programs > 0 && (st = normrt_workspace(stream, (size_t)("
           << numCol << " * programs * cols * 4), &ws)) != 0) return st;\n";
-    src << "    if (rows > 0) {\n"
-        << "      void *args[] = {";
+    // One cooperative launch when the kernel can finish the column
+    // results itself (grid barrier) and every CTA fits at once; else the
+    // main kernel with finalize = 0, then the final kernel.
+    const bool tail = p.singleLaunch && numCol > 0;
+    if (numCol > 0)
+      src << "    int64_t finalize = 0;\n";
+    if (tail)
+      src << "    void *barrier = NULL;\n";
+    src << "    if (rows > 0) {\n";
+    if (tail)
+      src << "      int coop = 0;\n"
+          << "      if ((st = normrt_cooperative_fits(fn, grid, "
+          << p.blockThreads() << ", " << p.dynamicSharedBytes
+          << ", &coop)) != 0) return st;\n"
+          << "      if (coop && (st = normrt_grid_barrier_word(stream, "
+             "&barrier)) != 0) return st;\n"
+          << "      finalize = coop;\n";
+    src << "      void *args[] = {";
     auto argList = [&](ArrayRef<std::string> names) {
       for (const std::string &n : names)
         src << "(void *)&" << n << ", ";
@@ -389,22 +409,33 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     argList(l.stridesIn);
     argList(l.stridesOut);
     argList(l.scalars);
-    src << "NULL};\n"
-        << "      if ((st = normrt_launch(fn, grid, 1, "
-        << p.blockThreads() << ", " << p.dynamicSharedBytes
-        << ", stream, args)) != 0) return st;\n"
+    if (tail) {
+      src << "&barrier, ";
+      argList(l.initIn);
+      argList(l.colOut);
+      src << "&finalize, ";
+    }
+    src << "NULL};\n      if ((st = ";
+    if (tail)
+      src << "finalize ? normrt_launch_cooperative(fn, grid, "
+          << p.blockThreads() << ", " << p.dynamicSharedBytes
+          << ", stream, args) : ";
+    src << "normrt_launch(fn, grid, 1, " << p.blockThreads() << ", "
+        << p.dynamicSharedBytes << ", stream, args)) != 0) return st;\n"
         << "    }\n";
     if (numCol > 0) {
-      src << "    if ((st = normrt_get_function(norm_image, \"" << l.kernel
+      src << "    if (!finalize) {\n"
+          << "      if ((st = normrt_get_function(norm_image, \"" << l.kernel
           << "_final\", &fn)) != 0) return st;\n"
-          << "    void *final_args[] = {&ws, ";
+          << "      void *final_args[] = {&ws, ";
       argList(l.initIn);
       argList(l.colOut);
       src << "&programs, &cols, NULL};\n"
-          << "    if ((st = normrt_launch(fn, (unsigned)((cols + "
+          << "      if ((st = normrt_launch(fn, (unsigned)((cols + "
           << kFinalColumnsPerCTA - 1 << ") / " << kFinalColumnsPerCTA
-          << "), 1, " << kFinalColumnsPerCTA * kFinalSlices
-          << ", 0, stream, final_args)) != 0) return st;\n";
+          << "), 1, " << l.finalThreads
+          << ", 0, stream, final_args)) != 0) return st;\n"
+          << "    }\n";
     }
     src << "  }\n";
   }
@@ -443,7 +474,12 @@ LogicalResult LauncherWriter::write(std::string &source, std::string &header) {
       << "int normrt_check_aligned(const void *p, size_t align, "
          "const char *what);\n"
       << "int normrt_max_active_ctas(void *fn, unsigned block, "
-         "unsigned smem, int *out);\n\n"
+         "unsigned smem, int *out);\n"
+      << "int normrt_cooperative_fits(void *fn, unsigned grid, unsigned block, "
+         "unsigned smem, int *out);\n"
+      << "int normrt_grid_barrier_word(void *stream, void **out);\n"
+      << "int normrt_launch_cooperative(void *fn, unsigned grid, unsigned "
+         "block, unsigned smem, void *stream, void **args);\n\n"
       << "static const unsigned char norm_image[] = {";
   for (size_t i = 0; i < image.size(); ++i) {
     if (i % 16 == 0)

@@ -80,6 +80,8 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
   gpu.programsPerSM = options.programsPerSM;
   gpu.maxResidentElements = options.maxResidentElements;
   gpu.prefetch = options.prefetch;
+  gpu.singleLaunch = options.singleLaunch;
+  gpu.asyncStages = options.asyncStages;
   pm.addPass(createConvertNormToGPU(gpu));
   addUpstream(pm, (llvm::Twine("nvvm-attach-target{chip=") + options.chip +
                    " features=" + options.features +

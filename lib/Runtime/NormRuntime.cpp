@@ -96,6 +96,12 @@ struct Driver {
                            unsigned int, unsigned int, unsigned int,
                            unsigned int, CUstream, void **, void **);
   CUresult (*streamSynchronize)(CUstream);
+  // Optional: without them, launchers take the two-kernel path.
+  CUresult (*launchCooperativeKernel)(CUfunction, unsigned int, unsigned int,
+                                      unsigned int, unsigned int, unsigned int,
+                                      unsigned int, unsigned int, CUstream,
+                                      void **);
+  CUresult (*memsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
 };
 
 // Written once by loadDriver(), read-only afterwards (the guarded static in
@@ -317,6 +323,8 @@ void loadDriver() {
       {"cuStreamSynchronize",
        resolve(handle, "cuStreamSynchronize", driver.streamSynchronize)},
   };
+  resolve(handle, "cuLaunchCooperativeKernel", driver.launchCooperativeKernel);
+  resolve(handle, "cuMemsetD32Async", driver.memsetD32Async);
   for (const Entry &entry : entries) {
     if (!entry.ok) {
       setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
@@ -398,6 +406,7 @@ struct Workspace {
   size_t ownedBytes = 0;
   void *user = nullptr; // the caller's buffer (normrt_set_workspace)
   size_t userBytes = 0;
+  CUdeviceptr barrier = 0; // the grid-barrier word (normrt_grid_barrier_word)
 };
 
 struct State {
@@ -521,6 +530,15 @@ CUresult freeOwned(Workspace &w) {
     result = gDriver.memFree(w.owned);
     w.owned = 0;
     w.ownedBytes = 0;
+  }
+  return result;
+}
+
+CUresult freeBarrier(Workspace &w) {
+  CUresult result = CUDA_SUCCESS;
+  if (w.barrier) {
+    result = gDriver.memFree(w.barrier);
+    w.barrier = 0;
   }
   return result;
 }
@@ -875,7 +893,7 @@ void normrt_release_all(void) {
     std::map<CUcontext, bool> synced;
     for (auto &item : s.workspaces) {
       Workspace &w = item.second;
-      if (!w.owned)
+      if (!w.owned && !w.barrier)
         continue;
       if (!enter(w.context)) {
         status = fail(NORMRT_ERROR_DRIVER,
@@ -887,6 +905,9 @@ void normrt_release_all(void) {
       if (!synced[w.context])
         synced[w.context] = gDriver.ctxSynchronize() == CUDA_SUCCESS;
       if (CUresult result = freeOwned(w))
+        status = cuFail(NORMRT_ERROR_DRIVER, result,
+                        "normrt_release_all: cuMemFree_v2 failed");
+      if (CUresult result = freeBarrier(w))
         status = cuFail(NORMRT_ERROR_DRIVER, result,
                         "normrt_release_all: cuMemFree_v2 failed");
     }
@@ -934,6 +955,115 @@ int normrt_max_active_ctas(void *function, unsigned block_x,
                     "%s: cuOccupancyMaxActiveBlocksPerMultiprocessor failed",
                     fn);
     *out = blocks;
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_cooperative_fits(void *function, unsigned grid_x,
+                            unsigned block_x, unsigned shared_bytes,
+                            int *out) {
+  constexpr const char *fn = "normrt_cooperative_fits";
+  return guarded(fn, [&] {
+    if (!out)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    *out = 0;
+    if (!function || block_x == 0 || block_x > 1024u)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: function is NULL or block %u is not in [1, 1024]", fn,
+                  block_x);
+    if (int status = requireDriver(fn))
+      return status;
+    const char *off = std::getenv("NORMRT_NO_COOPERATIVE");
+    if ((off && *off && std::strcmp(off, "0") != 0) ||
+        !gDriver.launchCooperativeKernel || !gDriver.memsetD32Async)
+      return static_cast<int>(NORMRT_SUCCESS);
+    CUcontext context = nullptr;
+    if (int status = requireContext(fn, &context))
+      return status;
+    CUdevice device = 0;
+    int supported = 0, sms = 0;
+    if (gDriver.ctxGetDevice(&device) != CUDA_SUCCESS ||
+        gDriver.deviceGetAttribute(&supported,
+                                   CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH,
+                                   device) != CUDA_SUCCESS ||
+        !supported)
+      return static_cast<int>(NORMRT_SUCCESS);
+    if (int status = normrt_sm_count(&sms))
+      return status;
+    int perSM = 0;
+    if (int status = normrt_max_active_ctas(function, block_x, shared_bytes,
+                                            &perSM))
+      return status;
+    *out = grid_x <= static_cast<unsigned>(sms) * static_cast<unsigned>(perSM);
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_grid_barrier_word(void *stream, void **ptr_out) {
+  constexpr const char *fn = "normrt_grid_barrier_word";
+  return guarded(fn, [&] {
+    if (!ptr_out)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: ptr_out is NULL", fn);
+    *ptr_out = nullptr;
+    CUcontext context = nullptr;
+    if (int status = requireContext(fn, &context))
+      return status;
+    if (!gDriver.memsetD32Async)
+      return fail(NORMRT_ERROR_DRIVER, "%s: the driver has no cuMemsetD32Async",
+                  fn);
+    CUstream cuStream = static_cast<CUstream>(stream);
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.workspaceMutex);
+    Workspace &w = s.workspaces[workspaceKey(context, cuStream)];
+    w.context = context;
+    w.stream = cuStream;
+    if (!w.barrier) {
+      // One 128-byte line per stream: launches on one stream run in order,
+      // launches on two streams never share a counter.
+      CUdeviceptr pointer = 0;
+      CUresult result = gDriver.memAlloc(&pointer, 128);
+      if (result != CUDA_SUCCESS)
+        return cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                      "%s: cuMemAlloc_v2(128 bytes) failed", fn);
+      result = gDriver.memsetD32Async(pointer, 0, 32, cuStream);
+      if (result != CUDA_SUCCESS) {
+        gDriver.memFree(pointer);
+        return cuFail(NORMRT_ERROR_DRIVER, result,
+                      "%s: cuMemsetD32Async of the barrier word failed", fn);
+      }
+      w.barrier = pointer;
+    }
+    *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(w.barrier));
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_launch_cooperative(void *function, unsigned grid_x,
+                              unsigned block_x, unsigned shared_bytes,
+                              void *stream, void **args) {
+  constexpr const char *fn = "normrt_launch_cooperative";
+  return guarded(fn, [&] {
+    if (!function || grid_x == 0 || block_x == 0 || block_x > 1024u)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: function is NULL, or grid %u / block %u is not "
+                  "valid",
+                  fn, grid_x, block_x);
+    if (int status = requireDriver(fn))
+      return status;
+    if (!gDriver.launchCooperativeKernel)
+      return fail(NORMRT_ERROR_LAUNCH,
+                  "%s: the driver has no cuLaunchCooperativeKernel", fn);
+    CUfunction f = static_cast<CUfunction>(function);
+    if (int status = allowDynamicShared(fn, f, shared_bytes))
+      return status;
+    CUresult result = gDriver.launchCooperativeKernel(
+        f, grid_x, 1, 1, block_x, 1, 1, shared_bytes,
+        static_cast<CUstream>(stream), args);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_LAUNCH, result,
+                    "%s: cuLaunchCooperativeKernel(grid %u, block %u, %u "
+                    "bytes of shared memory, stream %p) failed",
+                    fn, grid_x, block_x, shared_bytes, stream);
     return static_cast<int>(NORMRT_SUCCESS);
   });
 }

@@ -1,6 +1,8 @@
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu | FileCheck %s
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="threads-per-row=64" | FileCheck %s --check-prefix=WIDE
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4" | FileCheck %s --check-prefix=LOOPED
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="async-stages=0" | FileCheck %s --check-prefix=PREFETCH
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false" | FileCheck %s --check-prefix=TWO
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="remarks=true" -verify-diagnostics -o /dev/null
 
 // RMSNorm backward, bf16, N = 64, as --norm-fuse-mixed-reductions leaves it
@@ -8,22 +10,35 @@
 
 // CHECK-LABEL: func.func @rms
 // CHECK:         norm.mixed_reduction
-// CHECK:         norm.gpu = {block = 256 : i64, chunks_per_thread = 4 : i64, combine_in_cta = true, dynamic_shared_bytes = 32768 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, threads_per_row = 2 : i64, vector = 8 : i64}
+// CHECK:         norm.gpu = {async_stages = 3 : i64, block = 256 : i64, chunks_per_thread = 4 : i64, combine_in_cta = true, dynamic_shared_bytes = 131072 : i64, final_threads = 256 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, single_launch = true, threads_per_row = 2 : i64, vector = 8 : i64}
 // CHECK:       gpu.module @norm_kernels
-// Main kernel: pointers in the global address space, i64 sizes and strides.
-// CHECK:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) kernel
+// The cp.async ring: an extern shared array at the dynamic shared memory.
+// CHECK:         llvm.mlir.global internal @norm_async_ring() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+// Main kernel: pointers in the global address space, i64 sizes and strides,
+// then the single-launch tail (barrier word, dW, finalize flag) and the
+// final reduction's slices in workgroup memory.
+// CHECK:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %[[BAR:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[FIN:.*]]: i64) workgroup(%{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>) kernel
 // CHECK-SAME:      known_block_size = array<i32: 256, 1, 1>
 // CHECK:           gpu.dynamic_shared_memory
 // CHECK:           memref.view
 // The weight: loaded once per lane, 16 bytes at a time.
 // CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// The first row's x and dy (prefetch).
-// CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// The persistent row loop carries the fp32 column accumulators and the
-// prefetched next row (8 accesses of 16 bytes).
-// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>)  : i64
-// CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// The ring starts after the CTA's accumulators (32768 bytes); the first
+// two rows go in flight (8 copies of 16 bytes each: 4 chunks x x, dy).
+// CHECK:           llvm.mlir.addressof @norm_async_ring : !llvm.ptr<3>
+// CHECK-COUNT-8:   nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK-COUNT-8:   nvvm.cp.async.shared.global
+// CHECK:           nvvm.cp.async.commit.group
+// The persistent row loop carries only the fp32 column accumulators: each
+// iteration starts the copies of the row two ahead, waits for its own
+// row's group, and reads it back from shared memory.
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)  : i64
+// CHECK-COUNT-8:     nvvm.cp.async.shared.global
+// CHECK:             nvvm.cp.async.commit.group
+// CHECK-NEXT:        nvvm.cp.async.wait.group 2
 // CHECK:             llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<8xbf16>
 // Row sum: butterfly over the row's two lanes.
 // CHECK:             gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // CHECK-NOT:         gpu.barrier
@@ -31,6 +46,7 @@
 // CHECK:             scf.if
 // CHECK:               llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
 // CHECK:             scf.yield
+// CHECK:           nvvm.cp.async.wait.group 0
 // After the loop: the 128 programs of the CTA add their accumulators in
 // dynamic shared memory, in order; one partial row per CTA.
 // CHECK:           memref.store
@@ -38,25 +54,67 @@
 // CHECK:           scf.for
 // CHECK-COUNT-128:   memref.load
 // CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<1>
+// Single launch: when `finalize` is set, a grid barrier (cooperative
+// groups' arrival counter), then the final reduction in this kernel.
+// CHECK:           %[[ON:.*]] = arith.cmpi ne, %[[FIN]]
+// CHECK:           scf.if %[[ON]]
+// CHECK:             gpu.barrier
+// CHECK:             scf.if
+// CHECK:               nvvm.memory.barrier <gpu>
+// CHECK:               llvm.atomicrmw add %[[BAR]], %{{.*}} monotonic : !llvm.ptr<1>, i32
+// CHECK:               scf.while
+// CHECK:                 llvm.load volatile %[[BAR]] {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK:               nvvm.memory.barrier <gpu>
+// CHECK:             gpu.barrier
+// CHECK:             scf.for
+// CHECK:               scf.for {{.*}} -> (f32)
+// CHECK:               gpu.barrier
+// CHECK:               scf.if
+// CHECK-COUNT-8:         memref.load
+// CHECK:                 arith.truncf %{{.*}} : f32 to bf16
+// CHECK:                 llvm.store %{{.*}}, %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
 // CHECK:           gpu.return
+// The scalar kernel: element-wide accesses, no ring.
 // CHECK:         gpu.func @rms_0_main_scalar
+// CHECK-NOT:       nvvm.cp.async
 // CHECK:           llvm.load %{{.*}} {alignment = 2 : i64} : !llvm.ptr<1> -> bf16
-// Final kernel: 32 columns x 16 slices, slices summed in order, then the
-// truncf epilogue of dW.
-// CHECK:         gpu.func @rms_0_final(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>) kernel
-// CHECK-SAME:      known_block_size = array<i32: 512, 1, 1>
+// Final kernel (the two-launch path): the same reduction with the main
+// kernel's 256 threads (32 columns x 8 slices), so both paths sum in one
+// order; then the truncf epilogue of dW.
+// CHECK:         gpu.func @rms_0_final(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>) kernel
+// CHECK-SAME:      known_block_size = array<i32: 256, 1, 1>
 // CHECK:           scf.for
-// CHECK:           gpu.barrier
-// CHECK:           scf.if
-// CHECK-COUNT-16:    memref.load
-// CHECK:             arith.truncf %{{.*}} : f32 to bf16
-// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+// CHECK:             scf.for {{.*}} -> (f32)
+// CHECK:             gpu.barrier
+// CHECK:             scf.if
+// CHECK-COUNT-8:       memref.load
+// CHECK:               arith.truncf %{{.*}} : f32 to bf16
+// CHECK:               llvm.store %{{.*}}, %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+
+// Without the ring (async-stages=0): the register prefetch of the next
+// row rides in the loop's carried values (8 accesses of 16 bytes).
+// PREFETCH-LABEL: func.func @rms
+// PREFETCH:         async_stages = 0 : i64
+// PREFETCH-SAME:    dynamic_shared_bytes = 32768 : i64
+// PREFETCH:         gpu.func @rms_0_main
+// PREFETCH-NOT:       nvvm.cp.async
+// PREFETCH:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// PREFETCH:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// PREFETCH:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>)  : i64
+// PREFETCH:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+
+// Two launches (single-launch=false): no tail parameters, no grid barrier.
+// TWO-LABEL: func.func @rms
+// TWO:         single_launch = false
+// TWO:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64) kernel
+// TWO-NOT:       llvm.atomicrmw
+// TWO:         gpu.func @rms_0_final
 
 // WIDE-LABEL: func.func @rms
 // WIDE:         threads_per_row = 64
 // Across warps: lane 0 of each warp writes, everyone reads both in order;
 // 4 rows (programs) per CTA, each with its own 2 slots.
-// WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>>) kernel
+// WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>) kernel
 // WIDE:           gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // WIDE:           memref.store
 // WIDE:           gpu.barrier
@@ -91,7 +149,7 @@ func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf3
   %n = arith.constant 6.400000e+01 : f32
   %0 = tensor.empty() : tensor<64xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<64xf32>) -> tensor<64xf32>
-  // expected-remark @below {{GPU kernels rms_0: resident, 2 lanes per row, 128 rows per CTA, vector 8, chunks per lane 4, prefetch, CTA-combined partials}}
+  // expected-remark @below {{GPU kernels rms_0: resident, 2 lanes per row, 128 rows per CTA, vector 8, chunks per lane 4, CTA-combined partials, cp.async ring of 3 rows, single launch}}
   %dx, %dw = norm.mixed_reduction full(%x, %dy : tensor<?x64xbf16>, tensor<?x64xbf16>) row(%rstd : tensor<?xf32>) col(%w : tensor<64xbf16>) col_init(%1 : tensor<64xf32>) row_stages {
   ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16):
     %a = arith.extf %xe : bf16 to f32

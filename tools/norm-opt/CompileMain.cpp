@@ -76,6 +76,15 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   cl::opt<bool> prefetch(
       "prefetch", cl::desc("Load the next row while reducing this one"),
       cl::init(true), cl::cat(category));
+  cl::opt<bool> singleLaunch(
+      "single-launch",
+      cl::desc("Final reduction inside the main kernel (cooperative launch; "
+               "falls back to a second kernel at run time)"),
+      cl::init(true), cl::cat(category));
+  cl::opt<int64_t> asyncStages(
+      "async-stages",
+      cl::desc("Rows in flight through cp.async (0: plain loads)"),
+      cl::init(3), cl::cat(category));
   cl::opt<std::string> ptxas("ptxas", cl::desc("ptxas to use"),
                              cl::cat(category));
   cl::opt<std::string> cc("cc", cl::desc("C compiler for --emit=lib"),
@@ -142,6 +151,8 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.programsPerSM = programsPerSM;
   options.maxResidentElements = maxResident;
   options.prefetch = prefetch;
+  options.singleLaunch = singleLaunch;
+  options.asyncStages = asyncStages;
   options.emit = emit;
   options.output = output;
   options.ptxas = ptxas;

@@ -32,6 +32,8 @@ struct CompileOptions {
   int64_t threadsPerRow = 0, rowsPerCTA = 0, vectorBytes = 16,
           programsPerSM = 0, maxResidentElements = 0;
   bool prefetch = true;
+  bool singleLaunch = true;
+  int64_t asyncStages = 3;
   EmitKind emit = EmitKind::PTX;
   /// OUT: the PTX file, the cubin, or the shared library (the C header is
   /// written beside it, OUT with its extension replaced by `.h`).

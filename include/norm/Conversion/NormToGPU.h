@@ -18,6 +18,9 @@
 
 namespace mlir::norm {
 
+/// Columns per tile of the final reduction (one per lane of a warp).
+constexpr int64_t kFinalColumnsPerCTA = 32;
+
 /// User overrides of the heuristic; 0 means "pick".
 struct KernelPlanOptions {
   int64_t threadsPerRow = 0;
@@ -26,6 +29,8 @@ struct KernelPlanOptions {
   int64_t programsPerSM = 0;
   int64_t maxResidentElements = 0;
   bool prefetch = true;
+  bool singleLaunch = true;
+  int64_t asyncStages = 3;
 };
 
 /// How one op maps onto the GPU. A program is a group of `threadsPerRow`
@@ -49,8 +54,20 @@ struct KernelPlan {
   // registers allow it).
   bool prefetch = false;
   int64_t dynamicSharedBytes = 0;
+  // The main kernel also does the final reduction, after a grid barrier
+  // (cooperative launch; the launcher falls back to the final kernel).
+  bool singleLaunch = false;
+  // Resident vector kernel: rows in the cp.async ring (0: plain loads); the
+  // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
+  int64_t asyncStages = 0;
+  int64_t asyncRingOffset = 0;
 
   int64_t blockThreads() const { return threadsPerRow * rowsPerCTA; }
+  /// Threads of the final reduction (kernel or tail): the main kernel's
+  /// block, so both paths sum in one order; 32 columns x threads / 32.
+  int64_t finalThreads() const {
+    return blockThreads() % kFinalColumnsPerCTA == 0 ? blockThreads() : 512;
+  }
   bool resident() const { return chunksPerThread > 0; }
 };
 
@@ -58,9 +75,6 @@ struct KernelPlan {
 /// rest of the 227 KiB stays for a second CTA's worth of occupancy.
 constexpr int64_t kMaxAccumulatorSharedBytes = 160 * 1024;
 
-/// The final reduction kernel's CTA: 32 columns x 16 slices of programs.
-constexpr int64_t kFinalColumnsPerCTA = 32;
-constexpr int64_t kFinalSlices = 16;
 
 /// Bytes of one element of `t` (or of its element type, for shaped types).
 int64_t elementBytes(Type t);

@@ -62,6 +62,16 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     Option<"prefetch", "prefetch", "bool", /*default=*/"true",
            "Load the next row while reducing this one, when registers "
            "allow (register-resident variant)">,
+    Option<"asyncStages", "async-stages", "int64_t", /*default=*/"3",
+           "Rows of full inputs in flight per thread through cp.async into "
+           "a shared-memory ring (register-resident vector kernel; reduced "
+           "until the ring fits the shared-memory budget); 0 or 1: plain "
+           "loads (and the register prefetch)">,
+    Option<"singleLaunch", "single-launch", "bool", /*default=*/"true",
+           "Let the main kernel also do the final reduction after a grid "
+           "barrier (one cooperative launch instead of two kernels; the "
+           "launcher falls back to the final kernel where a cooperative "
+           "launch is not possible)">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];
@@ -69,6 +79,7 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect"

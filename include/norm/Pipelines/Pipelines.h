@@ -61,6 +61,15 @@ struct NormGPUPipelineOptions
       *this, "prefetch",
       llvm::cl::desc("Load the next row while reducing this one"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> asyncStages{
+      *this, "async-stages",
+      llvm::cl::desc("Rows in flight through cp.async (0: plain loads)"),
+      llvm::cl::init(3)};
+  PassOptions::Option<bool> singleLaunch{
+      *this, "single-launch",
+      llvm::cl::desc("Final reduction inside the main kernel after a grid "
+                     "barrier (cooperative launch)"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> programsPerSM{
       *this, "programs-per-sm",
       llvm::cl::desc("CTAs per SM; 0 = from the register estimate"),

@@ -134,6 +134,28 @@ NORMRT_API int normrt_check_aligned(const void *ptr, size_t alignment,
 NORMRT_API int normrt_max_active_ctas(void *function, unsigned block_x,
                                       unsigned shared_bytes, int *out);
 
+/* *out = 1 when `function` can be launched cooperatively on a grid of
+   grid_x CTAs of block_x threads (the device supports it, the driver has
+   cuLaunchCooperativeKernel, every CTA fits at once), else 0. The
+   environment variable NORMRT_NO_COOPERATIVE (set, not "0") forces 0:
+   launchers then take their two-kernel path. */
+NORMRT_API int normrt_cooperative_fits(void *function, unsigned grid_x,
+                                       unsigned block_x,
+                                       unsigned shared_bytes, int *out);
+
+/* A zeroed 4-byte grid-barrier counter of (current context, stream),
+   allocated (and zeroed on `stream`) on first use, freed by
+   normrt_release_all. Kernels leave it as they found it (modulo 2^31). */
+NORMRT_API int normrt_grid_barrier_word(void *stream, void **ptr_out);
+
+/* normrt_launch as a cooperative launch (cuLaunchCooperativeKernel): all
+   grid_x CTAs are resident at once, so the kernel may wait on a grid-wide
+   barrier. */
+NORMRT_API int normrt_launch_cooperative(void *function, unsigned grid_x,
+                                         unsigned block_x,
+                                         unsigned shared_bytes, void *stream,
+                                         void **args);
+
 /* Sets this thread's message to `message` and returns `status`: generated
    launchers report their own argument checks through it. */
 NORMRT_API int normrt_report(int status, const char *message);

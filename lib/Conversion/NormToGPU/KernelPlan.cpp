@@ -131,9 +131,46 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
     }
   }
 
+  // The cp.async ring of the resident vector kernel: the deepest ring up to
+  // the requested stages that fits beside the accumulators; it replaces the
+  // register prefetch (the loads in flight then cost no registers).
+  // Measured (perf-notes v6): a gain for rows of <= 32 lanes (several rows
+  // per CTA, memory latency bound), a loss for wider rows, whose issue
+  // slots the extra copy instructions take.
+  if (plan.resident() && plan.vector > 1 && options.asyncStages >= 2 &&
+      plan.threadsPerRow <= 32) {
+    int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
+    int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
+                       plan.blockThreads();
+    for (int64_t s = options.asyncStages; s >= 2; --s) {
+      if (offset + s * perStage > kMaxAccumulatorSharedBytes)
+        continue;
+      plan.asyncStages = s;
+      plan.asyncRingOffset = offset;
+      plan.dynamicSharedBytes = offset + s * perStage;
+      if (plan.prefetch) {
+        double packed = 0;
+        for (Value v : op.getFull())
+          packed += elementBytes(v.getType()) / 4.0;
+        plan.estimatedRegisters -= static_cast<int64_t>(
+            packed * plan.chunksPerThread * plan.vector);
+      }
+      plan.prefetch = false;
+      break;
+    }
+  }
+
   // 0: the launcher fills every SM with as many CTAs as the driver's
   // occupancy calculator allows (it knows the real register count).
   plan.programsPerSM = options.programsPerSM;
+  // One launch when there are column results to finish and the block can
+  // hold the final reduction's 32-column tiles.
+  // Only for the resident variant: measured on the H100 (perf-notes v6),
+  // the looped variant's few CTAs finish the columns slower than the final
+  // kernel's many.
+  plan.singleLaunch = options.singleLaunch && plan.resident() &&
+                      !op.getColResults().empty() &&
+                      plan.blockThreads() % kFinalColumnsPerCTA == 0;
   return plan;
 }
 

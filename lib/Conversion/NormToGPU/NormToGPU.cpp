@@ -31,6 +31,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -54,6 +55,11 @@ namespace {
 /// least 2): enough in flight to stream a row instead of paying one memory
 /// latency per chunk.
 constexpr int64_t kLoopBytesInFlight = 16 * 4;
+/// The scalar kernel (rows not 16-byte aligned, e.g. odd N) issues narrow
+/// loads: up to 24 values (all full inputs) per loop iteration, so a
+/// 17389-wide row of x and dy takes three iterations of 512 lanes instead
+/// of five (each costs a memory latency); more spills at 128 registers.
+constexpr int64_t kScalarLoopValuesInFlight = 24;
 
 Type elementTypeOf(Value v) {
   return cast<ShapedType>(v.getType()).getElementType();
@@ -220,6 +226,152 @@ protected:
     return success();
   }
 
+
+  void ifThen(Value cond, function_ref<void()> body) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    body();
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  }
+
+  /// A barrier across the whole grid (every CTA must be resident: the
+  /// launcher uses a cooperative launch). The arrival counter is the one of
+  /// cooperative groups: CTA 0 adds 2^31 - (grid - 1), the others 1, so the
+  /// top bit flips once all have arrived and the low bits return to where
+  /// they were; the word needs no reset between launches.
+  void gridBarrier(Value counter) {
+    gpu::BarrierOp::create(b, loc);
+    Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           threadId(), c64(0));
+    ifThen(isLeader, [&] {
+      auto gpuScope = NVVM::MemScopeKindAttr::get(b.getContext(),
+                                                  NVVM::MemScopeKind::GPU);
+      NVVM::MembarOp::create(b, loc, gpuScope);
+      Value grid = arith::TruncIOp::create(b, loc, i32, gridDim());
+      Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            blockId(), c64(0));
+      Value top = arith::ConstantOp::create(
+          b, loc, b.getI32IntegerAttr(int32_t(0x80000000u)));
+      Value firstInc = arith::SubIOp::create(
+          b, loc, top,
+          arith::SubIOp::create(b, loc, grid,
+                                arith::ConstantOp::create(
+                                    b, loc, b.getI32IntegerAttr(1))));
+      Value inc = arith::SelectOp::create(
+          b, loc, isFirst, firstInc,
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)));
+      Value old = LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                                            counter, inc,
+                                            LLVM::AtomicOrdering::monotonic);
+      auto spin = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+      b.createBlock(&spin.getBefore());
+      Value now = LLVM::LoadOp::create(b, loc, i32, counter, /*alignment=*/4,
+                                       /*isVolatile=*/true);
+      Value flipped = arith::AndIOp::create(
+          b, loc, arith::XOrIOp::create(b, loc, old, now), top);
+      Value waiting = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::eq, flipped,
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+      scf::ConditionOp::create(b, loc, waiting, ValueRange{});
+      b.createBlock(&spin.getAfter());
+      scf::YieldOp::create(b, loc);
+      b.setInsertionPointAfter(spin);
+      NVVM::MembarOp::create(b, loc, gpuScope);
+    });
+    gpu::BarrierOp::create(b, loc);
+  }
+
+  /// The fixed-order reduction of the fp32 partial buffer [C, P, N] into
+  /// the column results. The final kernel and the single-launch tail of the
+  /// main kernel both emit it with the same `threads`, so they sum in the
+  /// same order: a CTA takes tiles of 32 columns (first, first + stride,
+  /// ...); its threads are 32 columns x S = threads / 32 slices; slice s
+  /// sums programs s, s + S, ... in order, then slice 0 adds the slices in
+  /// order, the initial value, and the column epilogue (truncf of dW).
+  /// `inits[c]` is null where the initial value is a constant.
+  void emitColumnReduction(MixedReductionOp op, int64_t threads,
+                           Value partial, ArrayRef<Value> inits,
+                           ArrayRef<Value> outs, Value programs, Value cols,
+                           Value smem, Value firstTile, Value tileStride) {
+    const int64_t W = kFinalColumnsPerCTA, S = threads / W;
+    unsigned numCol = op.getColResults().size();
+    Value tid = threadId();
+    Value tx = arith::RemUIOp::create(b, loc, tid, c64(W));
+    Value sy = arith::DivUIOp::create(b, loc, tid, c64(W));
+    Value tiles = arith::CeilDivUIOp::create(b, loc, cols, c64(W));
+    scf::ForOp::create(
+        b, loc, firstTile, tiles, tileStride, ValueRange{},
+        [&](OpBuilder &, Location, Value tile, ValueRange) {
+          Value col = add(mul(tile, c64(W)), tx);
+          Value valid = ult(col, cols);
+          Value colClamped =
+              minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
+          for (unsigned c = 0; c < numCol; ++c) {
+            auto loop = scf::ForOp::create(
+                b, loc, sy, programs, c64(S), ValueRange{zeroF32()},
+                [&](OpBuilder &, Location, Value q, ValueRange acc) {
+                  Value index = add(mul(add(mul(c64(c), programs), q), cols),
+                                    colClamped);
+                  Value part = load(partial, f32, index, 1)[0];
+                  scf::YieldOp::create(
+                      b, loc,
+                      ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
+                });
+            Value slot = add(mul(add(mul(c64(c), c64(S)), sy), c64(W)), tx);
+            memref::StoreOp::create(b, loc, loop.getResult(0), smem,
+                                    ValueRange{toIndex(slot)});
+          }
+          gpu::BarrierOp::create(b, loc);
+          Value writer = arith::AndIOp::create(
+              b, loc, valid,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, sy,
+                                    c64(0)));
+          ifThen(writer, [&] {
+            for (unsigned c = 0; c < numCol; ++c) {
+              Value total;
+              for (int64_t y = 0; y < S; ++y) {
+                Value slot = add(c64((c * S + y) * W), tx);
+                Value part = memref::LoadOp::create(
+                    b, loc, smem, ValueRange{toIndex(slot)});
+                total = total ? arith::AddFOp::create(b, loc, total, part)
+                                    .getResult()
+                              : part;
+              }
+              Value init;
+              Type initType = elementTypeOf(op.getColInit()[c]);
+              if (auto constant = getConstantColumnInit(op.getColInit()[c]))
+                init = arith::ConstantOp::create(b, loc,
+                                                 cast<TypedAttr>(*constant));
+              else
+                init = load(inits[c], initType, col, 1)[0];
+              Type outType = elementTypeOf(op.getColResults()[c]);
+              Value result = fromF32(
+                  arith::AddFOp::create(b, loc, toF32(init), total), outType);
+              if (linalg::GenericOp e =
+                      getColumnEpilogue(op.getColResults()[c])) {
+                result = inlineRegion(e.getRegion(), {result, result})[0];
+                outType = result.getType();
+              }
+              store(outs[c], outType, col, result);
+            }
+          });
+          gpu::BarrierOp::create(b, loc); // smem is reused by the next tile
+          scf::YieldOp::create(b, loc);
+        });
+  }
+
+  /// Clones what the column epilogues capture (constants) to the entry.
+  LogicalResult cloneEpilogueCaptures(MixedReductionOp op) {
+    for (Value r : op.getColResults())
+      if (linalg::GenericOp e = getColumnEpilogue(r))
+        if (failed(cloneCapturedValues(e, op.getDomainShape().size())))
+          return failure();
+    return success();
+  }
+
   Value dimRows, dimCols; // i64 sizes for captured tensor.dim, if known
   // Captured 0-d tensor reads and the kernel pointers that hold them.
   DenseMap<Value, Value> scalarPointers;
@@ -249,6 +401,16 @@ public:
     types.append(pointers, ptr);
     types.append(2 + op.getFull().size() + op.getFullResults().size(), i64);
     types.append(getCapturedScalars(op).size(), ptr);
+    // The single-launch tail: the grid-barrier word, the non-constant
+    // column inits, the column outputs and the `finalize` flag.
+    if (plan.singleLaunch) {
+      types.push_back(ptr);
+      for (Value init : op.getColInit())
+        if (!getConstantColumnInit(init))
+          types.push_back(ptr);
+      types.append(op.getColResults().size(), ptr);
+      types.push_back(i64);
+    }
     return types;
   }
 
@@ -262,6 +424,25 @@ private:
   };
 
   Chunk chunkAt(Value k);
+  /// The cp.async ring: dynamic shared memory after the accumulators, as an
+  /// LLVM shared-memory pointer (an extern .shared array aliases the
+  /// dynamic shared memory's base).
+  Value asyncRingBase(gpu::GPUFuncOp func) {
+    auto module = func->getParentOfType<gpu::GPUModuleOp>();
+    constexpr StringLiteral name = "norm_async_ring";
+    auto array = LLVM::LLVMArrayType::get(b.getI8Type(), 0);
+    if (!module.lookupSymbol(name)) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      LLVM::GlobalOp::create(b, loc, array, /*isConstant=*/false,
+                             LLVM::Linkage::Internal, name, Attribute(),
+                             /*alignment=*/16, /*addrSpace=*/3);
+    }
+    Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+    Value base = LLVM::AddressOfOp::create(b, loc, ptr3, name);
+    return LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), base,
+                               ValueRange{c64(plan.asyncRingOffset)});
+  }
   SmallVector<Value> regionArgs(ArrayRef<SmallVector<Value>> fullVals,
                                 const Chunk &chunk, int64_t e,
                                 ArrayRef<Value> rowResults);
@@ -281,15 +462,6 @@ private:
     for (auto [e, v] : llvm::enumerate(vals))
       memref::StoreOp::create(b, loc, v, accSmem,
                               ValueRange{toIndex(add(index, c64(e)))});
-  }
-  Value toIndex(Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
-  }
-  void ifThen(Value cond, function_ref<void()> body) {
-    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    body();
   }
 
   MixedReductionOp op;
@@ -402,11 +574,30 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   args = args.drop_front(3);
   take(strideIn, op.getFull().size());
   take(strideOut, op.getFullResults().size());
-  for (auto [extract, pointer] : llvm::zip(getCapturedScalars(op), args))
+  SmallVector<tensor::ExtractOp> scalars = getCapturedScalars(op);
+  for (auto [extract, pointer] : llvm::zip(scalars, args))
     scalarPointers[extract.getResult()] = pointer;
+  args = args.drop_front(scalars.size());
+  SmallVector<Value> finalInits, finalOuts;
+  Value barrierWord, finalize;
+  if (plan.singleLaunch) {
+    barrierWord = args[0];
+    args = args.drop_front();
+    for (Value init : op.getColInit()) {
+      if (getConstantColumnInit(init)) {
+        finalInits.push_back(nullptr);
+        continue;
+      }
+      finalInits.push_back(args[0]);
+      args = args.drop_front();
+    }
+    take(finalOuts, op.getColResults().size());
+    finalize = args[0];
+  }
   dimRows = rows;
   dimCols = cols;
-  if (failed(cloneCapturedValues(op, op.getDomainShape().size())))
+  if (failed(cloneCapturedValues(op, op.getDomainShape().size())) ||
+      failed(cloneEpilogueCaptures(op)))
     return failure();
   if (G > 32)
     smem = func.getWorkgroupAttributions().front();
@@ -451,7 +642,11 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   for (Value v : op.getFull())
     chunkBytes = std::max(chunkBytes, elementBytes(v.getType()) * V);
   const int64_t unroll =
-      std::clamp<int64_t>(kLoopBytesInFlight / chunkBytes, 2, 8);
+      std::clamp<int64_t>(kLoopBytesInFlight / chunkBytes, 2,
+                          V == 1 ? std::max<int64_t>(
+                                       2, kScalarLoopValuesInFlight /
+                                              int64_t(fullIn.size()))
+                                 : 8);
 
   // Resident: column inputs loaded once; accumulators in registers.
   SmallVector<Chunk> owned;
@@ -479,9 +674,50 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
         });
   }
 
+  // Asynchronous copies (cp.async, vector kernel): the full inputs of the
+  // next stages - 1 rows stream into a per-thread ring in dynamic shared
+  // memory while this row is reduced, without holding registers. Each
+  // thread reads back only the slots it filled itself, so waiting for its
+  // own copy groups is enough (no barrier). Slot (stage, k, input) of
+  // thread t is 16 bytes at ((stage * K + k) * F + input) * T + t: a warp's
+  // accesses to one slot index are contiguous (no bank conflicts).
+  const int64_t stages = plan.resident() && V > 1 ? plan.asyncStages : 0;
+  const int64_t F = fullIn.size(), T = plan.blockThreads();
+  Value ring;
+  if (stages > 0)
+    ring = asyncRingBase(func);
+  auto slot = [&](Value stage, int64_t k, int64_t i) {
+    Value index = add(mul(add(mul(stage, c64(K * F)), c64(k * F + i)), c64(T)),
+                      tid);
+    Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+    return LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), ring,
+                               ValueRange{mul(index, c64(16))})
+        .getResult();
+  };
+  auto issueCopies = [&](Value rowIndex, Value stage) {
+    for (auto [k, chunk] : llvm::enumerate(owned))
+      for (auto [i, in] : llvm::enumerate(fullIn)) {
+        Type elem = elementTypeOf(op.getFull()[i]);
+        Value src = LLVM::GEPOp::create(
+            b, loc, ptr, elem, in,
+            ValueRange{add(mul(rowIndex, strideIn[i]), chunk.column)});
+        int64_t bytes = elementBytes(elem) * V;
+        auto modifier = NVVM::LoadCacheModifierKindAttr::get(
+            b.getContext(), bytes == 16 ? NVVM::LoadCacheModifierKind::CG
+                                        : NVVM::LoadCacheModifierKind::CA);
+        NVVM::CpAsyncOp::create(b, loc, slot(stage, k, i), src,
+                                b.getI32IntegerAttr(bytes), modifier,
+                                Value());
+      }
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+  };
+  if (stages > 0)
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      issueCopies(minU(add(prog, mul(c64(s), programs)), lastRow), c64(s));
+
   // Prefetch: the next row's full inputs are loaded (as raw accesses) while
   // this row is reduced; they ride in the loop's carried values.
-  bool prefetch = plan.resident() && plan.prefetch;
+  bool prefetch = plan.resident() && plan.prefetch && stages == 0;
   auto rawFull = [&](Value rowIndex) {
     SmallVector<Value> raws;
     for (const Chunk &chunk : owned)
@@ -506,6 +742,15 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
         SmallVector<Value> nextRaw;
         if (prefetch)
           nextRaw = rawFull(minU(add(row, programs), lastRow));
+        if (stages > 0) {
+          // Row it + stages - 1 into the stage row it - 1 used; then wait
+          // until this row's group (stages - 1 groups ago) has landed.
+          Value ahead = add(row, mul(c64(stages - 1), programs));
+          issueCopies(minU(ahead, lastRow),
+                      arith::RemUIOp::create(b, loc, add(it, c64(stages - 1)),
+                                             c64(stages)));
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 1);
+        }
         rowVals.clear();
         for (auto [j, in] : llvm::enumerate(rowIn))
           rowVals.push_back(
@@ -519,6 +764,19 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
             SmallVector<SmallVector<Value>> vals;
             for (size_t i = 0; i < fullIn.size(); ++i)
               vals.push_back(split(current[k * fullIn.size() + i], V));
+            fullVals.push_back(vals);
+          }
+        } else if (stages > 0) {
+          Value stage = arith::RemUIOp::create(b, loc, it, c64(stages));
+          for (int64_t k = 0; k < K; ++k) {
+            SmallVector<SmallVector<Value>> vals;
+            for (int64_t i = 0; i < F; ++i) {
+              Type elem = elementTypeOf(op.getFull()[i]);
+              Value raw = LLVM::LoadOp::create(
+                  b, loc, VectorType::get({V}, elem), slot(stage, k, i),
+                  elementBytes(elem) * V);
+              vals.push_back(split(raw, V));
+            }
             fullVals.push_back(vals);
           }
         } else if (plan.resident()) {
@@ -646,6 +904,9 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
         scf::YieldOp::create(b, loc, next);
       });
 
+  if (stages > 0) // no copy may still be writing the ring at exit
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+
   if (plan.resident() && plan.combineInCTA) {
     // The CTA's R programs add their accumulators in shared memory, in
     // program order; one partial row per CTA (P = grid_dim).
@@ -711,19 +972,33 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
           scf::YieldOp::create(b, loc);
         });
   }
+
+  // Single launch: once every CTA's partial row is written (grid barrier),
+  // the CTAs reduce the partial buffer in the final kernel's fixed order.
+  if (plan.singleLaunch) {
+    Value partialRows = plan.combineInCTA ? gridDim() : programs;
+    Value on = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                     finalize, c64(0));
+    ifThen(on, [&] {
+      gridBarrier(barrierWord);
+      emitColumnReduction(op, plan.finalThreads(), partial, finalInits,
+                          finalOuts, partialRows, cols,
+                          func.getWorkgroupAttributions().back(), blockId(),
+                          gridDim());
+    });
+  }
   gpu::ReturnOp::create(b, loc);
   return success();
 }
 
-/// The final kernel: partial [C, P, N] -> column results, in a fixed order.
+/// The final kernel: partial [C, P, N] -> column results, in a fixed order
+/// (the two-launch path, when a cooperative launch is not available).
 class FinalKernelBuilder : public KernelBuilderBase {
 public:
-  FinalKernelBuilder(OpBuilder &b, MixedReductionOp op)
-      : KernelBuilderBase(b, op.getLoc()), op(op) {
+  FinalKernelBuilder(OpBuilder &b, MixedReductionOp op, int64_t threads)
+      : KernelBuilderBase(b, op.getLoc()), op(op), threads(threads) {
     for (Value init : op.getColInit())
       constInit.push_back(getConstantColumnInit(init));
-    for (Value r : op.getColResults())
-      epilogue.push_back(getColumnEpilogue(r));
   }
 
   /// Parameters: partial, the non-constant inits, the outputs, P, cols.
@@ -741,8 +1016,8 @@ public:
 
 private:
   MixedReductionOp op;
+  int64_t threads;
   SmallVector<std::optional<Attribute>> constInit;
-  SmallVector<linalg::GenericOp> epilogue;
 };
 
 LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
@@ -764,71 +1039,11 @@ LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
   SmallVector<Value> outs(args.begin(), args.begin() + numCol);
   Value programs = args[numCol], cols = args[numCol + 1];
   dimCols = cols;
-  for (linalg::GenericOp e : epilogue)
-    if (e && failed(cloneCapturedValues(e, op.getDomainShape().size())))
-      return failure();
-  Value smem = func.getWorkgroupAttributions().front();
-
-  const int64_t W = kFinalColumnsPerCTA, S = kFinalSlices;
-  Value tid = threadId();
-  Value tx = arith::RemUIOp::create(b, loc, tid, c64(W));
-  Value sy = arith::DivUIOp::create(b, loc, tid, c64(W));
-  Value col = add(mul(blockId(), c64(W)), tx);
-  Value valid = ult(col, cols);
-  Value colClamped =
-      minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
-  auto toIndex = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
-  };
-
-  // Slice sy sums programs sy, sy + S, ... of its column, in order.
-  for (unsigned c = 0; c < numCol; ++c) {
-    auto loop = scf::ForOp::create(
-        b, loc, sy, programs, c64(S), ValueRange{zeroF32()},
-        [&](OpBuilder &, Location, Value q, ValueRange acc) {
-          Value index = add(mul(add(mul(c64(c), programs), q), cols),
-                            colClamped);
-          Value part = load(partial, f32, index, 1)[0];
-          scf::YieldOp::create(
-              b, loc, ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
-        });
-    Value slot = add(mul(add(mul(c64(c), c64(S)), sy), c64(W)), tx);
-    memref::StoreOp::create(b, loc, loop.getResult(0), smem,
-                            ValueRange{toIndex(slot)});
-  }
-  gpu::BarrierOp::create(b, loc);
-
-  // Slice 0 adds the slices in order, then the initial value.
-  Value writer = arith::AndIOp::create(
-      b, loc, valid,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, sy, c64(0)));
-  auto ifOp = scf::IfOp::create(b, loc, writer, /*withElse=*/false);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  for (unsigned c = 0; c < numCol; ++c) {
-    Value total;
-    for (int64_t y = 0; y < S; ++y) {
-      Value slot = add(c64((c * S + y) * W), tx);
-      Value part = memref::LoadOp::create(b, loc, smem,
-                                          ValueRange{toIndex(slot)});
-      total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
-                    : part;
-    }
-    Value init;
-    Type initType = elementTypeOf(op.getColInit()[c]);
-    if (constInit[c])
-      init = arith::ConstantOp::create(b, loc, cast<TypedAttr>(*constInit[c]));
-    else
-      init = load(inits[c], initType, col, 1)[0];
-    Value result = fromF32(arith::AddFOp::create(b, loc, toF32(init), total),
-                           elementTypeOf(op.getColResults()[c]));
-    Type outType = elementTypeOf(op.getColResults()[c]);
-    if (linalg::GenericOp e = epilogue[c]) {
-      result = inlineRegion(e.getRegion(), {result, result})[0];
-      outType = result.getType();
-    }
-    store(outs[c], outType, col, result);
-  }
-  b.setInsertionPointAfter(ifOp);
+  if (failed(cloneEpilogueCaptures(op)))
+    return failure();
+  emitColumnReduction(op, threads, partial, inits, outs, programs, cols,
+                      func.getWorkgroupAttributions().front(), blockId(),
+                      gridDim());
   gpu::ReturnOp::create(b, loc);
   return success();
 }
@@ -871,8 +1086,10 @@ struct ConvertNormToGPUPass
     }
     SymbolTable symbols(gpuModule);
 
-    KernelPlanOptions options{threadsPerRow, rowsPerCTA, vectorBytes,
-                              programsPerSM, maxResidentElements, prefetch};
+    KernelPlanOptions options{threadsPerRow,       rowsPerCTA, vectorBytes,
+                              programsPerSM,       maxResidentElements,
+                              prefetch,            singleLaunch,
+                              asyncStages};
     for (auto &[fn, ops] : work) {
       for (auto [i, op] : llvm::enumerate(ops)) {
         KernelPlan plan = planKernel(op, options);
@@ -892,6 +1109,12 @@ struct ConvertNormToGPUPass
                               : plan.sharedAccumulators
                                   ? ", shared-memory accumulators"
                                   : "")
+                          << (plan.asyncStages
+                                  ? ", cp.async ring of " +
+                                        std::to_string(plan.asyncStages) +
+                                        " rows"
+                                  : std::string())
+                          << (plan.singleLaunch ? ", single launch" : "")
                           << ", ~" << plan.estimatedRegisters
                           << " registers, CTAs per SM: "
                           << (plan.programsPerSM
@@ -934,6 +1157,10 @@ struct ConvertNormToGPUPass
       mainSmem.push_back(workgroup(maxSums * (plan.threadsPerRow / 32) *
                                    plan.rowsPerCTA));
     }
+    // The single-launch tail's slices (the last attribution).
+    int64_t numCol = op.getColResults().size();
+    if (plan.singleLaunch && numCol > 0)
+      mainSmem.push_back(workgroup(numCol * plan.finalThreads()));
     // The vector kernel (when N allows one) and the scalar fallback.
     SmallVector<std::pair<int64_t, std::string>> variants;
     if (plan.vector > 1)
@@ -949,12 +1176,11 @@ struct ConvertNormToGPUPass
         return failure();
     }
     OpBuilder::InsertionGuard guard(b);
-    FinalKernelBuilder final(b, op);
-    int64_t numCol = op.getColResults().size();
+    FinalKernelBuilder final(b, op, plan.finalThreads());
     gpu::GPUFuncOp fn = makeKernel(
         b, gpuModule, symbols, loc, (prefix + "_final").str(),
-        final.parameterTypes(), kFinalColumnsPerCTA * kFinalSlices,
-        {workgroup(numCol * kFinalColumnsPerCTA * kFinalSlices)});
+        final.parameterTypes(), plan.finalThreads(),
+        {workgroup(numCol * plan.finalThreads())});
     return final.build(fn);
   }
 
@@ -972,6 +1198,10 @@ struct ConvertNormToGPUPass
                        b.getI64IntegerAttr(plan.programsPerSM)),
         b.getNamedAttr("block", b.getI64IntegerAttr(plan.blockThreads())),
         b.getNamedAttr("combine_in_cta", b.getBoolAttr(plan.combineInCTA)),
+        b.getNamedAttr("single_launch", b.getBoolAttr(plan.singleLaunch)),
+        b.getNamedAttr("async_stages", b.getI64IntegerAttr(plan.asyncStages)),
+        b.getNamedAttr("final_threads",
+                       b.getI64IntegerAttr(plan.finalThreads())),
         b.getNamedAttr("dynamic_shared_bytes",
                        b.getI64IntegerAttr(plan.dynamicSharedBytes))};
     op->setAttr("norm.gpu", b.getDictionaryAttr(attrs));
