@@ -27,6 +27,10 @@ def main():
     ap.add_argument("--dir", default=".carry/gpu")
     ap.add_argument("--cases", required=True)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--plain", action="store_true",
+                    help="two plain calls per case, no torch.profiler (run "
+                         "under ncu: ncu --clock-control none -k regex:main "
+                         "python3 bench/profile_kernels.py --plain ...)")
     args = ap.parse_args()
     manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
     libs = {e["library"]: gc.Library(os.path.join(args.dir, e["library"]), e)
@@ -42,9 +46,11 @@ def main():
         xdt, wdt = gc.DT[sig["x"]], gc.DT[sig["w"]]
         t = gc.make_inputs(sig["kind"], xdt, wdt, m, n, gen, "cuda")
         outs = gc.poisoned_outputs(sig, m, n, xdt, wdt, "cuda")
-        for _ in range(3):
+        for _ in range(2 if args.plain else 3):
             gc.call(lib, fn, sig, t, outs, m, n)
         torch.cuda.synchronize()
+        if args.plain:
+            continue
         for cold in (False, True):
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 for _ in range(args.reps):

@@ -90,6 +90,7 @@ struct OpLaunch {
       stridesOut, initIn, colOut, scalars;
   SmallVector<int64_t> fullInBytes, colInBytes, fullOutBytes, scalarBytes;
   int64_t finalThreads = 512;
+  int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
 };
 
 class LauncherWriter {
@@ -134,6 +135,7 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   launch.plan.singleLaunch =
       cast<BoolAttr>(gpuAttr.get("single_launch")).getValue();
   launch.finalThreads = get("final_threads");
+  launch.columnGroups = get("column_groups");
 
   auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
     if (std::optional<unsigned> a = argumentOf(v))
@@ -370,12 +372,26 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
           << ", " << p.dynamicSharedBytes
           << ", &per_sm)) != 0) return st;\n"
           << "    if (per_sm < 1) per_sm = 1;\n";
-    src << "    int64_t ctas = (rows + " << R - 1 << ") / " << R << ";\n"
-        << "    int64_t limit = (int64_t)sms * per_sm;\n"
-        << "    unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n"
-        << "    int64_t programs = (int64_t)grid * "
-        << (p.combineInCTA ? 1 : R) << "; /* rows of the partial buffer */\n"
-        << "    void *ws = NULL;\n";
+    if (l.columnGroups > 1) {
+      // Looped with column groups: cg CTAs share each row, each owning a
+      // part of the columns.
+      src << "    int64_t limit = (int64_t)sms * per_sm;\n"
+          << "    const int64_t cg = " << l.columnGroups << ";\n"
+          << "    if (limit < cg) limit = cg;\n"
+          << "    int64_t ctas = rows * cg;\n"
+          << "    int64_t most = limit / cg * cg;\n"
+          << "    unsigned grid = (unsigned)(ctas < most ? ctas : most);\n"
+          << "    int64_t programs = (int64_t)grid / cg; /* rows of the "
+             "partial buffer */\n";
+    } else {
+      src << "    int64_t ctas = (rows + " << R - 1 << ") / " << R << ";\n"
+          << "    int64_t limit = (int64_t)sms * per_sm;\n"
+          << "    unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n"
+          << "    int64_t programs = (int64_t)grid * "
+          << (p.combineInCTA ? 1 : R)
+          << "; /* rows of the partial buffer */\n";
+    }
+    src << "    void *ws = NULL;\n";
     if (numCol > 0)
       src << "    if (programs > 0 && (st = normrt_workspace(stream, (size_t)("
           << numCol << " * programs * cols * 4), &ws)) != 0) return st;\n";
@@ -415,6 +431,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       argList(l.colOut);
       src << "&finalize, ";
     }
+
     src << "NULL};\n      if ((st = ";
     if (tail)
       src << "finalize ? normrt_launch_cooperative(fn, grid, "

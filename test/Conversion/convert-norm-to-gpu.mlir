@@ -10,7 +10,7 @@
 
 // CHECK-LABEL: func.func @rms
 // CHECK:         norm.mixed_reduction
-// CHECK:         norm.gpu = {async_stages = 3 : i64, block = 256 : i64, chunks_per_thread = 4 : i64, combine_in_cta = true, dynamic_shared_bytes = 131072 : i64, final_threads = 256 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, single_launch = true, threads_per_row = 2 : i64, vector = 8 : i64}
+// CHECK:         norm.gpu = {async_stages = 3 : i64, block = 256 : i64, chunks_per_thread = 4 : i64, column_groups = 0 : i64, combine_in_cta = true, dynamic_shared_bytes = 131072 : i64, final_threads = 256 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, single_launch = true, threads_per_row = 2 : i64, vector = 8 : i64}
 // CHECK:       gpu.module @norm_kernels
 // The cp.async ring: an extern shared array at the dynamic shared memory.
 // CHECK:         llvm.mlir.global internal @norm_async_ring() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
@@ -30,10 +30,11 @@
 // CHECK:           nvvm.cp.async.commit.group
 // CHECK-COUNT-8:   nvvm.cp.async.shared.global
 // CHECK:           nvvm.cp.async.commit.group
-// The persistent row loop carries only the fp32 column accumulators: each
-// iteration starts the copies of the row two ahead, waits for its own
-// row's group, and reads it back from shared memory.
-// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)  : i64
+// The persistent row loop carries the fp32 column accumulators and the
+// row's rstd (loaded one row ahead); each iteration starts the copies of
+// the row two ahead, waits for its own row's group, and reads it back from
+// shared memory.
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)  : i64
 // CHECK-COUNT-8:     nvvm.cp.async.shared.global
 // CHECK:             nvvm.cp.async.commit.group
 // CHECK-NEXT:        nvvm.cp.async.wait.group 2
@@ -100,7 +101,7 @@
 // PREFETCH-NOT:       nvvm.cp.async
 // PREFETCH:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 // PREFETCH:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// PREFETCH:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>)  : i64
+// PREFETCH:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, vector<8xbf16>, f32)  : i64
 // PREFETCH:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 
 // Two launches (single-launch=false): no tail parameters, no grid barrier.

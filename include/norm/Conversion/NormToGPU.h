@@ -21,6 +21,9 @@ namespace mlir::norm {
 /// Columns per tile of the final reduction (one per lane of a warp).
 constexpr int64_t kFinalColumnsPerCTA = 32;
 
+/// Most programs (CTAs) that share one row in the looped variant.
+constexpr int64_t kMaxColumnGroups = 8;
+
 /// User overrides of the heuristic; 0 means "pick".
 struct KernelPlanOptions {
   int64_t threadsPerRow = 0;
@@ -57,6 +60,9 @@ struct KernelPlan {
   // The main kernel also does the final reduction, after a grid barrier
   // (cooperative launch; the launcher falls back to the final kernel).
   bool singleLaunch = false;
+  // Looped: programs per row (column groups) at least; the launcher may
+  // choose more when there are fewer rows than CTAs.
+  int64_t minColumnGroups = 1;
   // Resident vector kernel: rows in the cp.async ring (0: plain loads); the
   // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
   int64_t asyncStages = 0;

@@ -125,9 +125,19 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
         plan.rowsPerCTA * row <= kMaxAccumulatorSharedBytes) {
       plan.combineInCTA = true;
       plan.dynamicSharedBytes = plan.rowsPerCTA * row;
-    } else if (!plan.resident() && row <= kMaxAccumulatorSharedBytes) {
-      plan.sharedAccumulators = true;
-      plan.dynamicSharedBytes = row;
+    } else if (!plan.resident()) {
+      // The looped variant keeps its part of the row's accumulators in
+      // shared memory: the fewest column groups (programs per row, chosen
+      // at run time, at least this many) whose part fits.
+      int64_t groups = (row + kMaxAccumulatorSharedBytes - 1) /
+                       kMaxAccumulatorSharedBytes;
+      if (groups <= kMaxColumnGroups) {
+        int64_t chunks = *plan.staticCols / plan.vector;
+        int64_t partChunks = (chunks + groups - 1) / groups;
+        plan.minColumnGroups = groups;
+        plan.sharedAccumulators = true;
+        plan.dynamicSharedBytes = numCol * partChunks * plan.vector * 4;
+      }
     }
   }
 
@@ -135,10 +145,13 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   // the requested stages that fits beside the accumulators; it replaces the
   // register prefetch (the loads in flight then cost no registers).
   // Measured (perf-notes v6): a gain for rows of <= 32 lanes (several rows
-  // per CTA, memory latency bound), a loss for wider rows, whose issue
-  // slots the extra copy instructions take.
+  // per CTA, memory latency bound) and, for 16-bit rows, wherever the
+  // register prefetch does not fit (LayerNorm, N >= 2048: +9-12%). Where
+  // the prefetch fits, on wider rows, it is as fast or faster (RMSNorm
+  // 4096: 83 us vs 91 us); 32-bit rows have twice the copies per lane and
+  // lose 2-8% with the ring.
   if (plan.resident() && plan.vector > 1 && options.asyncStages >= 2 &&
-      plan.threadsPerRow <= 32) {
+      (plan.threadsPerRow <= 32 || (!plan.prefetch && widest < 4))) {
     int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
     int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
                        plan.blockThreads();

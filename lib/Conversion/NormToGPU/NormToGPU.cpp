@@ -423,7 +423,9 @@ private:
     SmallVector<SmallVector<Value>> col; // [col input][lane element]
   };
 
-  Chunk chunkAt(Value k);
+  /// Chunk k of the lane: of the whole row, or of the program's column
+  /// part (looped variant with column groups).
+  Chunk chunkAt(Value k, bool inPart = false);
   /// The cp.async ring: dynamic shared memory after the accumulators, as an
   /// LLVM shared-memory pointer (an extern .shared array aliases the
   /// dynamic shared memory's base).
@@ -470,17 +472,26 @@ private:
   // Kernel values.
   SmallVector<Value> fullIn, rowIn, colIn, fullOut, strideIn, strideOut;
   Value partial, rows, cols, chunks, lane, group, prog, programs, rowClamped;
+  // Column groups (looped): `colGroups` programs share a row, each owning
+  // the chunks [partBegin, partEnd) for the elementwise pass and the column
+  // sums; rows go to the rowPrograms = programs / colGroups groups.
+  Value progRow, rowPrograms, partBegin, partEnd, partChunks;
   int64_t maxSums = 1; // row results per stage, at most
   SmallVector<Value> rowVals;
   Value smem;
   Value accSmem; // dynamic shared memory as f32 (plan.dynamicSharedBytes)
 };
 
-MainKernelBuilder::Chunk MainKernelBuilder::chunkAt(Value k) {
+MainKernelBuilder::Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
   Chunk chunk;
   Value c = add(mul(k, c64(G)), lane);
-  chunk.valid = ult(c, chunks);
-  Value last = arith::SubIOp::create(b, loc, chunks, c64(1));
+  Value end = chunks;
+  if (inPart) {
+    c = add(c, partBegin);
+    end = partEnd;
+  }
+  chunk.valid = ult(c, end);
+  Value last = arith::SubIOp::create(b, loc, end, c64(1));
   chunk.column = mul(minU(c, last), c64(V));
   for (Value in : colIn)
     chunk.col.push_back(load(in, elementTypeOf(op.getCol()[chunk.col.size()]),
@@ -594,6 +605,9 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
     take(finalOuts, op.getColResults().size());
     finalize = args[0];
   }
+  // A compile-time constant: at run time it costs ~35 registers (and a CTA
+  // per SM) in the looped kernels.
+  Value colGroups = c64(plan.resident() ? 1 : plan.minColumnGroups);
   dimRows = rows;
   dimCols = cols;
   if (failed(cloneCapturedValues(op, op.getDomainShape().size())) ||
@@ -630,14 +644,37 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   prog = add(mul(blockId(), c64(R)), group);
   programs = mul(gridDim(), c64(R));
   chunks = arith::DivUIOp::create(b, loc, cols, c64(V));
-  Value iters = arith::CeilDivUIOp::create(b, loc, rows, programs);
+  if (plan.resident()) {
+    progRow = prog;
+    rowPrograms = programs;
+    partBegin = c64(0);
+    partEnd = partChunks = chunks;
+  } else {
+    progRow = arith::DivUIOp::create(b, loc, prog, colGroups);
+    rowPrograms = arith::DivUIOp::create(b, loc, programs, colGroups);
+    partChunks = arith::CeilDivUIOp::create(b, loc, chunks, colGroups);
+    partBegin = mul(arith::RemUIOp::create(b, loc, prog, colGroups),
+                    partChunks);
+    partEnd = minU(add(partBegin, partChunks), chunks);
+  }
+  Value iters = arith::CeilDivUIOp::create(b, loc, rows, rowPrograms);
   Value lastRow = arith::SubIOp::create(b, loc, rows, c64(1));
   Value zero64 = c64(0), one64 = c64(1);
   auto partialIndex = [&](unsigned c, Value column) {
-    return add(mul(add(mul(c64(c), programs), prog), cols), column);
+    return add(mul(add(mul(c64(c), rowPrograms), progRow), cols), column);
   };
-  // Looped variant: chunks per lane at run time, `unroll` per iteration.
+  // The shared-memory accumulators hold the program's part of the row.
+  Value partCols = mul(partChunks, c64(V));
+  Value partFirstCol = mul(partBegin, c64(V));
+  auto sharedIndex = [&](unsigned c, Value column) {
+    return add(mul(c64(c), partCols),
+               arith::SubIOp::create(b, loc, column, partFirstCol));
+  };
+  // Looped variant: chunks per lane at run time, `unroll` per iteration
+  // (over the whole row for the row sums, over the part for the rest).
   Value loopedChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(G));
+  Value partLoopedChunks =
+      arith::CeilDivUIOp::create(b, loc, partChunks, c64(G));
   int64_t chunkBytes = 0;
   for (Value v : op.getFull())
     chunkBytes = std::max(chunkBytes, elementBytes(v.getType()) * V);
@@ -656,16 +693,16 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
       owned.push_back(chunkAt(c64(k)));
     accInit.assign(numCol * K * V, zeroF32());
   } else {
-    // Looped: the program's partial row starts at zero.
+    // Looped: the program's part of its partial row starts at zero.
     scf::ForOp::create(
-        b, loc, zero64, loopedChunks, one64, ValueRange{},
+        b, loc, zero64, partLoopedChunks, one64, ValueRange{},
         [&](OpBuilder &, Location, Value k, ValueRange) {
-          Value c = add(mul(k, c64(G)), lane);
-          ifThen(ult(c, chunks), [&] {
+          Value c = add(add(mul(k, c64(G)), lane), partBegin);
+          ifThen(ult(c, partEnd), [&] {
             SmallVector<Value> zeros(V, zeroF32());
             for (unsigned ci = 0; ci < numCol; ++ci) {
               if (plan.sharedAccumulators)
-                storeShared(add(mul(c64(ci), cols), mul(c, c64(V))), zeros);
+                storeShared(sharedIndex(ci, mul(c, c64(V))), zeros);
               else
                 store(partial, f32, partialIndex(ci, mul(c, c64(V))), zeros);
             }
@@ -731,12 +768,27 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   if (prefetch)
     llvm::append_range(loopInit, rawFull(minU(prog, lastRow)));
   size_t numAcc = accInit.size();
+  size_t numRaw = loopInit.size() - numAcc;
+  // Resident: the row inputs (mean, rstd) are loaded one row ahead and
+  // carried: each row's first use of them would otherwise wait a full
+  // memory latency, which the full inputs' prefetch or ring does not cover
+  // (perf-notes v6). Not in the looped variant, where the extra registers
+  // cost a CTA per SM and a row's first pass waits on memory anyway.
+  const bool carryRowInputs = plan.resident();
+  auto loadRowInputs = [&](Value rowIndex) {
+    SmallVector<Value> vals;
+    for (auto [j, in] : llvm::enumerate(rowIn))
+      vals.push_back(load(in, elementTypeOf(op.getRow()[j]), rowIndex, 1)[0]);
+    return vals;
+  };
+  if (carryRowInputs)
+    llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
 
   auto rowLoop = scf::ForOp::create(
       b, loc, zero64, iters, one64, loopInit,
       [&](OpBuilder &, Location, Value it, ValueRange carried) {
         ValueRange acc = carried.take_front(numAcc);
-        Value row = add(mul(it, programs), prog);
+        Value row = add(mul(it, rowPrograms), progRow);
         Value rowValid = ult(row, rows);
         rowClamped = minU(row, lastRow);
         SmallVector<Value> nextRaw;
@@ -751,10 +803,13 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
                                              c64(stages)));
           NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 1);
         }
-        rowVals.clear();
-        for (auto [j, in] : llvm::enumerate(rowIn))
-          rowVals.push_back(
-              load(in, elementTypeOf(op.getRow()[j]), rowClamped, 1)[0]);
+        SmallVector<Value> nextRowVals;
+        if (carryRowInputs) {
+          rowVals.assign(carried.begin() + numAcc + numRaw, carried.end());
+          nextRowVals = loadRowInputs(minU(add(row, programs), lastRow));
+        } else {
+          rowVals = loadRowInputs(rowClamped);
+        }
 
         // Resident: the row's full inputs stay in registers for all passes.
         SmallVector<SmallVector<SmallVector<Value>>> fullVals;
@@ -853,7 +908,7 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
             if (accs.empty()) // looped: accumulate into the partial row
               for (unsigned c = 0; c < numCol; ++c) {
                 bool shared = plan.sharedAccumulators;
-                Value index = shared ? add(mul(c64(c), cols), chunk.column)
+                Value index = shared ? sharedIndex(c, chunk.column)
                                      : partialIndex(c, chunk.column);
                 SmallVector<Value> sums =
                     shared ? loadShared(index, V) : load(partial, f32, index, V);
@@ -888,12 +943,12 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
           llvm::append_range(next, nextRaw);
         } else {
           scf::ForOp::create(
-              b, loc, zero64, loopedChunks, c64(unroll), ValueRange{},
+              b, loc, zero64, partLoopedChunks, c64(unroll), ValueRange{},
               [&](OpBuilder &, Location, Value k, ValueRange) {
                 SmallVector<Chunk> group;
                 SmallVector<SmallVector<SmallVector<Value>>> vals;
                 for (int64_t u = 0; u < unroll; ++u) {
-                  group.push_back(chunkAt(add(k, c64(u))));
+                  group.push_back(chunkAt(add(k, c64(u)), /*inPart=*/true));
                   vals.push_back(loadFull(group.back()));
                 }
                 for (int64_t u = 0; u < unroll; ++u)
@@ -901,6 +956,7 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
                 scf::YieldOp::create(b, loc);
               });
         }
+        llvm::append_range(next, nextRowVals);
         scf::YieldOp::create(b, loc, next);
       });
 
@@ -959,14 +1015,14 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
     // Each lane copies the columns it owns (no barrier: nobody else wrote
     // them) to the program's partial row.
     scf::ForOp::create(
-        b, loc, zero64, loopedChunks, one64, ValueRange{},
+        b, loc, zero64, partLoopedChunks, one64, ValueRange{},
         [&](OpBuilder &, Location, Value k, ValueRange) {
-          Value c = add(mul(k, c64(G)), lane);
-          ifThen(ult(c, chunks), [&] {
+          Value c = add(add(mul(k, c64(G)), lane), partBegin);
+          ifThen(ult(c, partEnd), [&] {
             for (unsigned ci = 0; ci < numCol; ++ci) {
               Value column = mul(c, c64(V));
               store(partial, f32, partialIndex(ci, column),
-                    loadShared(add(mul(c64(ci), cols), column), V));
+                    loadShared(sharedIndex(ci, column), V));
             }
           });
           scf::YieldOp::create(b, loc);
@@ -1105,6 +1161,11 @@ struct ConvertNormToGPUPass
                           << " rows per CTA, vector " << plan.vector
                           << ", chunks per lane " << plan.chunksPerThread
                           << (plan.prefetch ? ", prefetch" : "")
+                          << (plan.minColumnGroups > 1
+                                  ? ", " +
+                                        std::to_string(plan.minColumnGroups) +
+                                        " CTAs per row (column groups)"
+                                  : std::string())
                           << (plan.combineInCTA ? ", CTA-combined partials"
                               : plan.sharedAccumulators
                                   ? ", shared-memory accumulators"
@@ -1172,6 +1233,7 @@ struct ConvertNormToGPUPass
       gpu::GPUFuncOp fn =
           makeKernel(b, gpuModule, symbols, loc, name,
                      builder.parameterTypes(), plan.blockThreads(), mainSmem);
+
       if (failed(builder.build(fn)))
         return failure();
     }
@@ -1200,6 +1262,10 @@ struct ConvertNormToGPUPass
         b.getNamedAttr("combine_in_cta", b.getBoolAttr(plan.combineInCTA)),
         b.getNamedAttr("single_launch", b.getBoolAttr(plan.singleLaunch)),
         b.getNamedAttr("async_stages", b.getI64IntegerAttr(plan.asyncStages)),
+        b.getNamedAttr("column_groups",
+                       b.getI64IntegerAttr(plan.resident()
+                                               ? 0
+                                               : plan.minColumnGroups)),
         b.getNamedAttr("final_threads",
                        b.getI64IntegerAttr(plan.finalThreads())),
         b.getNamedAttr("dynamic_shared_bytes",
