@@ -6,7 +6,10 @@
 // and holds the kernels named after ".entry " in it. Loading takes 20 ms so
 // that races in the runtime's module cache would show. Images containing
 // "BAD" fail to load. The device count comes from FAKECUDA_DEVICES (default
-// 1). Declarations come from cuda.h, so the signatures are the driver's.
+// 1). The device supports cooperative launches unless FAKECUDA_NO_COOPERATIVE
+// is set non-empty; FAKECUDA_FAIL_MEMSET (non-empty) makes cuMemsetD32Async
+// fail. Both are read at every call, so a test may set them for a while.
+// Declarations come from cuda.h, so the signatures are the driver's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,7 @@
 #include <cuda.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -53,6 +57,22 @@ thread_local CUcontext tCurrent = nullptr;
 int deviceCount() {
   const char *env = std::getenv("FAKECUDA_DEVICES");
   return env && *env ? std::atoi(env) : 1;
+}
+
+bool envSet(const char *name) {
+  const char *env = std::getenv(name);
+  return env && *env;
+}
+
+constexpr int kMultiprocessors = 132;
+
+// Resident CTAs per multiprocessor: 2048 threads and 228 KiB of shared
+// memory each. cuLaunchCooperativeKernel checks its grid against the same
+// numbers as the occupancy query, as the real driver does.
+int maxActiveBlocks(int blockSize, size_t shared) {
+  int byThreads = 2048 / blockSize;
+  int byShared = shared ? int(228 * 1024 / shared) : byThreads;
+  return byThreads < byShared ? byThreads : byShared;
 }
 
 } // namespace
@@ -115,6 +135,12 @@ CU_EXPORT cuGetErrorName(CUresult error, const char **name) {
   case CUDA_ERROR_NOT_FOUND:
     *name = "CUDA_ERROR_NOT_FOUND";
     return CUDA_SUCCESS;
+  case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+    *name = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_NOT_SUPPORTED:
+    *name = "CUDA_ERROR_NOT_SUPPORTED";
+    return CUDA_SUCCESS;
   default:
     *name = nullptr;
     return CUDA_ERROR_INVALID_VALUE;
@@ -150,10 +176,16 @@ CU_EXPORT cuDeviceGet(CUdevice *device, int ordinal) {
 CU_EXPORT cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
                                CUdevice) {
   ++gStats.attributeQueries;
-  if (attribute != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+  switch (attribute) {
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *value = kMultiprocessors;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+    *value = envSet("FAKECUDA_NO_COOPERATIVE") ? 0 : 1;
+    return CUDA_SUCCESS;
+  default:
     return CUDA_ERROR_INVALID_VALUE;
-  *value = 132;
-  return CUDA_SUCCESS;
+  }
 }
 
 CU_EXPORT cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
@@ -275,10 +307,7 @@ CU_EXPORT cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks,
   FakeFunction *f = reinterpret_cast<FakeFunction *>(function);
   if (!f->module->live || blockSize <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  // 2048 threads and 228 KiB of shared memory per multiprocessor.
-  int byThreads = 2048 / blockSize;
-  int byShared = shared ? int(228 * 1024 / shared) : byThreads;
-  *blocks = byThreads < byShared ? byThreads : byShared;
+  *blocks = maxActiveBlocks(blockSize, shared);
   return CUDA_SUCCESS;
 }
 
@@ -293,10 +322,69 @@ CU_EXPORT cuLaunchKernel(CUfunction function, unsigned int gridX,
   if (static_cast<int>(shared) > f->maxDynamicShared || extra)
     return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(gMutex);
-  gLastLaunch = FakeCudaLaunch{
-      function, {gridX, gridY, gridZ}, {blockX, blockY, blockZ}, shared, stream,
-      args};
+  gLastLaunch = FakeCudaLaunch{function, {gridX, gridY, gridZ},
+                               {blockX, blockY, blockZ}, shared, stream,
+                               args, 0};
   ++gStats.launches;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuLaunchCooperativeKernel(CUfunction function, unsigned int gridX,
+                                    unsigned int gridY, unsigned int gridZ,
+                                    unsigned int blockX, unsigned int blockY,
+                                    unsigned int blockZ, unsigned int shared,
+                                    CUstream stream, void **args) {
+  FakeFunction *f = reinterpret_cast<FakeFunction *>(function);
+  if (!f->module->live)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (static_cast<int>(shared) > f->maxDynamicShared)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (envSet("FAKECUDA_NO_COOPERATIVE"))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  // Every CTA must be resident at once, or the grid barrier would hang.
+  unsigned long long threads =
+      static_cast<unsigned long long>(blockX) * blockY * blockZ;
+  unsigned long long ctas =
+      static_cast<unsigned long long>(gridX) * gridY * gridZ;
+  if (threads == 0 || threads > 1024 ||
+      ctas > static_cast<unsigned long long>(kMultiprocessors) *
+                 maxActiveBlocks(static_cast<int>(threads), shared))
+    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  std::lock_guard<std::mutex> lock(gMutex);
+  gLastLaunch = FakeCudaLaunch{function, {gridX, gridY, gridZ},
+                               {blockX, blockY, blockZ}, shared, stream,
+                               args, 1};
+  ++gStats.launches;
+  ++gStats.cooperativeLaunches;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuMemsetD32Async(CUdeviceptr pointer, unsigned int value,
+                           size_t count, CUstream stream) {
+  if (!tCurrent)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (envSet("FAKECUDA_FAIL_MEMSET"))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(gMutex);
+  // The whole range [pointer, pointer + 4 * count) must lie in one live
+  // allocation, 4-byte aligned: a stale or overrunning memset is a bug.
+  auto it = gAllocations.upper_bound(pointer);
+  bool inside = it != gAllocations.begin() && pointer % 4 == 0;
+  if (inside) {
+    --it;
+    size_t offset = pointer - it->first;
+    inside = offset < it->second && count <= (it->second - offset) / 4;
+  }
+  if (!inside) {
+    ++gStats.badMemsets;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ++gStats.memsets;
+  gStats.lastMemsetValue = value;
+  gStats.lastMemsetCount = count;
+  gStats.lastMemsetPointer =
+      reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+  gStats.lastMemsetStream = stream;
   return CUDA_SUCCESS;
 }
 

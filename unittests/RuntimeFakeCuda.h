@@ -31,10 +31,19 @@ struct FakeCudaStats {
   std::atomic<int> contextSyncs{0};
   std::atomic<int> setAttributes{0};
   std::atomic<int> lastSharedAttribute{0};
-  std::atomic<int> launches{0};
+  std::atomic<int> launches{0}; // cooperative launches included
+  std::atomic<int> cooperativeLaunches{0};
+  // cuMemsetD32Async: successful calls, calls outside any live allocation,
+  // and the arguments of the last successful one.
+  std::atomic<int> memsets{0};
+  std::atomic<int> badMemsets{0};
+  std::atomic<unsigned> lastMemsetValue{0};
+  std::atomic<size_t> lastMemsetCount{0};
+  std::atomic<void *> lastMemsetPointer{nullptr};
+  std::atomic<void *> lastMemsetStream{nullptr};
 };
 
-// The last successful cuLaunchKernel.
+// The last successful cuLaunchKernel or cuLaunchCooperativeKernel.
 struct FakeCudaLaunch {
   void *function;
   unsigned grid[3];
@@ -42,6 +51,7 @@ struct FakeCudaLaunch {
   unsigned shared;
   void *stream;
   void **args;
+  int cooperative; // 1: cuLaunchCooperativeKernel
 };
 
 extern "C" {

@@ -27,7 +27,9 @@ int main(void) {
   static double buffer[4];
   void *function = NULL;
   void *workspace = NULL;
+  void *barrier = NULL;
   int sms = 0;
+  int fits = -1;
 
   check(strcmp(normrt_status_string(status), "NORMRT_ERROR_NO_DRIVER") == 0,
         "normrt_status_string");
@@ -53,6 +55,19 @@ int main(void) {
   check(normrt_launch(NULL, 1, 1, 32, 0, NULL, NULL) ==
             NORMRT_ERROR_INVALID_ARGUMENT,
         "launch NULL");
+  check(normrt_cooperative_fits(&sms, 1, 32, 0, &fits) ==
+            NORMRT_ERROR_NO_DRIVER,
+        "cooperative_fits");
+  check(fits == 0, "cooperative_fits says no");
+  check(normrt_grid_barrier_word(NULL, &barrier) == NORMRT_ERROR_NO_DRIVER,
+        "grid_barrier_word");
+  check(barrier == NULL, "grid_barrier_word gives NULL");
+  check(normrt_launch_cooperative(&sms, 1, 32, 0, NULL, NULL) ==
+            NORMRT_ERROR_NO_DRIVER,
+        "launch_cooperative");
+  check(normrt_launch_cooperative(NULL, 1, 32, 0, NULL, NULL) ==
+            NORMRT_ERROR_INVALID_ARGUMENT,
+        "launch_cooperative NULL");
   normrt_release_all();
 
   if (failures == 0)

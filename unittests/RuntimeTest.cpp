@@ -63,6 +63,92 @@ void *fakeAddress(uintptr_t address) {
 
 const char kImage[] = "// fake PTX\n.entry norm_fwd\n.entry norm_bwd\n";
 
+// Sets (value non-NULL) or unsets an environment variable for one scope and
+// puts the old value back: the runtime and the fake read theirs at each call.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    const char *old = std::getenv(name);
+    hadOld = old != nullptr;
+    if (old)
+      oldValue = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (hadOld)
+      setenv(name, oldValue.c_str(), 1);
+    else
+      unsetenv(name);
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+  const char *name;
+  bool hadOld = false;
+  std::string oldValue;
+};
+
+// The argument checks of the cooperative entry points. They come before the
+// driver, so they hold in every scenario; `function` is never dereferenced.
+void expectCooperativeArgumentChecks(void *function) {
+  int fits = -1;
+  EXPECT_EQ(normrt_cooperative_fits(function, 1, 32, 0, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "normrt_cooperative_fits: out is NULL"));
+  EXPECT_EQ(normrt_cooperative_fits(nullptr, 1, 32, 0, &fits),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fits, 0);
+  EXPECT_TRUE(mentions(lastError(), "normrt_cooperative_fits"));
+  EXPECT_TRUE(mentions(lastError(), "function is NULL"));
+  fits = -1;
+  EXPECT_EQ(normrt_cooperative_fits(function, 1, 0, 0, &fits),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fits, 0);
+  EXPECT_TRUE(mentions(lastError(), "block 0: every dimension must be"));
+  EXPECT_EQ(normrt_cooperative_fits(function, 0, 32, 0, &fits),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "grid 0x1, block 32"));
+  // The same limits as normrt_launch.
+  EXPECT_EQ(normrt_cooperative_fits(function, 1, 1025, 0, &fits),
+            NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_TRUE(mentions(lastError(), "normrt_cooperative_fits"));
+  EXPECT_TRUE(mentions(lastError(), "block 1025 exceeds the limits"));
+  EXPECT_EQ(normrt_cooperative_fits(function, 1, 32, 0x80000000u, &fits),
+            NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_TRUE(mentions(lastError(), "bytes of shared memory is out of range"));
+
+  EXPECT_EQ(normrt_grid_barrier_word(nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(
+      mentions(lastError(), "normrt_grid_barrier_word: ptr_out is NULL"));
+
+  EXPECT_EQ(normrt_launch_cooperative(nullptr, 1, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch_cooperative"));
+  EXPECT_TRUE(mentions(lastError(), "function is NULL"));
+  EXPECT_EQ(normrt_launch_cooperative(function, 0, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch_cooperative"));
+  EXPECT_TRUE(mentions(lastError(), "grid 0x1, block 32"));
+  EXPECT_EQ(normrt_launch_cooperative(function, 1, 0, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "grid 1x1, block 0"));
+  EXPECT_EQ(normrt_launch_cooperative(function, 1, 2048, 0, nullptr, nullptr),
+            NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch_cooperative"));
+  EXPECT_TRUE(mentions(lastError(), "block 2048 exceeds the limits"));
+  EXPECT_EQ(normrt_launch_cooperative(function, 0x80000000u, 32, 0, nullptr,
+                                      nullptr),
+            NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_EQ(normrt_launch_cooperative(function, 1, 32, 0x80000000u, nullptr,
+                                      nullptr),
+            NORMRT_ERROR_OUT_OF_RANGE);
+}
+
 //===----------------------------------------------------------------------===//
 // No driver needed
 //===----------------------------------------------------------------------===//
@@ -179,6 +265,10 @@ TEST(RuntimeArgs, CallerWorkspace) {
   EXPECT_TRUE(mentions(lastError(), "16-byte"));
 }
 
+TEST(RuntimeArgs, CooperativeEntryPoints) {
+  expectCooperativeArgumentChecks(fakeAddress(0x1234));
+}
+
 TEST(RuntimeArgs, ReleaseAllIsAlwaysSafe) {
   normrt_release_all();
   normrt_release_all();
@@ -229,6 +319,22 @@ TEST(RuntimeNoDriver, EveryEntryPointReportsIt) {
   expectNoDriver(
       normrt_launch(fakeAddress(0x1234), 1, 1, 32, 64 << 10, nullptr, nullptr),
       "normrt_launch");
+  int ctas = -1;
+  expectNoDriver(normrt_max_active_ctas(fakeAddress(0x1234), 256, 0, &ctas),
+                 "normrt_max_active_ctas");
+  EXPECT_EQ(ctas, 0);
+  int fits = -1;
+  expectNoDriver(
+      normrt_cooperative_fits(fakeAddress(0x1234), 1, 256, 0, &fits),
+      "normrt_cooperative_fits");
+  EXPECT_EQ(fits, 0);
+  void *barrier = fakeAddress(0x1234);
+  expectNoDriver(normrt_grid_barrier_word(nullptr, &barrier),
+                 "normrt_grid_barrier_word");
+  EXPECT_EQ(barrier, nullptr);
+  expectNoDriver(normrt_launch_cooperative(fakeAddress(0x1234), 1, 32,
+                                           64 << 10, nullptr, nullptr),
+                 "normrt_launch_cooperative");
   normrt_release_all();
 }
 
@@ -288,6 +394,21 @@ TEST(RuntimeStub, EveryEntryPointReportsIt) {
             NORMRT_ERROR_NO_DRIVER);
   EXPECT_TRUE(mentions(lastError(), "normrt_launch"));
   EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_STUB_LIBRARY"));
+  int fits = -1;
+  EXPECT_EQ(normrt_cooperative_fits(fakeAddress(0x1234), 1, 256, 0, &fits),
+            NORMRT_ERROR_NO_DRIVER);
+  EXPECT_EQ(fits, 0);
+  EXPECT_TRUE(mentions(lastError(), "normrt_cooperative_fits"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_STUB_LIBRARY"));
+  out = fakeAddress(0x1234);
+  EXPECT_EQ(normrt_grid_barrier_word(nullptr, &out), NORMRT_ERROR_NO_DRIVER);
+  EXPECT_EQ(out, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "normrt_grid_barrier_word"));
+  EXPECT_EQ(normrt_launch_cooperative(fakeAddress(0x1234), 1, 32, 0, nullptr,
+                                      nullptr),
+            NORMRT_ERROR_NO_DRIVER);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch_cooperative"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_STUB_LIBRARY"));
   normrt_release_all();
 }
 
@@ -339,6 +460,7 @@ protected:
     EXPECT_EQ(stats->liveModules.load(), 0);
     EXPECT_EQ(stats->liveAllocations.load(), 0);
     EXPECT_EQ(stats->badFrees.load(), 0);
+    EXPECT_EQ(stats->badMemsets.load(), 0);
     dlclose(handle);
   }
   template <typename Fn> Fn lookup(const char *name) {
@@ -586,6 +708,7 @@ TEST_F(RuntimeFake, CallerWorkspaceTakesPrecedence) {
 
 TEST_F(RuntimeFake, Launch) {
   void *f = function(kImage, "norm_bwd");
+  int setAttributes = stats->setAttributes.load();
   int value = 7;
   void *args[] = {&value};
   void *stream = fakeAddress(0x57);
@@ -603,18 +726,19 @@ TEST_F(RuntimeFake, Launch) {
   EXPECT_EQ(launch.shared, 1024u);
   EXPECT_EQ(launch.stream, stream);
   EXPECT_EQ(launch.args, args);
+  EXPECT_EQ(launch.cooperative, 0);
   // Any dynamic shared memory sets the limit (static shared memory counts
   // against the same 48 KiB default); none sets nothing.
-  EXPECT_EQ(stats->setAttributes.load(), 1);
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes + 1);
   ASSERT_EQ(normrt_launch(f, 1, 1, 32, 0, nullptr, args), NORMRT_SUCCESS);
-  EXPECT_EQ(stats->setAttributes.load(), 1);
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes + 1);
   ASSERT_EQ(normrt_launch(f, 1, 1, 32, 48 << 10, nullptr, args),
             NORMRT_SUCCESS);
-  EXPECT_EQ(stats->setAttributes.load(), 2);
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes + 2);
   ASSERT_EQ(normrt_launch(f, 1, 1, 32, 100 << 10, nullptr, args),
             NORMRT_SUCCESS)
       << lastError();
-  EXPECT_EQ(stats->setAttributes.load(), 3);
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes + 3);
   EXPECT_EQ(stats->lastSharedAttribute.load(), 100 << 10);
 
   // More than the device has: the attribute call fails.
@@ -659,12 +783,339 @@ TEST_F(RuntimeFake, ReleaseAllFreesEverythingAndKeepsTheContext) {
   EXPECT_EQ(stats->moduleLoads.load(), loads + 1);
 }
 
+//===----------------------------------------------------------------------===//
+// The fake driver: cooperative launches and the grid-barrier word
+//===----------------------------------------------------------------------===//
+
+// The fake has 132 multiprocessors of 2048 threads and 228 KiB of shared
+// memory: 256-thread CTAs without shared memory fit 8 per multiprocessor,
+// 128-thread CTAs with 100 KiB fit 2.
+TEST_F(RuntimeFake, CooperativeFitsUpToWhatIsResident) {
+  void *f = function(kImage, "norm_fwd");
+  int launches = stats->launches.load();
+  int allocs = stats->allocs.load();
+  int fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 132 * 8, 256, 0, &fits),
+            NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fits, 1);
+  fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 1, 256, 0, &fits), NORMRT_SUCCESS);
+  EXPECT_EQ(fits, 1);
+  fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 132 * 8 + 1, 256, 0, &fits),
+            NORMRT_SUCCESS);
+  EXPECT_EQ(fits, 0);
+
+  // Dynamic shared memory counts (and raises the function's limit first).
+  fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 132 * 2, 128, 100 << 10, &fits),
+            NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fits, 1);
+  EXPECT_EQ(stats->lastSharedAttribute.load(), 100 << 10);
+  fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 132 * 2 + 1, 128, 100 << 10, &fits),
+            NORMRT_SUCCESS);
+  EXPECT_EQ(fits, 0);
+  // Asking launches nothing and allocates nothing.
+  EXPECT_EQ(stats->launches.load(), launches);
+  EXPECT_EQ(stats->allocs.load(), allocs);
+}
+
+TEST_F(RuntimeFake, CooperativeFitsHonoursNormrtNoCooperative) {
+  void *f = function(kImage, "norm_fwd");
+  int fits = -1;
+  {
+    ScopedEnv off("NORMRT_NO_COOPERATIVE", "1");
+    ASSERT_EQ(normrt_cooperative_fits(f, 1, 256, 0, &fits), NORMRT_SUCCESS)
+        << lastError();
+    EXPECT_EQ(fits, 0);
+  }
+  {
+    // "0" and "" mean "not set".
+    ScopedEnv zero("NORMRT_NO_COOPERATIVE", "0");
+    fits = -1;
+    ASSERT_EQ(normrt_cooperative_fits(f, 1, 256, 0, &fits), NORMRT_SUCCESS);
+    EXPECT_EQ(fits, 1);
+  }
+  {
+    ScopedEnv empty("NORMRT_NO_COOPERATIVE", "");
+    fits = -1;
+    ASSERT_EQ(normrt_cooperative_fits(f, 1, 256, 0, &fits), NORMRT_SUCCESS);
+    EXPECT_EQ(fits, 1);
+  }
+  EXPECT_EQ(std::getenv("NORMRT_NO_COOPERATIVE"), nullptr);
+  fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 1, 256, 0, &fits), NORMRT_SUCCESS);
+  EXPECT_EQ(fits, 1);
+}
+
+TEST_F(RuntimeFake, CooperativeFitsNeedsDeviceSupport) {
+  void *f = function(kImage, "norm_fwd");
+  ScopedEnv unsupported("FAKECUDA_NO_COOPERATIVE", "1");
+  int fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 1, 256, 0, &fits), NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fits, 0);
+}
+
+TEST_F(RuntimeFake, CooperativeBadArgumentsReachNoDriver) {
+  void *f = function(kImage, "norm_fwd");
+  int queries = stats->attributeQueries.load();
+  int setAttributes = stats->setAttributes.load();
+  int launches = stats->launches.load();
+  int allocs = stats->allocs.load();
+  int memsets = stats->memsets.load();
+  expectCooperativeArgumentChecks(f);
+  EXPECT_EQ(stats->attributeQueries.load(), queries);
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes);
+  EXPECT_EQ(stats->launches.load(), launches);
+  EXPECT_EQ(stats->allocs.load(), allocs);
+  EXPECT_EQ(stats->memsets.load(), memsets);
+}
+
+TEST_F(RuntimeFake, GridBarrierWordOncePerStream) {
+  void *s1 = fakeAddress(0x61), *s2 = fakeAddress(0x62);
+  int allocs = stats->allocs.load();
+  int memsets = stats->memsets.load();
+  void *word = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(s1, &word), NORMRT_SUCCESS)
+      << lastError();
+  ASSERT_NE(word, nullptr);
+  EXPECT_EQ(stats->allocs.load(), allocs + 1);
+  EXPECT_EQ(stats->lastAllocBytes.load(), 128u);
+  // Zeroed on its stream: 32 words, the whole 128-byte line.
+  EXPECT_EQ(stats->memsets.load(), memsets + 1);
+  EXPECT_EQ(stats->lastMemsetPointer.load(), word);
+  EXPECT_EQ(stats->lastMemsetValue.load(), 0u);
+  EXPECT_EQ(stats->lastMemsetCount.load(), 32u);
+  EXPECT_EQ(stats->lastMemsetStream.load(), s1);
+
+  // The same stream: the same word, not zeroed again (a kernel in flight
+  // may be using it).
+  void *again = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(s1, &again), NORMRT_SUCCESS);
+  EXPECT_EQ(again, word);
+  EXPECT_EQ(stats->allocs.load(), allocs + 1);
+  EXPECT_EQ(stats->memsets.load(), memsets + 1);
+
+  // Another stream never shares a counter.
+  void *other = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(s2, &other), NORMRT_SUCCESS);
+  EXPECT_NE(other, word);
+  EXPECT_EQ(stats->allocs.load(), allocs + 2);
+  EXPECT_EQ(stats->memsets.load(), memsets + 2);
+  EXPECT_EQ(stats->lastMemsetPointer.load(), other);
+  EXPECT_EQ(stats->lastMemsetStream.load(), s2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2);
+
+  // normrt_release_all frees both; the next call gets a new, zeroed word.
+  normrt_release_all();
+  EXPECT_EQ(stats->liveAllocations.load(), 0);
+  void *fresh = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(s1, &fresh), NORMRT_SUCCESS);
+  EXPECT_NE(fresh, nullptr);
+  EXPECT_EQ(stats->allocs.load(), allocs + 3);
+  EXPECT_EQ(stats->memsets.load(), memsets + 3);
+  EXPECT_EQ(stats->lastMemsetPointer.load(), fresh);
+  EXPECT_EQ(stats->liveAllocations.load(), 1);
+}
+
+TEST_F(RuntimeFake, GridBarrierWordBesideTheWorkspace) {
+  void *s = fakeAddress(0x63);
+  int memsets = stats->memsets.load();
+  void *word = nullptr, *workspace = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_SUCCESS) << lastError();
+  ASSERT_EQ(normrt_workspace(s, 1000, &workspace), NORMRT_SUCCESS);
+  EXPECT_NE(workspace, word);
+  EXPECT_EQ(stats->liveAllocations.load(), 2);
+
+  // Growing the workspace frees the old workspace, never the barrier word.
+  int frees = stats->frees.load();
+  void *grown = nullptr;
+  ASSERT_EQ(normrt_workspace(s, 1 << 20, &grown), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->frees.load(), frees + 1);
+  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  // A caller's workspace set and removed again leaves it alone too.
+  ASSERT_EQ(normrt_set_workspace(s, fakeAddress(0x7000), 4096),
+            NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_set_workspace(s, nullptr, 0), NORMRT_SUCCESS);
+  void *again = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(s, &again), NORMRT_SUCCESS);
+  EXPECT_EQ(again, word);
+  EXPECT_EQ(stats->memsets.load(), memsets + 1);
+
+  // release_all synchronises before it frees (kernels may still spin on it).
+  int contextSyncs = stats->contextSyncs.load();
+  normrt_release_all();
+  EXPECT_EQ(stats->contextSyncs.load(), contextSyncs + 1);
+  EXPECT_EQ(stats->liveAllocations.load(), 0);
+}
+
+TEST_F(RuntimeFake, GridBarrierWordPerContextAndThread) {
+  void *perThread = fakeAddress(0x2); // CU_STREAM_PER_THREAD
+  int memsets = stats->memsets.load();
+  void *mine = nullptr, *again = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(perThread, &mine), NORMRT_SUCCESS)
+      << lastError();
+  ASSERT_EQ(normrt_grid_barrier_word(perThread, &again), NORMRT_SUCCESS);
+  EXPECT_EQ(again, mine);
+  void *legacy = nullptr;
+  ASSERT_EQ(normrt_grid_barrier_word(nullptr, &legacy), NORMRT_SUCCESS);
+  EXPECT_NE(legacy, mine);
+
+  void *theirs = nullptr, *theirLegacy = nullptr, *otherContext = nullptr;
+  std::thread([&] {
+    EXPECT_EQ(normrt_grid_barrier_word(perThread, &theirs), NORMRT_SUCCESS);
+    EXPECT_EQ(normrt_grid_barrier_word(nullptr, &theirLegacy),
+              NORMRT_SUCCESS);
+  }).join();
+  EXPECT_NE(theirs, nullptr);
+  EXPECT_NE(theirs, mine);
+  // The legacy default stream is one stream for every thread.
+  EXPECT_EQ(theirLegacy, legacy);
+
+  // Another context has its own words, freed by normrt_release_all from
+  // whatever thread calls it.
+  void *context = newContext();
+  std::thread([&] {
+    setCurrentContext(context);
+    EXPECT_EQ(normrt_grid_barrier_word(nullptr, &otherContext),
+              NORMRT_SUCCESS);
+  }).join();
+  EXPECT_NE(otherContext, nullptr);
+  EXPECT_NE(otherContext, legacy);
+  EXPECT_EQ(stats->liveAllocations.load(), 4);
+  EXPECT_EQ(stats->memsets.load(), memsets + 4);
+}
+
+TEST_F(RuntimeFake, GridBarrierWordFailures) {
+  void *s = fakeAddress(0x64);
+  int memsets = stats->memsets.load();
+  void *word = fakeAddress(0x1234);
+  setMemoryLimit(64);
+  EXPECT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_ERROR_OUT_OF_MEMORY);
+  setMemoryLimit(size_t(1) << 30);
+  EXPECT_EQ(word, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "normrt_grid_barrier_word"));
+  EXPECT_TRUE(mentions(lastError(), "cuMemAlloc_v2(128 bytes)"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_OUT_OF_MEMORY"));
+
+  // A failed memset frees the new buffer and remembers nothing.
+  {
+    ScopedEnv failing("FAKECUDA_FAIL_MEMSET", "1");
+    word = fakeAddress(0x1234);
+    EXPECT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_ERROR_DRIVER);
+    EXPECT_EQ(word, nullptr);
+    EXPECT_TRUE(mentions(lastError(), "normrt_grid_barrier_word"));
+    EXPECT_TRUE(mentions(lastError(), "cuMemsetD32Async"));
+    EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_VALUE"));
+    EXPECT_EQ(stats->liveAllocations.load(), 0);
+  }
+  // The next call tries again.
+  ASSERT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_NE(word, nullptr);
+  EXPECT_EQ(stats->memsets.load(), memsets + 1);
+  EXPECT_EQ(stats->liveAllocations.load(), 1);
+}
+
+TEST_F(RuntimeFake, LaunchCooperative) {
+  void *f = function(kImage, "norm_bwd");
+  int launches = stats->launches.load();
+  int cooperative = stats->cooperativeLaunches.load();
+  int setAttributes = stats->setAttributes.load();
+  int value = 7;
+  void *word = nullptr;
+  void *stream = fakeAddress(0x65);
+  ASSERT_EQ(normrt_grid_barrier_word(stream, &word), NORMRT_SUCCESS);
+  void *args[] = {&value, &word};
+  ASSERT_EQ(normrt_launch_cooperative(f, 264, 128, 100 << 10, stream, args),
+            NORMRT_SUCCESS)
+      << lastError();
+  FakeCudaLaunch launch{};
+  lastLaunch(&launch);
+  EXPECT_EQ(launch.function, f);
+  EXPECT_EQ(launch.grid[0], 264u);
+  EXPECT_EQ(launch.grid[1], 1u);
+  EXPECT_EQ(launch.grid[2], 1u);
+  EXPECT_EQ(launch.block[0], 128u);
+  EXPECT_EQ(launch.block[1], 1u);
+  EXPECT_EQ(launch.block[2], 1u);
+  EXPECT_EQ(launch.shared, unsigned(100 << 10));
+  EXPECT_EQ(launch.stream, stream);
+  EXPECT_EQ(launch.args, args);
+  EXPECT_EQ(launch.cooperative, 1);
+  EXPECT_EQ(stats->cooperativeLaunches.load(), cooperative + 1);
+  EXPECT_EQ(stats->launches.load(), launches + 1);
+  // Dynamic shared memory raised the limit first, as normrt_launch does.
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes + 1);
+  EXPECT_EQ(stats->lastSharedAttribute.load(), 100 << 10);
+
+  // Without shared memory no attribute is set; a plain launch after it is
+  // not cooperative.
+  ASSERT_EQ(normrt_launch_cooperative(f, 1, 32, 0, nullptr, nullptr),
+            NORMRT_SUCCESS);
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes + 1);
+  EXPECT_EQ(stats->cooperativeLaunches.load(), cooperative + 2);
+  ASSERT_EQ(normrt_launch(f, 1, 1, 32, 0, nullptr, args), NORMRT_SUCCESS);
+  lastLaunch(&launch);
+  EXPECT_EQ(launch.cooperative, 0);
+  EXPECT_EQ(stats->cooperativeLaunches.load(), cooperative + 2);
+  EXPECT_EQ(stats->launches.load(), launches + 3);
+}
+
+TEST_F(RuntimeFake, LaunchCooperativeDriverFailures) {
+  void *f = function(kImage, "norm_fwd");
+  int launches = stats->launches.load();
+  // What normrt_cooperative_fits refuses, the driver refuses too.
+  int fits = -1;
+  ASSERT_EQ(normrt_cooperative_fits(f, 132 * 8 + 1, 256, 0, &fits),
+            NORMRT_SUCCESS);
+  EXPECT_EQ(fits, 0);
+  EXPECT_EQ(normrt_launch_cooperative(f, 132 * 8 + 1, 256, 0, nullptr,
+                                      nullptr),
+            NORMRT_ERROR_LAUNCH);
+  EXPECT_TRUE(mentions(lastError(),
+                       "normrt_launch_cooperative: cuLaunchCooperativeKernel("
+                       "grid 1057, block 256, 0 bytes of shared memory"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"));
+
+  // More shared memory than the device has: the attribute call fails.
+  EXPECT_EQ(normrt_launch_cooperative(f, 1, 32, 300 << 10, nullptr, nullptr),
+            NORMRT_ERROR_LAUNCH);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch_cooperative"));
+  EXPECT_TRUE(mentions(lastError(), "cuFuncSetAttribute"));
+
+  // A function whose module is gone.
+  normrt_release_all();
+  EXPECT_EQ(normrt_launch_cooperative(f, 2, 64, 0, nullptr, nullptr),
+            NORMRT_ERROR_LAUNCH);
+  EXPECT_TRUE(mentions(lastError(), "cuLaunchCooperativeKernel(grid 2, "
+                                    "block 64"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_HANDLE"));
+  EXPECT_EQ(stats->launches.load(), launches);
+}
+
 TEST(RuntimeFakeNoDevice, InitReportsNoDevice) {
   REQUIRE_SCENARIO("fake-no-device");
   EXPECT_EQ(normrt_init(), NORMRT_ERROR_NO_DEVICE);
   EXPECT_TRUE(mentions(lastError(), "no device"));
   int sms = 0;
   EXPECT_EQ(normrt_sm_count(&sms), NORMRT_ERROR_NO_DEVICE);
+  int fits = -1;
+  EXPECT_EQ(normrt_cooperative_fits(fakeAddress(0x1234), 1, 256, 0, &fits),
+            NORMRT_ERROR_NO_DEVICE);
+  EXPECT_EQ(fits, 0);
+  void *barrier = fakeAddress(0x1234);
+  EXPECT_EQ(normrt_grid_barrier_word(nullptr, &barrier),
+            NORMRT_ERROR_NO_DEVICE);
+  EXPECT_EQ(barrier, nullptr);
+  EXPECT_EQ(normrt_launch_cooperative(fakeAddress(0x1234), 1, 32, 0, nullptr,
+                                      nullptr),
+            NORMRT_ERROR_NO_DEVICE);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch_cooperative"));
 }
 
 } // namespace

@@ -26,6 +26,14 @@ def load(path):
         ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
     lib.normrt_check_aligned.argtypes = [
         ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    lib.normrt_cooperative_fits.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+        ctypes.POINTER(ctypes.c_int)]
+    lib.normrt_grid_barrier_word.argtypes = [
+        ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.normrt_launch_cooperative.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+        ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
     lib.normrt_release_all.restype = None
     lib.normrt_release_all.argtypes = []
     return lib
@@ -53,12 +61,17 @@ def main():
     image = ctypes.create_string_buffer(b".entry norm_bwd\n")
     function = ctypes.c_void_p()
     workspace = ctypes.c_void_p()
+    fits = ctypes.c_int(-1)
+    barrier = ctypes.c_void_p()
     if scenario == "no-driver":
         check(lib.normrt_init() == NORMRT_ERROR_NO_DRIVER, "normrt_init")
         check(os.environ["NORMRT_LIBCUDA"].encode() in lib.normrt_last_error(),
               "init message names the library")
         check(lib.normrt_sm_count(ctypes.byref(sms)) == NORMRT_ERROR_NO_DRIVER,
               "normrt_sm_count")
+        check(lib.normrt_grid_barrier_word(None, ctypes.byref(barrier)) ==
+              NORMRT_ERROR_NO_DRIVER and not barrier.value,
+              "normrt_grid_barrier_word")
     elif scenario == "fake":
         check(lib.normrt_init() == NORMRT_SUCCESS, "normrt_init")
         check(lib.normrt_sm_count(ctypes.byref(sms)) == NORMRT_SUCCESS and
@@ -68,6 +81,17 @@ def main():
               NORMRT_SUCCESS and function.value, "normrt_get_function")
         check(lib.normrt_workspace(None, 4096, ctypes.byref(workspace)) ==
               NORMRT_SUCCESS and workspace.value, "normrt_workspace")
+        # The generated launcher's cooperative path: ask, get the barrier
+        # word, launch with it as the last kernel argument.
+        check(lib.normrt_cooperative_fits(function, 132, 256, 0,
+                                          ctypes.byref(fits)) ==
+              NORMRT_SUCCESS and fits.value == 1, "normrt_cooperative_fits")
+        check(lib.normrt_grid_barrier_word(None, ctypes.byref(barrier)) ==
+              NORMRT_SUCCESS and barrier.value, "normrt_grid_barrier_word")
+        args = (ctypes.c_void_p * 1)(ctypes.addressof(barrier))
+        check(lib.normrt_launch_cooperative(function, 132, 256, 0, None,
+                                            args) == NORMRT_SUCCESS,
+              "normrt_launch_cooperative")
         lib.normrt_release_all()
     else:
         failures.append(f"unknown NORMRT_TEST_SCENARIO '{scenario}'")

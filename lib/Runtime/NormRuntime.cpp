@@ -581,6 +581,72 @@ int allowDynamicShared(const char *fn, CUfunction f, unsigned shared_bytes) {
                   fn, shared_bytes);
   return NORMRT_SUCCESS;
 }
+
+// Multiprocessors of the current context's device (cached per device);
+// `fn` names the entry point in messages.
+int smCount(const char *fn, int *out) {
+  CUcontext context = nullptr;
+  if (int status = requireContext(fn, &context))
+    return status;
+  CUdevice device = 0;
+  CUresult result = gDriver.ctxGetDevice(&device);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
+                  fn);
+  bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  int count =
+      cacheable ? gSmCount[device].load(std::memory_order_relaxed) : 0;
+  if (count <= 0) {
+    result = gDriver.deviceGetAttribute(
+        &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_DRIVER, result,
+                    "%s: cuDeviceGetAttribute(MULTIPROCESSOR_COUNT, "
+                    "device %d) failed",
+                    fn, static_cast<int>(device));
+    if (cacheable)
+      gSmCount[device].store(count, std::memory_order_relaxed);
+  }
+  *out = count;
+  return static_cast<int>(NORMRT_SUCCESS);
+}
+
+// The argument checks every launch shares: nonzero dimensions within the
+// limits every CUDA device has had since compute capability 3.0.
+int checkLaunchShape(const char *fn, const void *function, unsigned grid_x,
+                     unsigned grid_y, unsigned block_x, unsigned shared_bytes) {
+  if (!function)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function is NULL", fn);
+  if (grid_x == 0 || grid_y == 0 || block_x == 0)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                "%s: grid %ux%u, block %u: every dimension must be nonzero",
+                fn, grid_x, grid_y, block_x);
+  if (grid_x > 0x7fffffffu || grid_y > 65535u || block_x > 1024u)
+    return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                "%s: grid %ux%u, block %u exceeds the limits (grid x < "
+                "2^31, grid y <= 65535, block <= 1024)",
+                fn, grid_x, grid_y, block_x);
+  if (shared_bytes > static_cast<unsigned>(INT_MAX))
+    return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                "%s: %u bytes of shared memory is out of range", fn,
+                shared_bytes);
+  return NORMRT_SUCCESS;
+}
+
+// CTAs of `f` per multiprocessor (the driver's occupancy calculator).
+int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
+                  unsigned shared_bytes, int *out) {
+  if (int status = allowDynamicShared(fn, f, shared_bytes))
+    return status;
+  int blocks = 0;
+  CUresult result = gDriver.occupancyMaxActiveBlocks(
+      &blocks, f, static_cast<int>(block_x), shared_bytes);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result,
+                  "%s: cuOccupancyMaxActiveBlocksPerMultiprocessor failed", fn);
+  *out = blocks;
+  return NORMRT_SUCCESS;
+}
 } // namespace
 
 extern "C" {
@@ -631,30 +697,7 @@ int normrt_sm_count(int *out) {
     if (!out)
       return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = 0;
-    CUcontext context = nullptr;
-    if (int status = requireContext(fn, &context))
-      return status;
-    CUdevice device = 0;
-    CUresult result = gDriver.ctxGetDevice(&device);
-    if (result != CUDA_SUCCESS)
-      return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
-                    fn);
-    bool cacheable = device >= 0 && device < kMaxCachedDevices;
-    int count =
-        cacheable ? gSmCount[device].load(std::memory_order_relaxed) : 0;
-    if (count <= 0) {
-      result = gDriver.deviceGetAttribute(
-          &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
-      if (result != CUDA_SUCCESS)
-        return cuFail(NORMRT_ERROR_DRIVER, result,
-                      "%s: cuDeviceGetAttribute(MULTIPROCESSOR_COUNT, "
-                      "device %d) failed",
-                      fn, static_cast<int>(device));
-      if (cacheable)
-        gSmCount[device].store(count, std::memory_order_relaxed);
-    }
-    *out = count;
-    return static_cast<int>(NORMRT_SUCCESS);
+    return smCount(fn, out);
   });
 }
 
@@ -818,22 +861,9 @@ int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
                   void **args) {
   constexpr const char *fn = "normrt_launch";
   return guarded(fn, [&] {
-    if (!function)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function is NULL", fn);
-    if (grid_x == 0 || grid_y == 0 || block_x == 0)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
-                  "%s: grid %ux%u, block %u: every dimension must be nonzero",
-                  fn, grid_x, grid_y, block_x);
-    // The limits every CUDA device has had since compute capability 3.0.
-    if (grid_x > 0x7fffffffu || grid_y > 65535u || block_x > 1024u)
-      return fail(NORMRT_ERROR_OUT_OF_RANGE,
-                  "%s: grid %ux%u, block %u exceeds the limits (grid x < "
-                  "2^31, grid y <= 65535, block <= 1024)",
-                  fn, grid_x, grid_y, block_x);
-    if (shared_bytes > static_cast<unsigned>(INT_MAX))
-      return fail(NORMRT_ERROR_OUT_OF_RANGE,
-                  "%s: %u bytes of shared memory is out of range", fn,
-                  shared_bytes);
+    if (int status = checkLaunchShape(fn, function, grid_x, grid_y, block_x,
+                                      shared_bytes))
+      return status;
     if (int status = requireDriver(fn))
       return status;
     CUfunction f = static_cast<CUfunction>(function);
@@ -898,8 +928,9 @@ void normrt_release_all(void) {
       if (!enter(w.context)) {
         status = fail(NORMRT_ERROR_DRIVER,
                       "normrt_release_all: cannot make the context of a "
-                      "workspace current; its %zu bytes are leaked",
-                      w.ownedBytes);
+                      "workspace current; its %zu bytes (and %d of its "
+                      "grid-barrier word) are leaked",
+                      w.ownedBytes, w.barrier ? 128 : 0);
         continue;
       }
       if (!synced[w.context])
@@ -942,20 +973,14 @@ int normrt_max_active_ctas(void *function, unsigned block_x,
       return fail(NORMRT_ERROR_INVALID_ARGUMENT,
                   "%s: function is NULL or block %u is not in [1, 1024]", fn,
                   block_x);
+    if (shared_bytes > static_cast<unsigned>(INT_MAX))
+      return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                  "%s: %u bytes of shared memory is out of range", fn,
+                  shared_bytes);
     if (int status = requireDriver(fn))
       return status;
-    CUfunction f = static_cast<CUfunction>(function);
-    if (int status = allowDynamicShared(fn, f, shared_bytes))
-      return status;
-    int blocks = 0;
-    CUresult result = gDriver.occupancyMaxActiveBlocks(
-        &blocks, f, static_cast<int>(block_x), shared_bytes);
-    if (result != CUDA_SUCCESS)
-      return cuFail(NORMRT_ERROR_DRIVER, result,
-                    "%s: cuOccupancyMaxActiveBlocksPerMultiprocessor failed",
-                    fn);
-    *out = blocks;
-    return static_cast<int>(NORMRT_SUCCESS);
+    return maxActiveCtas(fn, static_cast<CUfunction>(function), block_x,
+                         shared_bytes, out);
   });
 }
 
@@ -967,10 +992,9 @@ int normrt_cooperative_fits(void *function, unsigned grid_x,
     if (!out)
       return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = 0;
-    if (!function || block_x == 0 || block_x > 1024u)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
-                  "%s: function is NULL or block %u is not in [1, 1024]", fn,
-                  block_x);
+    if (int status =
+            checkLaunchShape(fn, function, grid_x, 1, block_x, shared_bytes))
+      return status;
     if (int status = requireDriver(fn))
       return status;
     const char *off = std::getenv("NORMRT_NO_COOPERATIVE");
@@ -988,11 +1012,11 @@ int normrt_cooperative_fits(void *function, unsigned grid_x,
                                    device) != CUDA_SUCCESS ||
         !supported)
       return static_cast<int>(NORMRT_SUCCESS);
-    if (int status = normrt_sm_count(&sms))
+    if (int status = smCount(fn, &sms))
       return status;
     int perSM = 0;
-    if (int status = normrt_max_active_ctas(function, block_x, shared_bytes,
-                                            &perSM))
+    if (int status = maxActiveCtas(fn, static_cast<CUfunction>(function),
+                                   block_x, shared_bytes, &perSM))
       return status;
     *out = grid_x <= static_cast<unsigned>(sms) * static_cast<unsigned>(perSM);
     return static_cast<int>(NORMRT_SUCCESS);
@@ -1043,11 +1067,9 @@ int normrt_launch_cooperative(void *function, unsigned grid_x,
                               void *stream, void **args) {
   constexpr const char *fn = "normrt_launch_cooperative";
   return guarded(fn, [&] {
-    if (!function || grid_x == 0 || block_x == 0 || block_x > 1024u)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
-                  "%s: function is NULL, or grid %u / block %u is not "
-                  "valid",
-                  fn, grid_x, block_x);
+    if (int status =
+            checkLaunchShape(fn, function, grid_x, 1, block_x, shared_bytes))
+      return status;
     if (int status = requireDriver(fn))
       return status;
     if (!gDriver.launchCooperativeKernel)

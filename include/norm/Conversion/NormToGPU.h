@@ -63,6 +63,9 @@ struct KernelPlan {
   // Looped: programs per row (column groups) at least; the launcher may
   // choose more when there are fewer rows than CTAs.
   int64_t minColumnGroups = 1;
+  // Looped: ask ptxas for two CTAs per SM (<= 64 registers at 512
+  // threads) in the vector kernel.
+  bool twoCTAsPerSM = false;
   // Resident vector kernel: rows in the cp.async ring (0: plain loads); the
   // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
   int64_t asyncStages = 0;
@@ -81,6 +84,9 @@ struct KernelPlan {
 /// rest of the 227 KiB stays for a second CTA's worth of occupancy.
 constexpr int64_t kMaxAccumulatorSharedBytes = 160 * 1024;
 
+/// The looped variant's accumulators per CTA when it aims at two CTAs per
+/// SM (KernelPlan::twoCTAsPerSM).
+constexpr int64_t kLoopedSharedBytes = 100 * 1024;
 
 /// Bytes of one element of `t` (or of its element type, for shaped types).
 int64_t elementBytes(Type t);

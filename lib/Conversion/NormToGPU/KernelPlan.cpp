@@ -127,11 +127,19 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       plan.dynamicSharedBytes = plan.rowsPerCTA * row;
     } else if (!plan.resident()) {
       // The looped variant keeps its part of the row's accumulators in
-      // shared memory: the fewest column groups (programs per row, chosen
-      // at run time, at least this many) whose part fits.
-      int64_t groups = (row + kMaxAccumulatorSharedBytes - 1) /
-                       kMaxAccumulatorSharedBytes;
+      // shared memory: the fewest column groups (CTAs per row) whose part
+      // fits. 16-bit rows of up to 16384 columns aim at two CTAs per SM
+      // (so one CTA's loads overlap the other's reductions): parts of at
+      // most 100 KiB and a 64-register cap (LayerNorm bf16 2048x16384:
+      // 127 -> 107 us). Elsewhere the cap spills and the extra column
+      // groups re-read rows: measured slower (perf-notes v6).
+      bool twoPerSM = widest < 4 && *plan.staticCols <= 16384 &&
+                      row <= 2 * kLoopedSharedBytes;
+      int64_t budget =
+          twoPerSM ? kLoopedSharedBytes : kMaxAccumulatorSharedBytes;
+      int64_t groups = (row + budget - 1) / budget;
       if (groups <= kMaxColumnGroups) {
+        plan.twoCTAsPerSM = twoPerSM;
         int64_t chunks = *plan.staticCols / plan.vector;
         int64_t partChunks = (chunks + groups - 1) / groups;
         plan.minColumnGroups = groups;

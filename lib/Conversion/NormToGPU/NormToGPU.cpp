@@ -1233,6 +1233,9 @@ struct ConvertNormToGPUPass
       gpu::GPUFuncOp fn =
           makeKernel(b, gpuModule, symbols, loc, name,
                      builder.parameterTypes(), plan.blockThreads(), mainSmem);
+      // The scalar fallback (misaligned rows) would spill under the cap.
+      if (plan.twoCTAsPerSM && vector > 1)
+        fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
 
       if (failed(builder.build(fn)))
         return failure();
