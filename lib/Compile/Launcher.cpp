@@ -91,6 +91,8 @@ struct OpLaunch {
   SmallVector<int64_t> fullInBytes, colInBytes, fullOutBytes, scalarBytes;
   int64_t finalThreads = 512;
   int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
+  int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
+  bool splitSingleLaunch = false;
 };
 
 class LauncherWriter {
@@ -136,6 +138,10 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
       cast<BoolAttr>(gpuAttr.get("single_launch")).getValue();
   launch.finalThreads = get("final_threads");
   launch.columnGroups = get("column_groups");
+  launch.splitColumnGroups = get("split_column_groups");
+  launch.splitSharedBytes = get("split_shared_bytes");
+  launch.splitSingleLaunch =
+      cast<BoolAttr>(gpuAttr.get("split_single_launch")).getValue();
 
   auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
     if (std::optional<unsigned> a = argumentOf(v))
@@ -358,10 +364,36 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       src << ";\n";
     }
     int64_t R = p.rowsPerCTA;
+    const bool anyTail =
+        numCol > 0 && (p.singleLaunch || l.splitSingleLaunch);
     src << "    void *fn;\n"
-        << "    if ((st = normrt_get_function(norm_image, vec ? \""
-        << l.kernel << "_main\" : \"" << l.kernel
-        << "_main_scalar\", &fn)) != 0) return st;\n";
+        << "    unsigned smem = " << p.dynamicSharedBytes << ";\n";
+    if (anyTail)
+      src << "    int single = " << (p.singleLaunch ? 1 : 0)
+          << "; /* the kernel can finish the columns itself */\n";
+    if (l.columnGroups > 0)
+      src << "    int64_t cg = " << l.columnGroups << ";\n";
+    if (l.splitColumnGroups > 0) {
+      // Too few rows to fill the SMs: the kernels that share each row
+      // among more CTAs.
+      src << "    int split = rows > 0 && rows * " << l.splitColumnGroups
+          << " <= sms;\n"
+          << "    if (split) {\n"
+          << "      cg = " << l.splitColumnGroups << ";\n"
+          << "      smem = " << l.splitSharedBytes << ";\n"
+          << (anyTail ? std::string("      single = ") +
+                            (l.splitSingleLaunch ? "1" : "0") + ";\n"
+                      : std::string())
+          << "    }\n"
+          << "    if ((st = normrt_get_function(norm_image, split ? (vec ? \""
+          << l.kernel << "_main_split\" : \"" << l.kernel
+          << "_main_split_scalar\") : vec ? \"" << l.kernel << "_main\" : \""
+          << l.kernel << "_main_scalar\", &fn)) != 0) return st;\n";
+    } else {
+      src << "    if ((st = normrt_get_function(norm_image, vec ? \""
+          << l.kernel << "_main\" : \"" << l.kernel
+          << "_main_scalar\", &fn)) != 0) return st;\n";
+    }
     // A persistent grid: as many CTAs as are resident at once, unless the
     // kernel was compiled with a fixed programs-per-SM.
     if (p.programsPerSM > 0)
@@ -369,14 +401,11 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     else
       src << "    int per_sm = 0;\n"
           << "    if ((st = normrt_max_active_ctas(fn, " << p.blockThreads()
-          << ", " << p.dynamicSharedBytes
-          << ", &per_sm)) != 0) return st;\n"
+          << ", smem, &per_sm)) != 0) return st;\n"
           << "    if (per_sm < 1) per_sm = 1;\n";
-    if (l.columnGroups > 1) {
-      // Looped with column groups: cg CTAs share each row, each owning a
-      // part of the columns.
+    if (l.columnGroups > 0) {
+      // Looped: cg CTAs share each row, each owning a part of the columns.
       src << "    int64_t limit = (int64_t)sms * per_sm;\n"
-          << "    const int64_t cg = " << l.columnGroups << ";\n"
           << "    if (limit < cg) limit = cg;\n"
           << "    int64_t ctas = rows * cg;\n"
           << "    int64_t most = limit / cg * cg;\n"
@@ -398,17 +427,14 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     // One cooperative launch when the kernel can finish the column
     // results itself (grid barrier) and every CTA fits at once; else the
     // main kernel with finalize = 0, then the final kernel.
-    const bool tail = p.singleLaunch && numCol > 0;
     if (numCol > 0)
-      src << "    int64_t finalize = 0;\n";
-    if (tail)
-      src << "    void *barrier = NULL;\n";
+      src << "    int64_t finalize = 0;\n"
+          << "    void *barrier = NULL;\n";
     src << "    if (rows > 0) {\n";
-    if (tail)
+    if (anyTail)
       src << "      int coop = 0;\n"
-          << "      if ((st = normrt_cooperative_fits(fn, grid, "
-          << p.blockThreads() << ", " << p.dynamicSharedBytes
-          << ", &coop)) != 0) return st;\n"
+          << "      if (single && (st = normrt_cooperative_fits(fn, grid, "
+          << p.blockThreads() << ", smem, &coop)) != 0) return st;\n"
           << "      if (coop && (st = normrt_grid_barrier_word(stream, "
              "&barrier)) != 0) return st;\n"
           << "      finalize = coop;\n";
@@ -425,7 +451,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     argList(l.stridesIn);
     argList(l.stridesOut);
     argList(l.scalars);
-    if (tail) {
+    if (numCol > 0) {
       src << "&barrier, ";
       argList(l.initIn);
       argList(l.colOut);
@@ -433,12 +459,11 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     }
 
     src << "NULL};\n      if ((st = ";
-    if (tail)
+    if (anyTail)
       src << "finalize ? normrt_launch_cooperative(fn, grid, "
-          << p.blockThreads() << ", " << p.dynamicSharedBytes
-          << ", stream, args) : ";
-    src << "normrt_launch(fn, grid, 1, " << p.blockThreads() << ", "
-        << p.dynamicSharedBytes << ", stream, args)) != 0) return st;\n"
+          << p.blockThreads() << ", smem, stream, args) : ";
+    src << "normrt_launch(fn, grid, 1, " << p.blockThreads()
+        << ", smem, stream, args)) != 0) return st;\n"
         << "    }\n";
     if (numCol > 0) {
       src << "    if (!finalize) {\n"

@@ -5,9 +5,10 @@ For LayerNorm and RMSNorm x bf16/f16/f32 x N, compiles one module per
 (kind, dtype) to PTX for --chip, assembles it with ptxas -v for that chip,
 and checks, per kernel:
   - ptxas accepts it;
-  - every vector main kernel (`*_main`, emitted when N is a multiple of the
-    vector width) loads x/dy with 16-byte global loads (ld.global.v4.b32 or
-    .v2.b64) and stores 16 bytes at a time;
+  - every vector main kernel (`*_main`, `*_main_split`, emitted when N is
+    a multiple of the vector width) loads with 16-byte global loads
+    (ld.global.v4.b32 or .v2.b64, or cp.async of 16 bytes into the
+    shared-memory ring) and stores 16 bytes at a time;
   - 0 bytes spilled and no stack frame for the register-resident variants
     (the looped variant, for rows too long for registers, is reported).
 Prints one line per kernel and "ALL PASSED: <n> kernels" at the end.
@@ -85,17 +86,23 @@ def main():
                 info = report.get(name, {})
                 spill = info.get("spill", (-1, -1, -1))
                 problems = []
-                prefix = re.sub(r"_(main|main_scalar|final)$", "", name)
+                prefix = re.sub(
+                    r"_(main|main_scalar|main_split|main_split_scalar|final)$",
+                    "", name)
                 kind_of = ("final" if name.endswith("_final")
                            else variant.get(prefix, "?"))
                 if kind_of == "?":
                     problems.append("no remark for this kernel")
                 if spill != (0, 0, 0) and kind_of != "looped":
                     problems.append(f"stack/spill {spill}")
-                if name.endswith("_main"):
+                if name.endswith(("_main", "_main_split")):
                     body = bodies[name]
+                    # Plain 16-byte loads, or 16-byte cp.async copies into
+                    # the shared-memory ring.
                     if not re.search(r"ld\.global(\.nc)?\.v4\.b32|"
-                                     r"ld\.global(\.nc)?\.v2\.b64", body):
+                                     r"ld\.global(\.nc)?\.v2\.b64|"
+                                     r"cp\.async\.cg\.shared\.global "
+                                     r"\[[^]]*\], \[[^]]*\], 16;", body):
                         problems.append("no 16-byte global loads")
                     if not re.search(r"st\.global\.v4\.b32|"
                                      r"st\.global\.v2\.b64", body):

@@ -18,11 +18,17 @@
 
 namespace mlir::norm {
 
-/// Columns per tile of the final reduction (one per lane of a warp).
+/// Columns per tile of the final reduction, at least (one per lane of a
+/// warp); and partial rows per slice of it, at most (see
+/// emitColumnReduction).
 constexpr int64_t kFinalColumnsPerCTA = 32;
+constexpr int64_t kFinalProgramsPerSlice = 16;
 
 /// Most programs (CTAs) that share one row in the looped variant.
 constexpr int64_t kMaxColumnGroups = 8;
+
+/// CTAs per row of the looped variant's `_main_split` kernels (few rows).
+constexpr int64_t kSplitColumnGroups = 4;
 
 /// User overrides of the heuristic; 0 means "pick".
 struct KernelPlanOptions {
@@ -63,6 +69,12 @@ struct KernelPlan {
   // Looped: programs per row (column groups) at least; the launcher may
   // choose more when there are fewer rows than CTAs.
   int64_t minColumnGroups = 1;
+  // Looped: the `_main_split` kernels share each row among this many CTAs
+  // (0: none), with `splitSharedBytes` of accumulators; the launcher takes
+  // them when there are too few rows to fill the SMs.
+  int64_t splitColumnGroups = 0;
+  int64_t splitSharedBytes = 0;
+  bool splitSingleLaunch = false;
   // Looped: ask ptxas for two CTAs per SM (<= 64 registers at 512
   // threads) in the vector kernel.
   bool twoCTAsPerSM = false;

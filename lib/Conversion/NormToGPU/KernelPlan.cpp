@@ -145,6 +145,14 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
         plan.minColumnGroups = groups;
         plan.sharedAccumulators = true;
         plan.dynamicSharedBytes = numCol * partChunks * plan.vector * 4;
+        // Few rows (29 x 17389): more CTAs per row, so the dx pass and the
+        // column sums spread over more SMs (the row sums are repeated).
+        if (kSplitColumnGroups > groups) {
+          int64_t splitChunks =
+              (chunks + kSplitColumnGroups - 1) / kSplitColumnGroups;
+          plan.splitColumnGroups = kSplitColumnGroups;
+          plan.splitSharedBytes = numCol * splitChunks * plan.vector * 4;
+        }
       }
     }
   }
@@ -187,11 +195,16 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   // One launch when there are column results to finish and the block can
   // hold the final reduction's 32-column tiles.
   // Only for the resident variant: measured on the H100 (perf-notes v6),
-  // the looped variant's few CTAs finish the columns slower than the final
-  // kernel's many.
+  // the looped kernels run slower with the tail (it costs them a CTA per
+  // SM).
   plan.singleLaunch = options.singleLaunch && plan.resident() &&
                       !op.getColResults().empty() &&
                       plan.blockThreads() % kFinalColumnsPerCTA == 0;
+  // The split kernels (few rows, few partial rows) finish in one launch:
+  // the final kernel and its launch gap are most of what is left there.
+  plan.splitSingleLaunch = options.singleLaunch &&
+                           plan.splitColumnGroups > 0 &&
+                           plan.blockThreads() % kFinalColumnsPerCTA == 0;
   return plan;
 }
 

@@ -287,31 +287,41 @@ protected:
   /// The fixed-order reduction of the fp32 partial buffer [C, P, N] into
   /// the column results. The final kernel and the single-launch tail of the
   /// main kernel both emit it with the same `threads`, so they sum in the
-  /// same order: a CTA takes tiles of 32 columns (first, first + stride,
-  /// ...); its threads are 32 columns x S = threads / 32 slices; slice s
-  /// sums programs s, s + S, ... in order, then slice 0 adds the slices in
-  /// order, the initial value, and the column epilogue (truncf of dW).
-  /// `inits[c]` is null where the initial value is a constant.
+  /// same order. The threads are W columns x S slices: S is the smallest
+  /// power of two with at most 16 programs per slice (at most threads / 32,
+  /// so W >= 32), from P at run time: few partial rows (few rows) take wide
+  /// tiles of one or two slices instead of many 32-column tiles. A CTA takes
+  /// tiles first, first + stride, ...; slice s sums programs s, s + S, ...
+  /// in order, then slice 0 adds the slices in order, the initial value,
+  /// and the column epilogue (truncf of dW). `inits[c]` is null where the
+  /// initial value is a constant.
   void emitColumnReduction(MixedReductionOp op, int64_t threads,
                            Value partial, ArrayRef<Value> inits,
                            ArrayRef<Value> outs, Value programs, Value cols,
                            Value smem, Value firstTile, Value tileStride) {
-    const int64_t W = kFinalColumnsPerCTA, S = threads / W;
+    const int64_t maxSlices = threads / kFinalColumnsPerCTA;
     unsigned numCol = op.getColResults().size();
+    Value perSlice = arith::CeilDivUIOp::create(
+        b, loc, programs, c64(kFinalProgramsPerSlice));
+    Value S = c64(1);
+    for (int64_t c = 2; c <= maxSlices; c *= 2)
+      S = arith::SelectOp::create(b, loc, ult(c64(c / 2), perSlice), c64(c),
+                                  S);
+    Value W = arith::DivUIOp::create(b, loc, c64(threads), S);
     Value tid = threadId();
-    Value tx = arith::RemUIOp::create(b, loc, tid, c64(W));
-    Value sy = arith::DivUIOp::create(b, loc, tid, c64(W));
-    Value tiles = arith::CeilDivUIOp::create(b, loc, cols, c64(W));
+    Value tx = arith::RemUIOp::create(b, loc, tid, W);
+    Value sy = arith::DivUIOp::create(b, loc, tid, W);
+    Value tiles = arith::CeilDivUIOp::create(b, loc, cols, W);
     scf::ForOp::create(
         b, loc, firstTile, tiles, tileStride, ValueRange{},
         [&](OpBuilder &, Location, Value tile, ValueRange) {
-          Value col = add(mul(tile, c64(W)), tx);
+          Value col = add(mul(tile, W), tx);
           Value valid = ult(col, cols);
           Value colClamped =
               minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
           for (unsigned c = 0; c < numCol; ++c) {
             auto loop = scf::ForOp::create(
-                b, loc, sy, programs, c64(S), ValueRange{zeroF32()},
+                b, loc, sy, programs, S, ValueRange{zeroF32()},
                 [&](OpBuilder &, Location, Value q, ValueRange acc) {
                   Value index = add(mul(add(mul(c64(c), programs), q), cols),
                                     colClamped);
@@ -320,7 +330,7 @@ protected:
                       b, loc,
                       ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
                 });
-            Value slot = add(mul(add(mul(c64(c), c64(S)), sy), c64(W)), tx);
+            Value slot = add(mul(add(mul(c64(c), S), sy), W), tx);
             memref::StoreOp::create(b, loc, loop.getResult(0), smem,
                                     ValueRange{toIndex(slot)});
           }
@@ -331,15 +341,18 @@ protected:
                                     c64(0)));
           ifThen(writer, [&] {
             for (unsigned c = 0; c < numCol; ++c) {
-              Value total;
-              for (int64_t y = 0; y < S; ++y) {
-                Value slot = add(c64((c * S + y) * W), tx);
-                Value part = memref::LoadOp::create(
-                    b, loc, smem, ValueRange{toIndex(slot)});
-                total = total ? arith::AddFOp::create(b, loc, total, part)
-                                    .getResult()
-                              : part;
-              }
+              auto slices = scf::ForOp::create(
+                  b, loc, c64(0), S, c64(1), ValueRange{zeroF32()},
+                  [&](OpBuilder &, Location, Value y, ValueRange acc) {
+                    Value slot = add(mul(add(mul(c64(c), S), y), W), tx);
+                    Value part = memref::LoadOp::create(
+                        b, loc, smem, ValueRange{toIndex(slot)});
+                    scf::YieldOp::create(
+                        b, loc,
+                        ValueRange{
+                            arith::AddFOp::create(b, loc, acc[0], part)});
+                  });
+              Value total = slices.getResult(0);
               Value init;
               Type initType = elementTypeOf(op.getColInit()[c]);
               if (auto constant = getConstantColumnInit(op.getColInit()[c]))
@@ -402,8 +415,9 @@ public:
     types.append(2 + op.getFull().size() + op.getFullResults().size(), i64);
     types.append(getCapturedScalars(op).size(), ptr);
     // The single-launch tail: the grid-barrier word, the non-constant
-    // column inits, the column outputs and the `finalize` flag.
-    if (plan.singleLaunch) {
+    // column inits, the column outputs and the `finalize` flag (in every
+    // kernel's signature; read where plan.singleLaunch).
+    if (!op.getColResults().empty()) {
       types.push_back(ptr);
       for (Value init : op.getColInit())
         if (!getConstantColumnInit(init))
@@ -591,7 +605,7 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   args = args.drop_front(scalars.size());
   SmallVector<Value> finalInits, finalOuts;
   Value barrierWord, finalize;
-  if (plan.singleLaunch) {
+  if (!op.getColResults().empty()) {
     barrierWord = args[0];
     args = args.drop_front();
     for (Value init : op.getColInit()) {
@@ -1220,14 +1234,32 @@ struct ConvertNormToGPUPass
     }
     // The single-launch tail's slices (the last attribution).
     int64_t numCol = op.getColResults().size();
-    if (plan.singleLaunch && numCol > 0)
+    if ((plan.singleLaunch || plan.splitSingleLaunch) && numCol > 0)
       mainSmem.push_back(workgroup(numCol * plan.finalThreads()));
-    // The vector kernel (when N allows one) and the scalar fallback.
-    SmallVector<std::pair<int64_t, std::string>> variants;
+    // The vector kernel (when N allows one) and the scalar fallback; the
+    // same pair with more CTAs per row for few rows (looped).
+    KernelPlan split = plan;
+    split.minColumnGroups = plan.splitColumnGroups;
+    split.dynamicSharedBytes = plan.splitSharedBytes;
+    split.twoCTAsPerSM = false;
+    split.singleLaunch = plan.splitSingleLaunch;
+    struct Variant {
+      int64_t vector;
+      std::string name;
+      const KernelPlan *plan;
+    };
+    SmallVector<Variant> variants;
     if (plan.vector > 1)
-      variants.push_back({plan.vector, (prefix + "_main").str()});
-    variants.push_back({1, (prefix + "_main_scalar").str()});
-    for (auto &[vector, name] : variants) {
+      variants.push_back({plan.vector, (prefix + "_main").str(), &plan});
+    variants.push_back({1, (prefix + "_main_scalar").str(), &plan});
+    if (plan.splitColumnGroups > 0) {
+      if (plan.vector > 1)
+        variants.push_back(
+            {plan.vector, (prefix + "_main_split").str(), &split});
+      variants.push_back({1, (prefix + "_main_split_scalar").str(), &split});
+    }
+    for (auto &[vector, name, variantPlan] : variants) {
+      const KernelPlan &plan = *variantPlan;
       OpBuilder::InsertionGuard guard(b);
       MainKernelBuilder builder(b, op, plan, vector);
       gpu::GPUFuncOp fn =
@@ -1269,6 +1301,12 @@ struct ConvertNormToGPUPass
                        b.getI64IntegerAttr(plan.resident()
                                                ? 0
                                                : plan.minColumnGroups)),
+        b.getNamedAttr("split_column_groups",
+                       b.getI64IntegerAttr(plan.splitColumnGroups)),
+        b.getNamedAttr("split_shared_bytes",
+                       b.getI64IntegerAttr(plan.splitSharedBytes)),
+        b.getNamedAttr("split_single_launch",
+                       b.getBoolAttr(plan.splitSingleLaunch)),
         b.getNamedAttr("final_threads",
                        b.getI64IntegerAttr(plan.finalThreads())),
         b.getNamedAttr("dynamic_shared_bytes",
