@@ -320,18 +320,45 @@ protected:
           Value colClamped =
               minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
           for (unsigned c = 0; c < numCol; ++c) {
-            auto loop = scf::ForOp::create(
-                b, loc, sy, programs, S, ValueRange{zeroF32()},
-                [&](OpBuilder &, Location, Value q, ValueRange acc) {
-                  Value index = add(mul(add(mul(c64(c), programs), q), cols),
-                                    colClamped);
-                  Value part = load(partial, f32, index, 1)[0];
+            // Programs sy, sy + S, ... in order. The step is known only at
+            // run time, so the loop is unrolled by hand (8 loads in flight,
+            // added in the same order), then the rest one by one.
+            auto partAt = [&](Value q) {
+              Value index = add(mul(add(mul(c64(c), programs), q), cols),
+                                colClamped);
+              return load(partial, f32, index, 1)[0];
+            };
+            constexpr int64_t kUnroll = 8;
+            Value count = arith::SelectOp::create(
+                b, loc, ult(sy, programs),
+                arith::CeilDivUIOp::create(
+                    b, loc, arith::SubIOp::create(b, loc, programs, sy), S),
+                c64(0));
+            Value full = mul(arith::DivUIOp::create(b, loc, count,
+                                                    c64(kUnroll)),
+                             c64(kUnroll));
+            auto unrolled = scf::ForOp::create(
+                b, loc, c64(0), full, c64(kUnroll), ValueRange{zeroF32()},
+                [&](OpBuilder &, Location, Value i, ValueRange acc) {
+                  SmallVector<Value> parts;
+                  for (int64_t u = 0; u < kUnroll; ++u)
+                    parts.push_back(partAt(add(sy, mul(add(i, c64(u)), S))));
+                  Value sum = acc[0];
+                  for (Value part : parts)
+                    sum = arith::AddFOp::create(b, loc, sum, part);
+                  scf::YieldOp::create(b, loc, ValueRange{sum});
+                });
+            auto rest = scf::ForOp::create(
+                b, loc, full, count, c64(1),
+                ValueRange{unrolled.getResult(0)},
+                [&](OpBuilder &, Location, Value i, ValueRange acc) {
+                  Value part = partAt(add(sy, mul(i, S)));
                   scf::YieldOp::create(
                       b, loc,
                       ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
                 });
             Value slot = add(mul(add(mul(c64(c), S), sy), W), tx);
-            memref::StoreOp::create(b, loc, loop.getResult(0), smem,
+            memref::StoreOp::create(b, loc, rest.getResult(0), smem,
                                     ValueRange{toIndex(slot)});
           }
           gpu::BarrierOp::create(b, loc);
@@ -1046,7 +1073,9 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   // Single launch: once every CTA's partial row is written (grid barrier),
   // the CTAs reduce the partial buffer in the final kernel's fixed order.
   if (plan.singleLaunch) {
-    Value partialRows = plan.combineInCTA ? gridDim() : programs;
+    // Rows of the partial buffer: one per CTA (combined), else per row
+    // program (the column groups of a row share one).
+    Value partialRows = plan.combineInCTA ? gridDim() : rowPrograms;
     Value on = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
                                      finalize, c64(0));
     ifThen(on, [&] {
