@@ -42,15 +42,13 @@
 // CHECK:           llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
 // CHECK:         gpu.return
 // The same with 4 CTAs per row, for few rows (the launcher picks it when
-// rows x 4 <= SMs); it finishes the columns itself after a grid barrier,
-// over the partial rows of the row groups (grid / 4), not the CTAs.
+// rows x 4 <= SMs): 32 KiB of accumulators each.
 // CHECK:       gpu.func @layer_wide_0_main_split(
 // CHECK:         %[[SPROG:.*]] = arith.addi %{{.*}}, %{{.*}} : i64
 // CHECK:         %[[SGRID:.*]] = arith.muli %{{.*}}, %c1_i64{{.*}} : i64
 // CHECK:         arith.divui %[[SPROG]], %c4_i64 : i64
-// CHECK:         %[[SROWPROGS:.*]] = arith.divui %[[SGRID]], %c4_i64 : i64
-// CHECK:         llvm.atomicrmw add
-// CHECK:         arith.ceildivui %[[SROWPROGS]], %c16_i64
+// CHECK:         arith.divui %[[SGRID]], %c4_i64 : i64
+// CHECK-NOT:     llvm.atomicrmw
 // CHECK:       gpu.func @layer_wide_0_main_split_scalar(
 
 #map = affine_map<(d0) -> (d0)>

@@ -162,12 +162,15 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   // register prefetch (the loads in flight then cost no registers).
   // Measured (perf-notes v6): a gain for rows of <= 32 lanes (several rows
   // per CTA, memory latency bound) and, for 16-bit rows, wherever the
-  // register prefetch does not fit (LayerNorm, N >= 2048: +9-12%). Where
-  // the prefetch fits, on wider rows, it is as fast or faster (RMSNorm
-  // 4096: 83 us vs 91 us); 32-bit rows have twice the copies per lane and
-  // lose 2-8% with the ring.
+  // register prefetch does not fit (LayerNorm, N >= 2048: +9-12%) and on
+  // rows of >= 256 lanes (RMSNorm 16384x5120: 193 vs 201 us). Where the
+  // prefetch fits on rows of 64-128 lanes it is faster (RMSNorm 4096: 83
+  // vs 91 us); 32-bit rows have twice the copies per lane and lose 2-8%
+  // with the ring.
+  bool wideRow = plan.threadsPerRow >= 256;
   if (plan.resident() && plan.vector > 1 && options.asyncStages >= 2 &&
-      (plan.threadsPerRow <= 32 || (!plan.prefetch && widest < 4))) {
+      (plan.threadsPerRow <= 32 ||
+       (widest < 4 && (!plan.prefetch || wideRow)))) {
     int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
     int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
                        plan.blockThreads();
@@ -200,11 +203,11 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   plan.singleLaunch = options.singleLaunch && plan.resident() &&
                       !op.getColResults().empty() &&
                       plan.blockThreads() % kFinalColumnsPerCTA == 0;
-  // The split kernels (few rows, few partial rows) finish in one launch:
-  // the final kernel and its launch gap are most of what is left there.
-  plan.splitSingleLaunch = options.singleLaunch &&
-                           plan.splitColumnGroups > 0 &&
-                           plan.blockThreads() % kFinalColumnsPerCTA == 0;
+  // The split kernels (few rows) could finish in one launch too, but
+  // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes v6): their
+  // tail is latency-bound over few partial rows. Kept off; the code path
+  // is the resident one's.
+  plan.splitSingleLaunch = false;
   return plan;
 }
 
