@@ -67,9 +67,9 @@
 // CHECK:                 llvm.load volatile %[[BAR]] {alignment = 4 : i64} : !llvm.ptr<1> -> i32
 // CHECK:               nvvm.memory.barrier <gpu>
 // CHECK:             gpu.barrier
-// Slices from the number of partial rows (at most 8 per slice, at most
+// Slices from the number of partial rows (at most 16 per slice, at most
 // 256 / 32 slices), then 256 / slices columns per tile.
-// CHECK:             arith.ceildivui %{{.*}}, %c8_i64
+// CHECK:             arith.ceildivui %{{.*}}, %c16_i64
 // CHECK-COUNT-3:     arith.select
 // CHECK:             scf.for
 // CHECK:               scf.for {{.*}} -> (f32)

@@ -22,7 +22,7 @@ namespace mlir::norm {
 /// warp); and partial rows per slice of it, at most (see
 /// emitColumnReduction).
 constexpr int64_t kFinalColumnsPerCTA = 32;
-constexpr int64_t kFinalProgramsPerSlice = 8;
+constexpr int64_t kFinalProgramsPerSlice = 16;
 
 /// Most programs (CTAs) that share one row in the looped variant.
 constexpr int64_t kMaxColumnGroups = 8;

@@ -288,7 +288,7 @@ protected:
   /// the column results. The final kernel and the single-launch tail of the
   /// main kernel both emit it with the same `threads`, so they sum in the
   /// same order. The threads are W columns x S slices: S is the smallest
-  /// power of two with at most 8 programs per slice (at most threads / 32,
+  /// power of two with at most 16 programs per slice (at most threads / 32,
   /// so W >= 32), from P at run time: few partial rows (few rows) take wide
   /// tiles of one or two slices instead of many 32-column tiles. A CTA takes
   /// tiles first, first + stride, ...; slice s sums programs s, s + S, ...
@@ -321,39 +321,44 @@ protected:
               minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
           for (unsigned c = 0; c < numCol; ++c) {
             // Programs sy, sy + S, ... in order. The step is known only at
-            // run time, so the loop is unrolled by hand: 8 loads in flight,
-            // added in order; past the end a load reads the last program
-            // and adds -0.0 instead, which is exact (x + -0.0 == x for
-            // every x, signed zeros too), so the sum is the plain one.
+            // run time, so the loop is unrolled by hand (8 loads in flight,
+            // added in the same order), then the rest one by one.
+            auto partAt = [&](Value q) {
+              Value index = add(mul(add(mul(c64(c), programs), q), cols),
+                                colClamped);
+              return load(partial, f32, index, 1)[0];
+            };
             constexpr int64_t kUnroll = 8;
             Value count = arith::SelectOp::create(
                 b, loc, ult(sy, programs),
                 arith::CeilDivUIOp::create(
                     b, loc, arith::SubIOp::create(b, loc, programs, sy), S),
                 c64(0));
-            Value lastProgram = arith::SubIOp::create(b, loc, programs, c64(1));
-            Value negZero =
-                arith::ConstantOp::create(b, loc, b.getF32FloatAttr(-0.0));
-            auto loop = scf::ForOp::create(
-                b, loc, c64(0), count, c64(kUnroll), ValueRange{zeroF32()},
+            Value full = mul(arith::DivUIOp::create(b, loc, count,
+                                                    c64(kUnroll)),
+                             c64(kUnroll));
+            auto unrolled = scf::ForOp::create(
+                b, loc, c64(0), full, c64(kUnroll), ValueRange{zeroF32()},
                 [&](OpBuilder &, Location, Value i, ValueRange acc) {
                   SmallVector<Value> parts;
-                  for (int64_t u = 0; u < kUnroll; ++u) {
-                    Value k = add(i, c64(u));
-                    Value q = minU(add(sy, mul(k, S)), lastProgram);
-                    Value index = add(
-                        mul(add(mul(c64(c), programs), q), cols), colClamped);
-                    Value part = load(partial, f32, index, 1)[0];
-                    parts.push_back(arith::SelectOp::create(
-                        b, loc, ult(k, count), part, negZero));
-                  }
+                  for (int64_t u = 0; u < kUnroll; ++u)
+                    parts.push_back(partAt(add(sy, mul(add(i, c64(u)), S))));
                   Value sum = acc[0];
                   for (Value part : parts)
                     sum = arith::AddFOp::create(b, loc, sum, part);
                   scf::YieldOp::create(b, loc, ValueRange{sum});
                 });
+            auto rest = scf::ForOp::create(
+                b, loc, full, count, c64(1),
+                ValueRange{unrolled.getResult(0)},
+                [&](OpBuilder &, Location, Value i, ValueRange acc) {
+                  Value part = partAt(add(sy, mul(i, S)));
+                  scf::YieldOp::create(
+                      b, loc,
+                      ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
+                });
             Value slot = add(mul(add(mul(c64(c), S), sy), W), tx);
-            memref::StoreOp::create(b, loc, loop.getResult(0), smem,
+            memref::StoreOp::create(b, loc, rest.getResult(0), smem,
                                     ValueRange{toIndex(slot)});
           }
           gpu::BarrierOp::create(b, loc);
