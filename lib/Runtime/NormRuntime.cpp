@@ -441,6 +441,15 @@ std::tuple<CUcontext, CUstream, uint64_t> workspaceKey(CUcontext context,
   return std::make_tuple(context, stream, thread);
 }
 
+// The workspace entry of (context, stream), made on first use; the caller
+// holds State::workspaceMutex.
+Workspace &workspaceOf(State &s, CUcontext context, CUstream stream) {
+  Workspace &w = s.workspaces[workspaceKey(context, stream)];
+  w.context = context;
+  w.stream = stream;
+  return w;
+}
+
 // Created on first use, never destroyed: no global constructor, and nothing
 // runs at exit when the driver may already be gone.
 State &state() {
@@ -773,9 +782,7 @@ int normrt_workspace(void *stream, size_t bytes, void **ptr_out) {
     CUstream cuStream = static_cast<CUstream>(stream);
     State &s = state();
     std::lock_guard<std::mutex> lock(s.workspaceMutex);
-    Workspace &w = s.workspaces[workspaceKey(context, cuStream)];
-    w.context = context;
-    w.stream = cuStream;
+    Workspace &w = workspaceOf(s, context, cuStream);
     if (w.user) {
       if (w.userBytes < bytes)
         return fail(NORMRT_ERROR_OUT_OF_RANGE,
@@ -847,9 +854,7 @@ int normrt_set_workspace(void *stream, void *ptr, size_t bytes) {
       }
       return static_cast<int>(NORMRT_SUCCESS);
     }
-    Workspace &w = s.workspaces[key];
-    w.context = context;
-    w.stream = cuStream;
+    Workspace &w = workspaceOf(s, context, cuStream);
     w.user = ptr;
     w.userBytes = bytes;
     return static_cast<int>(NORMRT_SUCCESS);
@@ -1038,9 +1043,7 @@ int normrt_grid_barrier_word(void *stream, void **ptr_out) {
     CUstream cuStream = static_cast<CUstream>(stream);
     State &s = state();
     std::lock_guard<std::mutex> lock(s.workspaceMutex);
-    Workspace &w = s.workspaces[workspaceKey(context, cuStream)];
-    w.context = context;
-    w.stream = cuStream;
+    Workspace &w = workspaceOf(s, context, cuStream);
     if (!w.barrier) {
       // One 128-byte line per stream: launches on one stream run in order,
       // launches on two streams never share a counter.

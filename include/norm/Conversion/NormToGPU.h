@@ -66,8 +66,8 @@ struct KernelPlan {
   // The main kernel also does the final reduction, after a grid barrier
   // (cooperative launch; the launcher falls back to the final kernel).
   bool singleLaunch = false;
-  // Looped: programs per row (column groups) at least; the launcher may
-  // choose more when there are fewer rows than CTAs.
+  // Looped: programs (CTAs) per row, a compile-time constant (column
+  // groups; the `_main_split` kernels have their own, below).
   int64_t minColumnGroups = 1;
   // Looped: the `_main_split` kernels share each row among this many CTAs
   // (0: none), with `splitSharedBytes` of accumulators; the launcher takes

@@ -60,6 +60,10 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   auto registersFor = [&](int64_t columnsPerLane) {
     return overhead + static_cast<int64_t>(perColumn * columnsPerLane);
   };
+  // The prefetched next row: its raw (packed) accesses, per column.
+  double prefetchPerColumn = 0;
+  for (Value v : op.getFull())
+    prefetchPerColumn += elementBytes(v.getType()) / 4.0;
   auto budgetFor = [&](int64_t group) {
     // A CTA of `group` lanes (or 256 when rows share a CTA) and at least
     // one CTA per SM within the 64K-register file; at most 255 per lane.
@@ -86,12 +90,9 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
         plan.threadsPerRow = g;
         plan.chunksPerThread = k;
         plan.estimatedRegisters = registersFor(columns);
-        // The prefetched next row: its raw (packed) accesses.
-        double packed = 0;
-        for (Value v : op.getFull())
-          packed += elementBytes(v.getType()) / 4.0;
-        int64_t withPrefetch =
-            plan.estimatedRegisters + static_cast<int64_t>(packed * columns);
+        int64_t withPrefetch = plan.estimatedRegisters +
+                               static_cast<int64_t>(prefetchPerColumn *
+                                                    columns);
         plan.prefetch = options.prefetch && withPrefetch <= budgetFor(g);
         if (plan.prefetch)
           plan.estimatedRegisters = withPrefetch;
@@ -180,13 +181,9 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       plan.asyncStages = s;
       plan.asyncRingOffset = offset;
       plan.dynamicSharedBytes = offset + s * perStage;
-      if (plan.prefetch) {
-        double packed = 0;
-        for (Value v : op.getFull())
-          packed += elementBytes(v.getType()) / 4.0;
+      if (plan.prefetch)
         plan.estimatedRegisters -= static_cast<int64_t>(
-            packed * plan.chunksPerThread * plan.vector);
-      }
+            prefetchPerColumn * plan.chunksPerThread * plan.vector);
       plan.prefetch = false;
       break;
     }

@@ -250,19 +250,16 @@ protected:
       auto gpuScope = NVVM::MemScopeKindAttr::get(b.getContext(),
                                                   NVVM::MemScopeKind::GPU);
       NVVM::MembarOp::create(b, loc, gpuScope);
+      auto c32 = [&](int32_t v) -> Value {
+        return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+      };
       Value grid = arith::TruncIOp::create(b, loc, i32, gridDim());
       Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                             blockId(), c64(0));
-      Value top = arith::ConstantOp::create(
-          b, loc, b.getI32IntegerAttr(int32_t(0x80000000u)));
+      Value top = c32(int32_t(0x80000000u));
       Value firstInc = arith::SubIOp::create(
-          b, loc, top,
-          arith::SubIOp::create(b, loc, grid,
-                                arith::ConstantOp::create(
-                                    b, loc, b.getI32IntegerAttr(1))));
-      Value inc = arith::SelectOp::create(
-          b, loc, isFirst, firstInc,
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)));
+          b, loc, top, arith::SubIOp::create(b, loc, grid, c32(1)));
+      Value inc = arith::SelectOp::create(b, loc, isFirst, firstInc, c32(1));
       Value old = LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                                             counter, inc,
                                             LLVM::AtomicOrdering::monotonic);
@@ -272,9 +269,8 @@ protected:
                                        /*isVolatile=*/true);
       Value flipped = arith::AndIOp::create(
           b, loc, arith::XOrIOp::create(b, loc, old, now), top);
-      Value waiting = arith::CmpIOp::create(
-          b, loc, arith::CmpIPredicate::eq, flipped,
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+      Value waiting = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            flipped, c32(0));
       scf::ConditionOp::create(b, loc, waiting, ValueRange{});
       b.createBlock(&spin.getAfter());
       scf::YieldOp::create(b, loc);
@@ -403,6 +399,33 @@ protected:
         });
   }
 
+  /// The column results' parameters shared by the final kernel and the
+  /// single-launch tail: a pointer per initial value that is not a
+  /// constant, then one per column result.
+  void appendColumnResultTypes(MixedReductionOp op, SmallVector<Type> &types) {
+    for (Value init : op.getColInit())
+      if (!getConstantColumnInit(init))
+        types.push_back(ptr);
+    types.append(op.getColResults().size(), ptr);
+  }
+  /// Takes those parameters off the front of `args`: `inits` (null where
+  /// the initial value is a constant) and `outs`.
+  void takeColumnResultArgs(MixedReductionOp op, ValueRange &args,
+                            SmallVector<Value> &inits,
+                            SmallVector<Value> &outs) {
+    for (Value init : op.getColInit()) {
+      if (getConstantColumnInit(init)) {
+        inits.push_back(nullptr);
+        continue;
+      }
+      inits.push_back(args.front());
+      args = args.drop_front();
+    }
+    size_t numCol = op.getColResults().size();
+    outs.append(args.begin(), args.begin() + numCol);
+    args = args.drop_front(numCol);
+  }
+
   /// Clones what the column epilogues capture (constants) to the entry.
   LogicalResult cloneEpilogueCaptures(MixedReductionOp op) {
     for (Value r : op.getColResults())
@@ -446,10 +469,7 @@ public:
     // kernel's signature; read where plan.singleLaunch).
     if (!op.getColResults().empty()) {
       types.push_back(ptr);
-      for (Value init : op.getColInit())
-        if (!getConstantColumnInit(init))
-          types.push_back(ptr);
-      types.append(op.getColResults().size(), ptr);
+      appendColumnResultTypes(op, types);
       types.push_back(i64);
     }
     return types;
@@ -580,9 +600,6 @@ SmallVector<Value> MainKernelBuilder::groupReduce(SmallVector<Value> sums) {
   Value laneInWarp = arith::RemUIOp::create(b, loc, lane, c64(32));
   Value warp = arith::DivUIOp::create(b, loc, lane, c64(32));
   Value base = mul(group, c64(maxSums * warps));
-  auto toIndex = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
-  };
   Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         laneInWarp, c64(0));
   ifThen(isFirst, [&] {
@@ -635,15 +652,7 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
   if (!op.getColResults().empty()) {
     barrierWord = args[0];
     args = args.drop_front();
-    for (Value init : op.getColInit()) {
-      if (getConstantColumnInit(init)) {
-        finalInits.push_back(nullptr);
-        continue;
-      }
-      finalInits.push_back(args[0]);
-      args = args.drop_front();
-    }
-    take(finalOuts, op.getColResults().size());
+    takeColumnResultArgs(op, args, finalInits, finalOuts);
     finalize = args[0];
   }
   // A compile-time constant: at run time it costs ~35 registers (and a CTA
@@ -1095,18 +1104,12 @@ LogicalResult MainKernelBuilder::build(gpu::GPUFuncOp func) {
 class FinalKernelBuilder : public KernelBuilderBase {
 public:
   FinalKernelBuilder(OpBuilder &b, MixedReductionOp op, int64_t threads)
-      : KernelBuilderBase(b, op.getLoc()), op(op), threads(threads) {
-    for (Value init : op.getColInit())
-      constInit.push_back(getConstantColumnInit(init));
-  }
+      : KernelBuilderBase(b, op.getLoc()), op(op), threads(threads) {}
 
   /// Parameters: partial, the non-constant inits, the outputs, P, cols.
   SmallVector<Type> parameterTypes() {
     SmallVector<Type> types{ptr};
-    for (auto &c : constInit)
-      if (!c)
-        types.push_back(ptr);
-    types.append(op.getColResults().size(), ptr);
+    appendColumnResultTypes(op, types);
     types.append(2, i64);
     return types;
   }
@@ -1116,7 +1119,6 @@ public:
 private:
   MixedReductionOp op;
   int64_t threads;
-  SmallVector<std::optional<Attribute>> constInit;
 };
 
 LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
@@ -1125,18 +1127,9 @@ LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
   ValueRange args = entry.getArguments();
   Value partial = args[0];
   args = args.drop_front();
-  SmallVector<Value> inits;
-  for (auto &c : constInit) {
-    if (c) {
-      inits.push_back(nullptr);
-      continue;
-    }
-    inits.push_back(args[0]);
-    args = args.drop_front();
-  }
-  unsigned numCol = op.getColResults().size();
-  SmallVector<Value> outs(args.begin(), args.begin() + numCol);
-  Value programs = args[numCol], cols = args[numCol + 1];
+  SmallVector<Value> inits, outs;
+  takeColumnResultArgs(op, args, inits, outs);
+  Value programs = args[0], cols = args[1];
   dimCols = cols;
   if (failed(cloneEpilogueCaptures(op)))
     return failure();
