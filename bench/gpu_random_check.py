@@ -1,0 +1,722 @@
+#!/usr/bin/env python3
+"""Randomized GPU differential test: random front-end programs, random
+shapes, every kernel variant, checked against a float64 reference.
+
+The programs come from the CPU differential test's generator
+(test/lib-python/norm_diffgen.py: four front-end styles, every rider --
+residual, dy scale as a constant / 0-d tensor, dW / dB accumulated into f32
+buffers, several column results, recomputed statistics, zero-centred or no
+weight, no bias -- bf16 / f16 / f32 and 16-bit activations with f32
+weights), with GPU-sized shapes instead of the CPU's small ones: N from 1
+to 70000 (primes, odd N, multiples of 8 / 16, N on either side of every
+threshold of the kernel plan), rows from 1 to ~200k (static, dynamic rows,
+all dims dynamic). Each program is run on several cases: random rows (when
+dynamic), row strides > N, base pointers off their 16-byte alignment.
+
+Two steps, because the GPU machine has no MLIR:
+
+  build (here):   bench/gpu_random_check.py build [--seed 1] [--programs 300]
+                     [--cases-per-program 7] [--norm-opt build/bin/norm-opt]
+                     [--out .carry/gpurand] [-j 2]
+      generates the programs, compiles them with `norm-opt compile
+      --emit=lib` (many functions per library), records each op's kernel
+      plan (from the IR after convert-norm-to-gpu) and writes manifest.json
+      with every case.
+  run (GPU):      bench/gpu_random_check.py run --dir .carry/gpurand
+                     [--subset all|sanitize] [--limit N] [--out DIR]
+      For every case: inputs drawn fresh on the GPU (never zero), outputs
+      and row padding poisoned with NaN, the call, then
+        - every result within its type's tolerance of the float64
+          reference (relative L2, norm_numerics.rel_l2's definition);
+        - every element written, no padding or neighbour touched;
+        - dx / dW / dB bitwise equal on a second call and on the other
+          launch path (NORMRT_NO_COOPERATIVE=1).
+      Which kernels each call launched comes from the driver itself
+      (bench/tools/launch_trace.c, loaded as NORMRT_LIBCUDA), and with the
+      plan it gives the coverage table (every variant >= 50 cases).
+      --subset sanitize runs the small cases chosen for compute-sanitizer
+      (every variant), e.g.
+        compute-sanitizer --tool racecheck --kernel-name-exclude kns=ampere
+          python3 bench/gpu_random_check.py run --subset sanitize ...
+  Prints one line per failure and a table last; exits non-zero on failure.
+"""
+
+import argparse
+import concurrent.futures
+import ctypes
+import dataclasses
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "lib-python"))
+import norm_diffgen as dg  # noqa: E402
+
+# Largest problem (elements of one [rows, N] tensor) of an ordinary case,
+# and of the few large ones.
+MAX_ELEMS = 1 << 24
+MAX_ELEMS_LARGE = 1 << 26
+SANITIZE_MAX_ELEMS = 1 << 17
+FULL_KEYS = ("x", "dy", "dres")  # the [rows, N] arguments
+SMS = 132  # H100 SXM; only used to aim some row counts at the split kernels
+# Wrong references (--mutant): each must fail >= 95% of the cases it
+# applies to (a term can vanish: LayerNorm's projection at N = 1).
+MUTANTS = {
+    "no-dy-scale": lambda p: p["scale"] is not None,
+    "dx-no-projection-term": lambda p: True,
+    "no-residual": lambda p: p["residual"],
+    "dw-uses-x-not-xhat": lambda p: p["need_dw"],
+}
+VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
+            "column-groups", "combine-in-cta", "cooperative", "two-launch")
+
+
+# --------------------------------------------------------------------------
+# Programs and shapes
+# --------------------------------------------------------------------------
+
+def _primes_upto(n):
+    sieve = bytearray([1]) * (n + 1)
+    sieve[0:2] = b"\x00\x00"
+    for i in range(2, int(n ** 0.5) + 1):
+        if sieve[i]:
+            sieve[i * i::i] = bytearray(len(sieve[i * i::i]))
+    return [i for i in range(n + 1) if sieve[i]]
+
+
+PRIMES = _primes_upto(70000)
+
+
+def plan_thresholds(vector, num_col):
+    """N on which the kernel plan changes (lib/Conversion/NormToGPU/
+    KernelPlan.cpp): lanes per row double at 32 columns per lane (resident
+    up to 1024 lanes), accumulators in shared memory for the looped kernel
+    (100 KiB two-per-SM parts for 16-bit rows up to 16384, 160 KiB parts,
+    up to 8 column groups; 4-way split kernels)."""
+    ts = [vector * 32 * g for g in (1, 2, 4, 8, 16, 32)]  # group doublings
+    ts += [64, 128, 256, 4096 * 3, 16384, 32768, 65536]
+    for budget in (100 * 1024, 160 * 1024):
+        for groups in (1, 2, 3, 4, 8):
+            ts.append(groups * budget // (4 * max(1, num_col)))
+    return sorted(set(t for t in ts if 1 <= t <= 70000))
+
+
+def pick_n(rng, vector, num_col):
+    r = rng.random()
+    if r < 0.12:
+        return rng.randint(1, 300)
+    if r < 0.27:
+        return rng.choice(PRIMES)
+    if r < 0.42:
+        return rng.choice((8, 16)) * rng.randint(1, 70000 // 16)
+    if r < 0.52:
+        return 2 * rng.randint(0, 34999) + 1
+    if r < 0.62:
+        return rng.choice((64, 128, 256, 384, 768, 1024, 2048, 4096, 5120,
+                           8192, 12288, 16384, 17389, 32768, 65536))
+    t = rng.choice(plan_thresholds(vector, num_col))
+    return max(1, min(70000, t + rng.choice((-vector, -1, 0, 0, 1, vector))))
+
+
+def pick_rows(rng, n, limit):
+    cap = max(1, min(200000, limit // n))
+    r = rng.random()
+    if r < 0.15:
+        rows = rng.randint(1, 8)
+    elif r < 0.3:
+        rows = rng.randint(1, SMS // 4 + 8)  # around the split threshold
+    else:
+        rows = int(math.exp(rng.uniform(0, math.log(200000))))
+    return max(1, min(rows, cap))
+
+
+def factor_lead(rng, rows, rank):
+    if rank == 2:
+        return (rows,)
+    divisors = [d for d in range(1, min(rows, 64) + 1) if rows % d == 0]
+    b = rng.choice(divisors)
+    return (b, rows // b)
+
+
+def gen_program(index, seed):
+    """A norm_diffgen program with a GPU-sized shape."""
+    base = dg.gen_program(index, f"gpu/{seed}")
+    rng = random.Random(f"gpurand/{seed}/{index}")
+    widest = max(2 if base.x_type != "f32" else 4,
+                 2 if base.p_type != "f32" else 4)
+    vector = 16 // (2 if base.x_type != "f32" else 4)
+    del widest
+    num_col = int(base.need_dw) + int(base.need_db)
+    n = pick_n(rng, vector, num_col)
+    limit = MAX_ELEMS_LARGE if rng.random() < 0.05 else MAX_ELEMS
+    rows = pick_rows(rng, n, limit)
+    rank = 3 if rng.random() < 0.25 else 2
+    lead = factor_lead(rng, rows, rank)
+    dynamic = rng.choice((None, "rows", "rows", "rows", "all"))
+    if rank == 3 and dynamic and rng.random() < 0.4:
+        dynamic = "lead"
+    # A scalar f32 function argument has no place in the C ABI (compile
+    # mode takes 0-d tensors): the tensor form.
+    scale = "tensor" if base.scale == "arg" else base.scale
+    return dataclasses.replace(base, lead=lead, n=n, dynamic=dynamic,
+                               scale=scale)
+
+
+def gen_cases(p, rng, count):
+    """Run-time shapes, strides and offsets of one program."""
+    vector = 16 // (2 if p.x_type != "f32" else 4)
+    cases = []
+    for c in range(count):
+        n = p.n
+        if p.dynamic == "all" and c > 0:
+            n = pick_n(rng, vector, 2)
+        if p.dynamic:
+            limit = MAX_ELEMS_LARGE if p.rows * p.n > MAX_ELEMS else MAX_ELEMS
+            rows = p.rows if c == 0 else pick_rows(rng, n, limit)
+        else:
+            rows = p.rows
+        if rows * n > MAX_ELEMS_LARGE:
+            rows = max(1, MAX_ELEMS_LARGE // n)
+        if len(p.lead) == 2 and p.dynamic in ("rows", "all"):
+            s = p.lead[1]  # static: rows is a multiple of it
+            rows = max(s, rows // s * s)
+        # Strides (elements) per full tensor and offsets (elements) per
+        # pointer: the first case is dense and aligned.
+        pad, off = {}, {}
+        if c > 0:
+            for key in ("x", "dy", "dres", "dx"):
+                u = rng.random()
+                if u < 0.25:
+                    pad[key] = vector * rng.randint(1, 4)
+                elif u < 0.40:
+                    pad[key] = rng.randint(1, 2 * vector + 1)
+            for key in ("x", "dy", "dres", "dx", "w", "prev_dw", "prev_db",
+                        "dw", "db", "mean", "rstd"):
+                if rng.random() < 0.08:
+                    off[key] = rng.randint(1, vector - 1) if vector > 1 else 0
+        cases.append(dict(rows=rows, n=n, pad=pad, off=off,
+                          seed=f"{p.seed}/case{c}"))
+    return cases
+
+
+# --------------------------------------------------------------------------
+# build (on the build machine)
+# --------------------------------------------------------------------------
+
+PLAN_KEYS = ("threads_per_row", "rows_per_cta", "chunks_per_thread",
+             "vector", "async_stages", "single_launch", "combine_in_cta",
+             "column_groups", "split_column_groups", "dynamic_shared_bytes")
+
+
+def parse_plans(ir_text):
+    """{function name: [plan dict per fused op]} from the IR printed after
+    convert-norm-to-gpu (the op's `norm.gpu` plan attribute)."""
+    plans = {}
+    func = None
+    for line in ir_text.splitlines():
+        m = re.search(r"func\.func @(\w+)\(", line)
+        if m:
+            func = m.group(1)
+            plans.setdefault(func, [])
+            continue
+        if func and "norm.gpu" in line:
+            plan = {}
+            for key in PLAN_KEYS:
+                mk = re.search(rf"\b{key}\s*=\s*(true|false|-?\d+)", line)
+                if mk:
+                    v = mk.group(1)
+                    plan[key] = (v == "true") if v in ("true", "false") \
+                        else int(v)
+            plans[func].append(plan)
+    return plans
+
+
+def compile_module(args, index, progs):
+    text = "\n".join(dg.emit_program(p)[0] for p in progs)
+    base = os.path.join(args.out, f"mod{index}")
+    with open(base + ".mlir", "w") as f:
+        f.write(text)
+    cmd = [args.norm_opt, "compile", base + ".mlir", f"--chip={args.chip}",
+           "--emit=lib", "-o", base + ".so",
+           "--mlir-print-ir-after=convert-norm-to-gpu",
+           "--mlir-print-ir-module-scope=false"]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return index, None, r.stderr[-4000:], time.time() - t0
+    return index, parse_plans(r.stderr), "", time.time() - t0
+
+
+def cmd_build(args):
+    os.makedirs(args.out, exist_ok=True)
+    progs = [gen_program(i, args.seed) for i in range(args.programs)]
+    rng = random.Random(f"gpurand-cases/{args.seed}")
+    manifest = {"seed": args.seed, "chip": args.chip, "programs": []}
+    groups = [progs[i:i + args.per_module]
+              for i in range(0, len(progs), args.per_module)]
+    failures = []
+    plans = {}
+    t0 = time.time()
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for index, got, err, secs in pool.map(
+                lambda ig: compile_module(args, *ig), enumerate(groups)):
+            if got is None:
+                failures.append((index, err))
+                print(f"mod{index}: compile failed\n{err}", file=sys.stderr)
+            else:
+                plans.update({(index, k): v for k, v in got.items()})
+                print(f"mod{index}: {len(groups[index])} functions, "
+                      f"{secs:.1f} s", flush=True)
+    for index, group in enumerate(groups):
+        for p in group:
+            _, sig, _ = dg.emit_program(p)
+            plan = plans.get((index, p.name))
+            if plan is None:
+                continue
+            manifest["programs"].append(dict(
+                program=dataclasses.asdict(p), name=p.name,
+                library=f"mod{index}.so", signature=[k for k, _ in sig],
+                param_types=[t for _, t in sig],
+                results=[name for name, _, _ in p.outputs()],
+                plan=plan[0] if plan else {},
+                cases=gen_cases(p, rng, args.cases_per_program)))
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    ncases = sum(len(e["cases"]) for e in manifest["programs"])
+    print(f"{len(manifest['programs'])} programs, {ncases} cases in "
+          f"{len(groups)} libraries ({time.time() - t0:.0f} s); "
+          f"{len(failures)} modules failed to compile")
+    # The launch tracer, built here against the toolkit's stub libcuda.
+    tracer = os.path.join(args.out, "liblaunch_trace.so")
+    subprocess.run([args.cc, "-shared", "-fPIC", "-O2",
+                    f"-I{args.cuda}/include",
+                    os.path.join(HERE, "tools", "launch_trace.c"), "-o",
+                    tracer, f"-L{args.cuda}/lib64/stubs",
+                    "-Wl,--no-as-needed", "-lcuda", "-ldl"], check=True)
+    return 1 if failures else 0
+
+
+# --------------------------------------------------------------------------
+# run (on the GPU machine)
+# --------------------------------------------------------------------------
+
+def variants_of(plan, kernels):
+    """Kernel variants one call exercised, from its plan and the kernels the
+    driver launched ("name:mode:grid;...")."""
+    names = [k.split(":") for k in kernels.split(";") if k]
+    out = set()
+    mains = [(n, m) for n, m, _ in names if "_main" in n]
+    for name, mode in mains:
+        split = "_main_split" in name
+        scalar = name.endswith("_scalar")
+        out.add("scalar" if scalar else "vector")
+        if split:
+            out.add("split")
+        if plan.get("chunks_per_thread", 0) > 0:
+            out.add("resident")
+            if not scalar and plan.get("async_stages", 0) >= 2:
+                out.add("ring")
+            if plan.get("combine_in_cta"):
+                out.add("combine-in-cta")
+        else:
+            out.add("looped")
+            if not split and plan.get("column_groups", 1) > 1:
+                out.add("column-groups")
+        out.add("cooperative" if mode == "coop" else "two-launch")
+    if any("_final" in n for n, _, _ in names) and not mains:
+        out.add("two-launch")
+    return out
+
+
+class Runner:
+    def __init__(self, args):
+        import torch
+        self.torch = torch
+        self.args = args
+        self.dir = args.dir
+        with open(os.path.join(args.dir, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        tracer = os.path.join(args.dir, "liblaunch_trace.so")
+        self.trace = None
+        if os.path.exists(tracer) and not args.no_trace:
+            os.environ["NORMRT_LIBCUDA"] = tracer
+            self.trace = ctypes.CDLL(tracer)
+            self.trace.launch_trace_take.restype = ctypes.c_size_t
+            self.trace_buf = ctypes.create_string_buffer(1 << 16)
+        self.libs = {}
+        self.worst = {}  # result dtype -> largest error / tolerance
+        self.dev = torch.device("cuda")
+        self.DT = {"bf16": torch.bfloat16, "f16": torch.float16,
+                   "f32": torch.float32}
+        # norm_numerics' tolerances by result type (rel_l2's definition).
+        self.TOL = {torch.bfloat16: 8e-3, torch.float16: 1e-3,
+                    torch.float32: 1e-5}
+
+    def take_trace(self):
+        if not self.trace:
+            return ""
+        self.trace.launch_trace_take(self.trace_buf, len(self.trace_buf))
+        return self.trace_buf.value.decode()
+
+    def function(self, entry):
+        lib = self.libs.get(entry["library"])
+        if lib is None:
+            lib = ctypes.CDLL(os.path.join(self.dir, entry["library"]))
+            lib.normrt_last_error.restype = ctypes.c_char_p
+            self.libs[entry["library"]] = lib
+        fn = getattr(lib, entry["name"])
+        nfull = sum(1 for k in entry["signature"] if k in FULL_KEYS) + 1
+        fn.argtypes = ([ctypes.c_void_p] * (len(entry["signature"])
+                                            + len(entry["results"]))
+                       + [ctypes.c_int64] * (2 + nfull) + [ctypes.c_void_p])
+        fn.restype = ctypes.c_int
+        return lib, fn
+
+    # ---- inputs -------------------------------------------------------
+
+    def place(self, values, rows, n, pad, off, poison=None):
+        """values [rows, n] (or None) into a fresh buffer with row stride
+        n + pad at element offset off; the rest of the buffer NaN (or
+        poison). Returns (view, buffer)."""
+        torch = self.torch
+        stride = n + pad
+        dtype = values.dtype if values is not None else poison
+        buf = torch.full((off + rows * stride + 8,), float("nan"),
+                         dtype=dtype, device=self.dev)
+        view = buf[off:off + rows * stride].view(rows, stride)[:, :n]
+        if values is not None:
+            view.copy_(values)
+        return view, buf
+
+    def inputs(self, p, case):
+        torch = self.torch
+        rows, n = case["rows"], case["n"]
+        g = torch.Generator(device=self.dev)
+        g.manual_seed(zlib.crc32(case["seed"].encode()))
+        xt, pt = self.DT[p["x_type"]], self.DT[p["p_type"]]
+
+        def randn(*shape, std=1.0):
+            return torch.randn(*shape, generator=g, device=self.dev,
+                               dtype=torch.float64) * std
+
+        def nonzero(t, dt, away=0.0, min_abs=1e-3):
+            t = t.to(dt).double()
+            bad = (t - away).abs() < min_abs
+            return torch.where(bad, away + min_abs * 4, t).to(dt)
+
+        sign = torch.where(torch.rand(rows, 1, generator=g, device=self.dev)
+                           < 0.5, -1.0, 1.0).double()
+        offset = sign * (0.5 + 1.5 * torch.rand(
+            rows, 1, generator=g, device=self.dev).double())
+        spread = torch.where(torch.rand(rows, 1, generator=g,
+                                        device=self.dev) < 0.5,
+                             0.3 + 0.4 * torch.rand(rows, 1, generator=g,
+                                                    device=self.dev),
+                             1.5 + 1.5 * torch.rand(rows, 1, generator=g,
+                                                    device=self.dev)).double()
+        x = nonzero(offset + spread * randn(rows, n), xt)
+        xd = x.double()
+        mu = xd.mean(-1, keepdim=True)
+        z = (xd - mu) / (xd.std(-1, keepdim=True, correction=0) + 1e-3)
+        dy = nonzero(1.0 + z + 0.5 * randn(rows, n), xt)
+        t = {"x": x, "dy": dy}
+        if p["op"] == "layer_norm":
+            var = ((xd - mu) ** 2).mean(-1, keepdim=True)
+        else:
+            mu = torch.zeros_like(mu)
+            var = (xd * xd).mean(-1, keepdim=True)
+        t["mean"] = mu.float()
+        t["rstd"] = (1.0 / torch.sqrt(var + 1e-5)).float()
+        if p["has_w"]:
+            if p["zc"]:
+                t["w"] = nonzero(0.4 * randn(n), pt, 0.0, 0.1)
+            else:
+                t["w"] = nonzero(1.0 + 0.5 * randn(n), pt, 1.0, 0.1)
+        if p["scale"]:
+            t["scale"] = torch.tensor(dg.p_scale_const(dg.Program(**{
+                **p, "lead": tuple(p["lead"])})), dtype=torch.float32,
+                device=self.dev)
+        if p["residual"]:
+            t["dres"] = nonzero(randn(rows, n), xt)
+        if p["acc_dw"]:
+            t["prev_dw"] = nonzero(2.0 * randn(n), torch.float32)
+        if p["acc_db"]:
+            t["prev_db"] = nonzero(2.0 * randn(n), torch.float32)
+        return t
+
+    def reference(self, p, t, rows, n, mutant=None):
+        """float64 results and their term scales (norm_numerics.reference;
+        recomputed statistics from x in float64). A mutant is a wrong
+        reference the check must reject (MUTANTS)."""
+        torch = self.torch
+        x, dy = t["x"].double(), t["dy"].double()
+        if "scale" in t and mutant != "no-dy-scale":
+            dy = dy * float(t["scale"])
+        if p["stats"] == "recomputed":
+            if p["op"] == "layer_norm":
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            else:
+                mean = torch.zeros(rows, 1, dtype=torch.float64,
+                                   device=self.dev)
+                var = (x * x).mean(-1, keepdim=True)
+            rstd = 1.0 / torch.sqrt(var + dg.EPS)
+        else:
+            mean, rstd = t["mean"].double(), t["rstd"].double()
+        ln = p["op"] == "layer_norm"
+        xhat = (x - mean) * rstd if ln else x * rstd
+        if p["has_w"]:
+            weff = t["w"].double() + (1.0 if p["zc"] else 0.0)
+        else:
+            weff = torch.ones(n, dtype=torch.float64, device=self.dev)
+        wdy = dy * weff
+        c_proj = (xhat * wdy).sum(-1, keepdim=True) / n
+        if mutant == "dx-no-projection-term":
+            c_proj = 0.0
+        c_mean = wdy.sum(-1, keepdim=True) / n if ln else 0.0
+        dx = rstd * (wdy - c_mean - xhat * c_proj)
+        dx_scale = (rstd * wdy).abs()
+        if "dres" in t and mutant != "no-residual":
+            dx = dx + t["dres"].double()
+            dx_scale = dx_scale + t["dres"].double().abs()
+        ref = {"dx": (dx, dx_scale)}
+        if p["need_dw"]:
+            term = dy * (x if mutant == "dw-uses-x-not-xhat" else xhat)
+            dw, s = term.sum(0), (dy * xhat).abs().sum(0)
+            if "prev_dw" in t:
+                dw, s = dw + t["prev_dw"].double(), s + t["prev_dw"].abs()
+            ref["dw"] = (dw, s)
+        if p["need_db"]:
+            db, s = dy.sum(0), dy.abs().sum(0)
+            if "prev_db" in t:
+                db, s = db + t["prev_db"].double(), s + t["prev_db"].abs()
+            ref["db"] = (db, s)
+        return ref
+
+    # ---- one case -----------------------------------------------------
+
+    def call(self, entry, fn, lib, t, case, outs):
+        """Places inputs per the case, poisons outputs, calls. Returns
+        (status, {result: (view, buffer)}, trace)."""
+        torch = self.torch
+        p = entry["program"]
+        rows, n = case["rows"], case["n"]
+        ptrs, strides, keep = [], [], []
+        for key, ty in zip(entry["signature"], entry["param_types"]):
+            v = t[key]
+            if key in FULL_KEYS:
+                view, buf = self.place(v, rows, n, case["pad"].get(key, 0),
+                                       case["off"].get(key, 0))
+                strides.append(n + case["pad"].get(key, 0))
+            elif key == "scale":
+                view, buf = v, v
+            else:
+                view, buf = self.place(v.reshape(1, -1), 1, v.numel(), 0,
+                                       case["off"].get(key, 0))
+            keep.append(buf)
+            ptrs.append(view.data_ptr())
+        res = {}
+        for name in entry["results"]:
+            dt = self.DT[p["x_type"]] if name == "dx" else self.DT[
+                "f32" if p["acc_" + name] else p["p_type"]]
+            if name == "dx":
+                view, buf = self.place(None, rows, n, case["pad"].get("dx", 0),
+                                       case["off"].get("dx", 0), poison=dt)
+                strides.append(n + case["pad"].get("dx", 0))
+            else:
+                view, buf = self.place(None, 1, n, 0,
+                                       case["off"].get(name, 0), poison=dt)
+            res[name] = (view, buf)
+            ptrs.append(view.data_ptr())
+        self.take_trace()
+        st = fn(*ptrs, rows, n, *strides,
+                torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        del keep
+        return st, res, self.take_trace()
+
+    def check_case(self, entry, fn, lib, case):
+        torch = self.torch
+        p = entry["program"]
+        rows, n = case["rows"], case["n"]
+        t = self.inputs(p, case)
+        problems = []
+        st, res, trace = self.call(entry, fn, lib, t, case, None)
+        if st != 0:
+            return [f"status {st}: {lib.normrt_last_error().decode()}"], \
+                trace
+        ref = self.reference(p, t, rows, n, self.args.mutant)
+        for name, (view, buf) in res.items():
+            r, s = ref[name]
+            out = view.double().reshape(r.shape)
+            if not torch.isfinite(out).all():
+                problems.append(f"{name}: {int((~torch.isfinite(out)).sum())}"
+                                f" elements not written or not finite")
+                continue
+            num = torch.linalg.vector_norm(out - r).item()
+            den = max(torch.linalg.vector_norm(r).item(),
+                      torch.linalg.vector_norm(s).item(), 1e-30)
+            err = num / den
+            tol = self.TOL[view.dtype]
+            self.worst[view.dtype] = max(self.worst.get(view.dtype, 0.0),
+                                         err / tol)
+            if not err <= tol:
+                problems.append(f"{name}: rel L2 {err:.3g} > {tol:g}")
+            # Nothing outside the view written (padding, neighbours).
+            written = buf.isfinite().sum().item()
+            if written != view.numel():
+                problems.append(f"{name}: {written - view.numel()} elements "
+                                f"written outside the result")
+        # Bitwise: a second call, and the other launch path.
+        first = {k: v[0].clone() for k, v in res.items()}
+        del res
+        for env in ("", "1"):
+            os.environ["NORMRT_NO_COOPERATIVE"] = env
+            st2, res2, trace2 = self.call(entry, fn, lib, t, case, None)
+            os.environ["NORMRT_NO_COOPERATIVE"] = ""
+            if st2 != 0:
+                problems.append(f"status {st2} on repeat (no-coop={env})")
+                continue
+            trace += trace2
+            for k, (v, _) in res2.items():
+                if not torch.equal(bits(first[k]), bits(v)):
+                    problems.append(f"{k}: not bitwise equal on " + (
+                        "the two-launch path" if env else "a second call"))
+        return problems, trace
+
+    def run(self):
+        torch = self.torch
+        entries = self.manifest["programs"]
+        todo = []
+        for entry in entries:
+            for ci, case in enumerate(entry["cases"]):
+                small = case["rows"] * case["n"] <= SANITIZE_MAX_ELEMS
+                todo.append((entry, ci, case, small))
+        if self.args.subset == "sanitize":
+            todo = pick_sanitize(todo, self.args.sanitize_cases)
+        if self.args.mutant:
+            todo = [t for t in todo
+                    if MUTANTS[self.args.mutant](t[0]["program"])]
+        if self.args.limit:
+            todo = todo[:self.args.limit]
+        coverage = {v: 0 for v in VARIANTS}
+        failures = []
+        t0 = time.time()
+        for i, (entry, ci, case, _) in enumerate(todo):
+            lib, fn = self.function(entry)
+            try:
+                problems, trace = self.check_case(entry, fn, lib, case)
+            except Exception as e:  # a crash of one case is a failure
+                problems, trace = [f"exception {type(e).__name__}: {e}"], ""
+            for v in variants_of(entry["plan"], trace):
+                coverage[v] += 1
+            if problems:
+                p = dg.Program(**{**entry["program"],
+                                  "lead": tuple(entry["program"]["lead"])})
+                failures.append((entry["name"], ci))
+                print(f"FAIL {entry['library']}:{entry['name']} case {ci} "
+                      f"{p.describe()} rows={case['rows']} n={case['n']} "
+                      f"pad={case['pad']} off={case['off']} "
+                      f"plan={entry['plan']} kernels={trace}: "
+                      + "; ".join(problems), flush=True)
+            if self.args.verbose:
+                print(f"ok {entry['name']} case {ci} rows={case['rows']} "
+                      f"n={case['n']} {trace}", flush=True)
+        secs = time.time() - t0
+        worst = {str(k).replace("torch.", ""): round(v, 3)
+                 for k, v in self.worst.items()}
+        summary = dict(seed=self.manifest["seed"], cases=len(todo),
+                       failures=len(failures), seconds=round(secs, 1),
+                       coverage=coverage, subset=self.args.subset,
+                       worst_error_over_tolerance=worst,
+                       mutant=self.args.mutant)
+        if self.args.out:
+            os.makedirs(self.args.out, exist_ok=True)
+            with open(os.path.join(self.args.out,
+                                   f"gpurand-{self.args.subset}.json"),
+                      "w") as f:
+                json.dump(summary, f, indent=1)
+        print()
+        print(f"| variant | cases |")
+        print(f"|---|---|")
+        for v in VARIANTS:
+            print(f"| {v} | {coverage[v]} |")
+        print(f"\nworst error / tolerance by result type: {worst}")
+        print(f"\n{len(todo)} cases ({self.args.subset}), "
+              f"{len(failures)} failures, {secs:.0f} s")
+        if self.args.mutant:  # the wrong reference must fail (nearly) all
+            caught = len(failures)
+            print(f"mutant {self.args.mutant}: caught {caught} of "
+                  f"{len(todo)}")
+            return 0 if todo and caught >= 0.95 * len(todo) else 1
+        return 1 if failures else 0
+
+
+def bits(t):
+    import torch
+    return t.clone().view(torch.uint8)
+
+
+def pick_sanitize(todo, count):
+    """Small cases, round-robin over the plans' variants, so every variant
+    is in the sanitizer subset."""
+    small = [t for t in todo if t[3]]
+    buckets = {}
+    for t in small:
+        plan = t[0]["plan"]
+        key = ("resident" if plan.get("chunks_per_thread", 0) else "looped",
+               plan.get("async_stages", 0) >= 2,
+               plan.get("column_groups", 1) > 1,
+               t[2]["rows"] * 4 <= SMS, bool(t[2]["off"]) or bool(t[2]["pad"]))
+        buckets.setdefault(key, []).append(t)
+    picked = []
+    while len(picked) < count and any(buckets.values()):
+        for key in list(buckets):
+            if buckets[key]:
+                picked.append(buckets[key].pop(0))
+    return picked[:count]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--seed", default="1")
+    b.add_argument("--programs", type=int, default=300)
+    b.add_argument("--cases-per-program", type=int, default=7)
+    b.add_argument("--per-module", type=int, default=25)
+    b.add_argument("--norm-opt", default=os.path.join(ROOT, "build", "bin",
+                                                      "norm-opt"))
+    b.add_argument("--chip", default="sm_90a")
+    b.add_argument("--cc", default="cc")
+    b.add_argument("--cuda", default="/usr/local/cuda")
+    b.add_argument("--out", default=os.path.join(ROOT, ".carry", "gpurand"))
+    b.add_argument("-j", "--jobs", type=int, default=2)
+    r = sub.add_parser("run")
+    r.add_argument("--dir", default=os.path.join(ROOT, ".carry", "gpurand"))
+    r.add_argument("--subset", choices=("all", "sanitize"), default="all")
+    r.add_argument("--sanitize-cases", type=int, default=120)
+    r.add_argument("--limit", type=int, default=0)
+    r.add_argument("--out", default=os.environ.get("OUT"))
+    r.add_argument("--no-trace", action="store_true")
+    r.add_argument("--mutant", choices=sorted(MUTANTS),
+                   help="check against this wrong reference: every case "
+                        "it applies to must fail (a self-check)")
+    r.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "build":
+        return cmd_build(args)
+    return Runner(args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
