@@ -95,13 +95,20 @@ def _primes_upto(n):
 PRIMES = _primes_upto(70000)
 
 
-def plan_thresholds(vector, num_col):
-    """N on which the kernel plan changes (lib/Conversion/NormToGPU/
-    KernelPlan.cpp): lanes per row double at 32 columns per lane (resident
-    up to 1024 lanes), accumulators in shared memory for the looped kernel
-    (100 KiB two-per-SM parts for 16-bit rows up to 16384, 160 KiB parts,
-    up to 8 column groups; 4-way split kernels)."""
-    ts = [vector * 32 * g for g in (1, 2, 4, 8, 16, 32)]  # group doublings
+def plan_thresholds(p):
+    """N on which the kernel plan of program p changes, as
+    lib/Conversion/NormToGPU/KernelPlan.cpp decides it: lanes per row
+    double where a lane would own more than 32 columns; the resident
+    variant ends where 40 + per-column registers x columns passes the
+    budget of 512 / 1024 lanes (128 / 64 registers); looped rows keep
+    their accumulators in shared memory in parts of 100 KiB (16-bit rows up
+    to 16384) or 160 KiB, up to 8 column groups, 4-way split kernels; 32
+    columns per final-reduction tile."""
+    full = 2 + int(p.residual)
+    num_col = int(p.need_dw) + int(p.need_db)
+    per_column = full + int(p.has_w) + num_col + 1
+    ts = [32 * g for g in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    ts += [(128 - 40) // per_column * 512, (64 - 40) // per_column * 1024]
     ts += [64, 128, 256, 4096 * 3, 16384, 32768, 65536]
     for budget in (100 * 1024, 160 * 1024):
         for groups in (1, 2, 3, 4, 8):
@@ -109,7 +116,7 @@ def plan_thresholds(vector, num_col):
     return sorted(set(t for t in ts if 1 <= t <= 70000))
 
 
-def pick_n(rng, vector, num_col):
+def pick_n(rng, p, vector):
     r = rng.random()
     if r < 0.12:
         return rng.randint(1, 300)
@@ -122,7 +129,7 @@ def pick_n(rng, vector, num_col):
     if r < 0.62:
         return rng.choice((64, 128, 256, 384, 768, 1024, 2048, 4096, 5120,
                            8192, 12288, 16384, 17389, 32768, 65536))
-    t = rng.choice(plan_thresholds(vector, num_col))
+    t = rng.choice(plan_thresholds(p))
     return max(1, min(70000, t + rng.choice((-vector, -1, 0, 0, 1, vector))))
 
 
@@ -150,12 +157,8 @@ def gen_program(index, seed):
     """A norm_diffgen program with a GPU-sized shape."""
     base = dg.gen_program(index, f"gpu/{seed}")
     rng = random.Random(f"gpurand/{seed}/{index}")
-    widest = max(2 if base.x_type != "f32" else 4,
-                 2 if base.p_type != "f32" else 4)
     vector = 16 // (2 if base.x_type != "f32" else 4)
-    del widest
-    num_col = int(base.need_dw) + int(base.need_db)
-    n = pick_n(rng, vector, num_col)
+    n = pick_n(rng, base, vector)
     limit = MAX_ELEMS_LARGE if rng.random() < 0.05 else MAX_ELEMS
     rows = pick_rows(rng, n, limit)
     rank = 3 if rng.random() < 0.25 else 2
@@ -177,7 +180,7 @@ def gen_cases(p, rng, count):
     for c in range(count):
         n = p.n
         if p.dynamic == "all" and c > 0:
-            n = pick_n(rng, vector, 2)
+            n = pick_n(rng, p, vector)
         if p.dynamic:
             limit = MAX_ELEMS_LARGE if p.rows * p.n > MAX_ELEMS else MAX_ELEMS
             rows = p.rows if c == 0 else pick_rows(rng, n, limit)

@@ -183,6 +183,9 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   for (Value v : op.getColInit()) {
     if (getConstantColumnInit(v))
       continue;
+    // An absorbed prologue (extf of a 16-bit previous gradient): its input.
+    if (linalg::GenericOp prologue = getColumnInitPrologue(v))
+      v = prologue.getDpsInputOperand(0)->get();
     FailureOr<unsigned> a = needArg(v, "column initial value");
     if (failed(a))
       return failure();
@@ -222,6 +225,9 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     for (Value r : op.getColResults())
       if (linalg::GenericOp e = getColumnEpilogue(r))
         epilogues.insert(e);
+    for (Value init : op.getColInit())
+      if (linalg::GenericOp p = getColumnInitPrologue(init))
+        epilogues.insert(p);
   });
   if (ops.empty())
     return success(); // nothing to launch: no C function

@@ -70,6 +70,9 @@ class Program:
     dynamic: str | None  # None | "rows" | "all" | "lead" (see KNOWN_BUGS)
     stats: str  # "given" | "recomputed"
     style: str
+    # dW / dB accumulated into a buffer of the weight's (16-bit) type:
+    # extf of the previous gradient as the reduction's init, truncf after.
+    acc16: bool = False
 
     @property
     def name(self) -> str:
@@ -99,6 +102,8 @@ class Program:
             parts.append("acc-dw")
         if self.acc_db:
             parts.append("acc-db")
+        if self.acc16 and (self.acc_dw or self.acc_db):
+            parts.append("acc16")
         if self.keepdim:
             parts.append("keepdim")
         if self.dynamic:
@@ -109,11 +114,16 @@ class Program:
 
     @property
     def dw_type(self) -> str:
-        return "f32" if self.acc_dw else self.p_type
+        return "f32" if self.acc_dw and not self.acc16 else self.p_type
 
     @property
     def db_type(self) -> str:
-        return "f32" if self.acc_db else self.p_type
+        return "f32" if self.acc_db and not self.acc16 else self.p_type
+
+    @property
+    def prev_type(self) -> str:
+        """Element type of the previous dW / dB arguments."""
+        return self.p_type if self.acc16 else "f32"
 
     def outputs(self):
         """[(name, element type, shape)] of the function's results."""
@@ -163,7 +173,11 @@ def gen_program(index: int, seed, known_bugs=False) -> Program:
             need_dw = True
         else:
             need_db = True
+    # Drawn from its own stream, so the draws above stay as they were.
+    acc16 = p_type != "f32" and random.Random(
+        f"diffgen-acc16/{seed}/{index}").random() < 0.5
     return Program(
+        acc16=acc16,
         index=index, seed=f"{seed}/{index}", op=op, lead=lead, n=n,
         x_type=x_type, p_type=p_type, has_w=has_w, zc=zc, need_dw=need_dw,
         need_db=need_db, residual=rng.random() < 0.3,
@@ -212,11 +226,12 @@ def gen_inputs(p: Program) -> ProgramInputs:
     if p.residual:
         dres = [nn._nonzero(lambda: rng.gauss(0.0, 1.0), xt)
                 for _ in range(len(core.x))]
+    pt = nn.DTYPES[p.prev_type]
     if p.acc_dw:
-        prev_dw = [nn._nonzero(lambda: rng.gauss(0.0, 2.0), f32)
+        prev_dw = [nn._nonzero(lambda: rng.gauss(0.0, 2.0), pt)
                    for _ in range(p.n)]
     if p.acc_db:
-        prev_db = [nn._nonzero(lambda: rng.gauss(0.0, 2.0), f32)
+        prev_db = [nn._nonzero(lambda: rng.gauss(0.0, 2.0), pt)
                    for _ in range(p.n)]
     return ProgramInputs(core, scale, dres, prev_dw, prev_db)
 
@@ -697,9 +712,9 @@ def params(p: Program):
     if p.residual:
         ps.append(("dres", fn.t_full(p.x_type)))
     if p.acc_dw:
-        ps.append(("prev_dw", fn.t_col("f32")))
+        ps.append(("prev_dw", fn.t_col(p.prev_type)))
     if p.acc_db:
-        ps.append(("prev_db", fn.t_col("f32")))
+        ps.append(("prev_db", fn.t_col(p.prev_type)))
     return ps
 
 
@@ -815,6 +830,16 @@ def _mean_of(b, fn, s):
     return b.mul(s, b.const(nn.DTYPES["f32"].round(1.0 / fn.p.n)))
 
 
+def _prev_init(fn, p, names, types, nm):
+    """The column reduction's init for an accumulated dW / dB: the previous
+    gradient itself (f32), or its extf (a 16-bit buffer)."""
+    key = "prev_" + nm
+    if p.prev_type == "f32":
+        return names[key], types[key]
+    return fn.col_elementwise([("s", names[key], types[key], "col")], "f32",
+                              lambda a, b: b.ext(a["s"], p.prev_type))
+
+
 def _finish_columns(fn, p, names, types, col_contribs, ins):
     """dW / dB: one multi-result column reduction or one each; then the
     casts to the weight type. col_contribs: {name: fn(args, Body)}."""
@@ -824,8 +849,7 @@ def _finish_columns(fn, p, names, types, col_contribs, ins):
     inits = {}
     for nm in wanted:
         if (nm == "dw" and p.acc_dw) or (nm == "db" and p.acc_db):
-            key = "prev_" + nm
-            inits[nm] = (names[key], types[key])
+            inits[nm] = _prev_init(fn, p, names, types, nm)
         else:
             inits[nm] = fn.zeros("col")
     groups = [wanted] if len(wanted) > 1 and fn.rng.random() < 0.5 else [
@@ -1161,7 +1185,7 @@ def _emit_named(fn, p, names, types):
     for nm, need, acc in (("dw", p.need_dw, p.acc_dw),
                           ("db", p.need_db, p.acc_db)):
         if need:
-            inits[nm] = (names["prev_" + nm], types["prev_" + nm]) if acc \
+            inits[nm] = _prev_init(fn, p, names, types, nm) if acc \
                 else fn.zeros("col")
     if p.need_dw:
         q = fn.map_binary("mulf", dy32, xhat, full32)
@@ -1197,8 +1221,8 @@ def call_args(p: Program, inp: ProgramInputs, sig):
         "w": ((p.n,), p.p_type, core.w),
         "scale": ((), "f32", [inp.scale]),
         "dres": (p.shape, p.x_type, inp.dres),
-        "prev_dw": ((p.n,), "f32", inp.prev_dw),
-        "prev_db": ((p.n,), "f32", inp.prev_db),
+        "prev_dw": ((p.n,), p.prev_type, inp.prev_dw),
+        "prev_db": ((p.n,), p.prev_type, inp.prev_db),
     }
     out = []
     for key, t in sig:

@@ -111,6 +111,13 @@ KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options);
 /// linalg.generic reading just that result into a fresh tensor.empty.
 linalg::GenericOp getColumnEpilogue(Value colResult);
 
+/// The elementwise prologue of a column initial value that the final
+/// reduction absorbs (the extf of a 16-bit previous gradient that dW/dB
+/// accumulate into): `init` defined by a 1-D parallel linalg.generic of one
+/// input into a fresh tensor.empty, identity maps, a body of scalar ops and
+/// constants. The kernels then read the prologue's input and apply its body.
+linalg::GenericOp getColumnInitPrologue(Value init);
+
 /// Scalars the op's payloads read from 0-d tensors defined outside it
 /// (`tensor.extract %scale[]`, e.g. a loss scale): each becomes a pointer
 /// parameter of the main kernel, after the others, in this order.

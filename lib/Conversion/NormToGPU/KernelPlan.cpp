@@ -208,31 +208,48 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   return plan;
 }
 
+/// A 1-D parallel linalg.generic of one input into a fresh tensor.empty,
+/// identity maps, a body of scalar ops that reads only its input and
+/// constants: an elementwise map the final reduction can apply per column.
+static bool isColumnMap(linalg::GenericOp generic) {
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 || generic.getNumLoops() != 1 ||
+      generic.getNumParallelLoops() != 1 || generic->getNumResults() != 1 ||
+      !generic.getDpsInitOperand(0)->get().getDefiningOp<tensor::EmptyOp>())
+    return false;
+  for (AffineMap map : generic.getIndexingMapsArray())
+    if (!map.isIdentity())
+      return false;
+  Block &body = generic.getRegion().front();
+  if (!body.getArgument(1).use_empty())
+    return false;
+  // Only scalar ops of the body and constants: nothing captured from above.
+  for (Operation &inner : body.without_terminator()) {
+    if (inner.getNumRegions() != 0)
+      return false;
+    for (Value operand : inner.getOperands())
+      if (operand.getParentBlock() != &body &&
+          !matchPattern(operand, m_Constant()))
+        return false;
+  }
+  return true;
+}
+
 linalg::GenericOp mlir::norm::getColumnEpilogue(Value colResult) {
   if (!colResult.hasOneUse())
     return {};
   auto generic = dyn_cast<linalg::GenericOp>(*colResult.getUsers().begin());
-  if (!generic || generic.getNumDpsInputs() != 1 ||
-      generic.getNumDpsInits() != 1 || generic.getNumLoops() != 1 ||
-      generic.getNumParallelLoops() != 1 ||
-      generic.getDpsInputOperand(0)->get() != colResult ||
-      !generic.getDpsInitOperand(0)->get().getDefiningOp<tensor::EmptyOp>())
+  if (!isColumnMap(generic) ||
+      generic.getDpsInputOperand(0)->get() != colResult)
     return {};
-  for (AffineMap map : generic.getIndexingMapsArray())
-    if (!map.isIdentity())
-      return {};
-  Block &body = generic.getRegion().front();
-  if (!body.getArgument(1).use_empty())
+  return generic;
+}
+
+linalg::GenericOp mlir::norm::getColumnInitPrologue(Value init) {
+  auto generic = init.getDefiningOp<linalg::GenericOp>();
+  if (!isColumnMap(generic) ||
+      !isa<FloatType>(generic.getRegion().front().getArgument(0).getType()))
     return {};
-  // Only scalar ops of the body and constants: nothing captured from above.
-  for (Operation &inner : body.without_terminator()) {
-    if (inner.getNumRegions() != 0)
-      return {};
-    for (Value operand : inner.getOperands())
-      if (operand.getParentBlock() != &body &&
-          !matchPattern(operand, m_Constant()))
-        return {};
-  }
   return generic;
 }
 

@@ -377,12 +377,22 @@ protected:
                   });
               Value total = slices.getResult(0);
               Value init;
-              Type initType = elementTypeOf(op.getColInit()[c]);
-              if (auto constant = getConstantColumnInit(op.getColInit()[c]))
+              Value initValue = op.getColInit()[c];
+              if (auto constant = getConstantColumnInit(initValue)) {
                 init = arith::ConstantOp::create(b, loc,
                                                  cast<TypedAttr>(*constant));
-              else
-                init = load(inits[c], initType, col, 1)[0];
+              } else if (linalg::GenericOp prologue =
+                             getColumnInitPrologue(initValue)) {
+                // The previous gradient as stored (e.g. bf16), then the
+                // prologue's body (its extf) per column.
+                Value raw = load(inits[c],
+                                 elementTypeOf(prologue.getDpsInputOperand(0)
+                                                   ->get()),
+                                 col, 1)[0];
+                init = inlineRegion(prologue.getRegion(), {raw, raw})[0];
+              } else {
+                init = load(inits[c], elementTypeOf(initValue), col, 1)[0];
+              }
               Type outType = elementTypeOf(op.getColResults()[c]);
               Value result = fromF32(
                   arith::AddFOp::create(b, loc, toF32(init), total), outType);
@@ -431,6 +441,10 @@ protected:
     for (Value r : op.getColResults())
       if (linalg::GenericOp e = getColumnEpilogue(r))
         if (failed(cloneCapturedValues(e, op.getDomainShape().size())))
+          return failure();
+    for (Value init : op.getColInit())
+      if (linalg::GenericOp p = getColumnInitPrologue(init))
+        if (failed(cloneCapturedValues(p, op.getDomainShape().size())))
           return failure();
     return success();
   }
