@@ -133,6 +133,20 @@ def main():
         "args": ["x", "dy", "rstd", "w", "scale", "dres", "prev_dw"],
         "results": ["dx", "dw", "db"], "strides": ["x", "dy", "dres", "dx"]}]})
 
+    # Issue 11's crash: the bf16 RMSNorm riders backward, static 16384x5120
+    # (constant loss scale, residual, dW accumulated into an f32 buffer).
+    riders_bf16 = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                               "inputs", "rms_riders_bf16.mlir")
+    lib = os.path.join(args.out, "libriders_bf16.so")
+    jobs.append([args.norm_opt, "compile", riders_bf16, f"--chip={args.chip}",
+                 "--emit=lib", "--ptxas-verbose", "-o", lib] + args.extra)
+    manifest["libraries"].append({"library": "libriders_bf16.so",
+                                  "functions": [{
+        "name": "rms_riders_bf16", "kind": "riders_bf16", "config": "bf16",
+        "n": 5120, "x": "bf16", "w": "bf16",
+        "args": ["x", "dy", "rstd", "w", "dres", "dw_in"],
+        "results": ["dx", "dw"], "strides": ["x", "dy", "dres", "dx"]}]})
+
     def run(cmd):
         r = subprocess.run(cmd, capture_output=True, text=True)
         return cmd, r

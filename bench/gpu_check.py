@@ -10,6 +10,7 @@ unaligned base pointer (the scalar kernel); rows = 0; a problem of more
 than 2^31 elements; and a small training step whose backward is ours.
 
   python3 bench/gpu_check.py --dir .carry/gpu [--quick] [--out DIR]
+      [--libs libriders_bf16.so,...]
 
 Prints one line per case and a table last; exits non-zero on any failure.
 """
@@ -355,6 +356,52 @@ def check_riders(lib, results, gen, dev):
     return ok_all
 
 
+def check_riders_bf16(lib, results, gen, dev):
+    """Issue 11's crash (bench/inputs/rms_riders_bf16.mlir): the bf16 RMSNorm
+    backward with a constant loss scale 2^-14, a bf16 residual added into dx
+    and dW accumulated into an f32 buffer; static 16384x5120. dW bitwise
+    over 5 runs. Run it once more with NORMRT_NO_COOPERATIVE=1 and under
+    compute-sanitizer for the two-launch path and the memory check."""
+    fn, sig = lib.funcs[5120]
+    m, n = 16384, 5120
+    bf = torch.bfloat16
+    t = dict(x=(torch.randn(m, n, generator=gen, device=dev) * 2 + 0.5).to(bf),
+             dy=(torch.randn(m, n, generator=gen, device=dev) * 1e3).to(bf),
+             w=(1 + 0.2 * torch.randn(n, generator=gen, device=dev)).to(bf),
+             dres=torch.randn(m, n, generator=gen, device=dev).to(bf),
+             dw_in=torch.randn(n, generator=gen, device=dev))
+    x64 = t["x"].double()
+    t["rstd"] = torch.rsqrt((x64 * x64).mean(-1) + 1e-5).float()
+    outs = {"dx": torch.full((m, n), float("nan"), dtype=bf, device=dev),
+            "dw": torch.full((n,), float("nan"), device=dev)}
+    call(lib, fn, sig, t, outs, m, n)
+    torch.cuda.synchronize()
+    d = {k: v.double() for k, v in t.items()}
+    sdy = d["dy"] * 2.0 ** -14
+    xhat = d["x"] * d["rstd"][:, None]
+    wdy = sdy * d["w"]
+    s = (wdy * xhat).sum(-1, keepdim=True)
+    ref = {"dx": (wdy - xhat * s / n) * d["rstd"][:, None] + d["dres"],
+           "dw": d["dw_in"] + (sdy * xhat).sum(0)}
+    errs = {k: rel_l2(outs[k], ref[k]) for k in ref}
+    ok = errs["dx"] <= TOL[bf] and errs["dw"] <= 1e-5
+    first = outs["dw"].clone()
+    det = True
+    for _ in range(4):
+        outs["dw"].fill_(float("nan"))
+        call(lib, fn, sig, t, outs, m, n)
+        det = det and torch.equal(outs["dw"].view(torch.uint8),
+                                  first.view(torch.uint8))
+    torch.cuda.synchronize()
+    ok = ok and det
+    print(f"{'PASS' if ok else 'FAIL'} rms_riders_bf16 {m}x{n} "
+          + " ".join(f"{k}={v:.2e}" for k, v in errs.items())
+          + f" deterministic={det}", flush=True)
+    results.append(dict(name="riders_bf16", m=m, n=n, ok=ok, det=det,
+                        errs=errs, note="issue 11 riders, bf16"))
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=".carry/gpu")
@@ -362,6 +409,9 @@ def main():
                     help="a few shapes per library")
     ap.add_argument("--no-huge", action="store_true")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--libs", default=None,
+                    help="comma-separated libraries of the manifest to "
+                         "check (default: all)")
     args = ap.parse_args()
     dev = torch.device("cuda")
     manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
@@ -369,11 +419,23 @@ def main():
     gen.manual_seed(1234)
     results, t0 = [], time.time()
     libs = {}
+    only = set(args.libs.split(",")) if args.libs else None
     for entry in manifest["libraries"]:
+        if only is not None and entry["library"] not in only:
+            continue
         lib = Library(os.path.join(args.dir, entry["library"]), entry)
         libs[entry["library"]] = lib
         if entry["library"] == "libriders.so":
             check_riders(lib, results, gen, dev)
+            continue
+        if entry["library"] == "libriders_bf16.so":
+            try:
+                check_riders_bf16(lib, results, gen, dev)
+            except RuntimeError as e:
+                print(f"FAIL rms_riders_bf16: {e}", flush=True)
+                results.append(dict(name="riders_bf16", m=16384, n=5120,
+                                    ok=False, det=False, errs={},
+                                    note=str(e)))
             continue
         shapes = BENCH_SHAPES + EXTRA_SHAPES
         if args.quick:

@@ -10,7 +10,10 @@ and checks, per kernel:
     (ld.global.v4.b32 or .v2.b64, or cp.async of 16 bytes into the
     shared-memory ring) and stores 16 bytes at a time;
   - 0 bytes spilled and no stack frame for the register-resident variants
-    (the looped variant, for rows too long for registers, is reported).
+    (the looped variant, for rows too long for registers, is reported);
+  - the shared-memory alignment checks of check_shared_alignment.py (the
+    dynamic shared memory is an .extern array; vector accesses to named
+    shared arrays are aligned to their width).
 Prints one line per kernel and "ALL PASSED: <n> kernels" at the end.
 
   check_ptx.py --norm-opt norm-opt --ptxas ptxas --chip sm_90a
@@ -27,6 +30,9 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 os.pardir, os.pardir, "bench"))
 import build_gpu_kernels as kernels  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_shared_alignment  # noqa: E402
 
 
 def main():
@@ -65,6 +71,10 @@ def main():
                 failures.append(f"{stem}.ptx: ptxas failed: {r.stderr}")
                 continue
             ptx = open(stem + ".ptx").read()
+            shared_problems, _ = check_shared_alignment.check(ptx)
+            for p in shared_problems:
+                print(f"FAIL {args.chip} {os.path.basename(stem)}: {p}")
+                failures.append(p)
             bodies = dict(re.findall(
                 r"\.entry (\w+)\((.*?)\n}\n", ptx, re.S))
             report = {}

@@ -39,7 +39,7 @@
 // partial buffer.
 // CHECK:         scf.for %{{.*}} = %c0_i64 to %[[PARTLOOP]]
 // CHECK:           memref.load %view
-// CHECK:           llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+// CHECK:           llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xf32>, !llvm.ptr<1>
 // CHECK:         gpu.return
 // The same with 4 CTAs per row, for few rows (the launcher picks it when
 // rows x 4 <= SMs): 32 KiB of accumulators each.

@@ -12,12 +12,17 @@
 // CHECK:         norm.mixed_reduction
 // CHECK:         norm.gpu = {async_stages = 3 : i64, block = 256 : i64, chunks_per_thread = 4 : i64, column_groups = 0 : i64, combine_in_cta = true, dynamic_shared_bytes = 131072 : i64, final_threads = 256 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, single_launch = true, split_column_groups = 0 : i64, split_shared_bytes = 0 : i64, split_single_launch = false, threads_per_row = 2 : i64, vector = 8 : i64}
 // CHECK:       gpu.module @norm_kernels
-// The cp.async ring: an extern shared array at the dynamic shared memory.
-// CHECK:         llvm.mlir.global internal @norm_async_ring() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+// The dynamic shared memory (accumulators, then the cp.async ring): an
+// external declaration, 16-byte aligned (`.extern .shared .align 16 .b8
+// norm_dynamic_smem[]` in the PTX). A zero-sized internal global would be a
+// 1-byte static variable in the PTX, which ptxas may place before the
+// static arrays (issue 11).
+// CHECK:         llvm.mlir.global external @norm_dynamic_smem() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+// CHECK-NOT:     llvm.mlir.global
 // Main kernel: pointers in the global address space, i64 sizes and strides,
 // then the single-launch tail (barrier word, dW, finalize flag) and the
 // final reduction's slices in workgroup memory.
-// CHECK:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %[[BAR:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[FIN:.*]]: i64) workgroup(%{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>) kernel
+// CHECK:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %[[BAR:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[FIN:.*]]: i64) workgroup(%{{.*}} : memref<256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // CHECK-SAME:      known_block_size = array<i32: 256, 1, 1>
 // CHECK:           gpu.dynamic_shared_memory
 // CHECK:           memref.view
@@ -25,7 +30,7 @@
 // CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 // The ring starts after the CTA's accumulators (32768 bytes); the first
 // two rows go in flight (8 copies of 16 bytes each: 4 chunks x x, dy).
-// CHECK:           llvm.mlir.addressof @norm_async_ring : !llvm.ptr<3>
+// CHECK:           llvm.mlir.addressof @norm_dynamic_smem : !llvm.ptr<3>
 // CHECK-COUNT-8:   nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
 // CHECK:           nvvm.cp.async.commit.group
 // CHECK-COUNT-8:   nvvm.cp.async.shared.global
@@ -87,7 +92,7 @@
 // Final kernel (the two-launch path): the same reduction with the main
 // kernel's 256 threads, so both paths sum in one order; then the truncf
 // epilogue of dW.
-// CHECK:         gpu.func @rms_0_final(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>) kernel
+// CHECK:         gpu.func @rms_0_final(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%{{.*}} : memref<256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // CHECK-SAME:      known_block_size = array<i32: 256, 1, 1>
 // CHECK-COUNT-3:   arith.select
 // CHECK:           scf.for
@@ -124,7 +129,7 @@
 // WIDE:         threads_per_row = 64
 // Across warps: lane 0 of each warp writes, everyone reads both in order;
 // 4 rows (programs) per CTA, each with its own 2 slots.
-// WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>) kernel
+// WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // WIDE:           gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // WIDE:           memref.store
 // WIDE:           gpu.barrier
@@ -151,7 +156,7 @@
 // LOOPED:               memref.store %{{.*}}, %view
 // LOOPED:           scf.for
 // LOOPED:             memref.load %view
-// LOOPED:             llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr<1>
+// LOOPED:             llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xf32>, !llvm.ptr<1>
 
 #map = affine_map<(d0) -> (d0)>
 func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf32>, %w: tensor<64xbf16>) -> (tensor<?x64xbf16>, tensor<64xbf16>) {

@@ -65,6 +65,32 @@ Type elementTypeOf(Value v) {
   return cast<ShapedType>(v.getType()).getElementType();
 }
 
+/// Vector accesses to shared memory are at most this wide; every region of
+/// shared memory that is accessed with vectors starts at a multiple of it.
+constexpr int64_t kSharedAlignment = 16;
+
+/// The dynamic shared memory of the module's kernels:
+/// `.extern .shared .align 16 .b8 norm_dynamic_smem[]` in the PTX. It must
+/// be an external declaration: a zero-sized *internal* global (what the
+/// upstream lowering of gpu.dynamic_shared_memory makes when it finds none)
+/// is printed as a 1-byte static `.shared` variable, which ptxas may place
+/// before the kernel's static arrays; the "dynamic" region then overlaps
+/// them and shifts them off their 16-byte alignment (issue 11: a 16-byte
+/// read of the warp slots at 0x404). The upstream lowering reuses this
+/// global for gpu.dynamic_shared_memory (a zero-sized shared array of the
+/// same alignment), so the accumulators and the cp.async ring share it.
+LLVM::GlobalOp getDynamicSharedMemory(OpBuilder &b, gpu::GPUModuleOp module) {
+  constexpr StringLiteral name = "norm_dynamic_smem";
+  if (auto global = module.lookupSymbol<LLVM::GlobalOp>(name))
+    return global;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  return LLVM::GlobalOp::create(
+      b, module.getLoc(), LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+      /*isConstant=*/false, LLVM::Linkage::External, name, Attribute(),
+      kSharedAlignment, /*addrSpace=*/3);
+}
+
 
 /// Shared helpers of both kernels: i64 index math, global loads and stores
 /// through LLVM pointers, f32 conversions, payload cloning.
@@ -107,12 +133,21 @@ protected:
     return to == f32 ? v : arith::TruncFOp::create(b, loc, to, v);
   }
 
+  /// The alignment an access of `count` elements may claim: its size, up
+  /// to 16 bytes. The launcher checks pointers to that (and N and the
+  /// strides to the vector width), and a workspace set by the caller need
+  /// only be 16-byte aligned, so a 32-byte access (8 f32 of the partial
+  /// buffer) must not claim more.
+  unsigned accessAlignment(Type elem, int64_t count) {
+    return std::min<int64_t>(elementBytes(elem) * count, kSharedAlignment);
+  }
+
   /// `count` consecutive elements at base[index]; one access of
   /// count * sizeof(elem) bytes, which the callers keep aligned to its size.
   /// The access itself: a vector<count x elem> (or one elem) value.
   Value loadRaw(Value base, Type elem, Value index, int64_t count) {
     Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
-    unsigned align = elementBytes(elem) * count;
+    unsigned align = accessAlignment(elem, count);
     if (count == 1)
       return LLVM::LoadOp::create(b, loc, elem, at, align);
     auto vecType = VectorType::get({count}, elem);
@@ -131,7 +166,7 @@ protected:
   }
   void store(Value base, Type elem, Value index, ValueRange values) {
     Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
-    unsigned align = elementBytes(elem) * values.size();
+    unsigned align = accessAlignment(elem, values.size());
     if (values.size() == 1) {
       LLVM::StoreOp::create(b, loc, values[0], at, align);
       return;
@@ -502,21 +537,12 @@ private:
   /// part (looped variant with column groups).
   Chunk chunkAt(Value k, bool inPart = false);
   /// The cp.async ring: dynamic shared memory after the accumulators, as an
-  /// LLVM shared-memory pointer (an extern .shared array aliases the
-  /// dynamic shared memory's base).
+  /// LLVM shared-memory pointer (see getDynamicSharedMemory).
   Value asyncRingBase(gpu::GPUFuncOp func) {
-    auto module = func->getParentOfType<gpu::GPUModuleOp>();
-    constexpr StringLiteral name = "norm_async_ring";
-    auto array = LLVM::LLVMArrayType::get(b.getI8Type(), 0);
-    if (!module.lookupSymbol(name)) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(module.getBody());
-      LLVM::GlobalOp::create(b, loc, array, /*isConstant=*/false,
-                             LLVM::Linkage::Internal, name, Attribute(),
-                             /*alignment=*/16, /*addrSpace=*/3);
-    }
     Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-    Value base = LLVM::AddressOfOp::create(b, loc, ptr3, name);
+    Value base = LLVM::AddressOfOp::create(
+        b, loc, getDynamicSharedMemory(
+                    b, func->getParentOfType<gpu::GPUModuleOp>()));
     return LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), base,
                                ValueRange{c64(plan.asyncRingOffset)});
   }
@@ -1245,6 +1271,13 @@ struct ConvertNormToGPUPass
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     fn.setKnownBlockSizeAttr(
         b.getDenseI32ArrayAttr({int32_t(block), 1, 1}));
+    // LLVM takes a static array of more than 16 bytes as 16-byte aligned
+    // (and vectorizes its accesses) but prints the element's alignment
+    // unless one is given.
+    for (unsigned i = 0; i < workgroup.size(); ++i)
+      fn.setWorkgroupAttributionAttr(
+          i, b.getStringAttr(LLVM::LLVMDialect::getAlignAttrName()),
+          b.getI64IntegerAttr(kSharedAlignment));
     symbols.insert(fn);
     return fn;
   }
@@ -1294,6 +1327,9 @@ struct ConvertNormToGPUPass
             {plan.vector, (prefix + "_main_split").str(), &split});
       variants.push_back({1, (prefix + "_main_split_scalar").str(), &split});
     }
+    // Before any kernel: gpu.dynamic_shared_memory must find it.
+    if (plan.dynamicSharedBytes > 0 || plan.splitSharedBytes > 0)
+      getDynamicSharedMemory(b, gpuModule);
     for (auto &[vector, name, variantPlan] : variants) {
       const KernelPlan &plan = *variantPlan;
       OpBuilder::InsertionGuard guard(b);
