@@ -35,9 +35,13 @@ Two steps, because the GPU machine has no MLIR:
       (bench/tools/launch_trace.c, loaded as NORMRT_LIBCUDA), and with the
       plan it gives the coverage table (every variant >= 50 cases).
       --subset sanitize runs the small cases chosen for compute-sanitizer
-      (every variant), e.g.
-        compute-sanitizer --tool racecheck --kernel-name-exclude kns=ampere
-          python3 bench/gpu_random_check.py run --subset sanitize ...
+      (every variant).
+  sanitize (GPU): bench/gpu_random_check.py sanitize --dir .carry/gpurand
+                     [--tools memcheck,racecheck,synccheck]
+                     [--sanitize-cases 120]
+      runs that subset under each compute-sanitizer tool (our kernels only:
+      --kernel-name kns=prog_), one process per tool, and tabulates the
+      sanitizer summaries.
   Prints one line per failure and a table last; exits non-zero on failure.
 """
 
@@ -688,6 +692,42 @@ def pick_sanitize(todo, count):
     return picked[:count]
 
 
+def cmd_sanitize(args):
+    """The sanitize subset under each compute-sanitizer tool, one process
+    per tool; a tool passes when it reports nothing and the check passes."""
+    rows = []
+    for tool in args.tools.split(","):
+        cmd = [args.compute_sanitizer, "--tool", tool, "--error-exitcode",
+               "97", "--kernel-name", "kns=prog_",
+               sys.executable, os.path.abspath(__file__), "run", "--dir",
+               args.dir, "--subset", "sanitize", "--sanitize-cases",
+               str(args.sanitize_cases)]
+        if args.out:
+            cmd += ["--out", os.path.join(args.out, tool)]
+        t0 = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        summary = [l for l in out.splitlines() if "SUMMARY" in l]
+        cases = re.findall(r"^(\d+) cases \(sanitize\), (\d+) failures",
+                           out, re.M)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, f"sanitize-{tool}.log"),
+                      "w") as f:
+                f.write(out)
+        ok = r.returncode == 0
+        rows.append((tool, cases[0] if cases else ("?", "?"),
+                     summary[-1].strip() if summary else "(no summary)",
+                     r.returncode, time.time() - t0))
+        if not ok:
+            print(out[-6000:])
+    print("\n| tool | cases | failures | sanitizer summary | exit | s |")
+    print("|---|---|---|---|---|---|")
+    for tool, (n, f), summ, rc, secs in rows:
+        print(f"| {tool} | {n} | {f} | {summ} | {rc} | {secs:.0f} |")
+    return 0 if all(rc == 0 for *_, rc, _ in rows) else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
@@ -715,7 +755,15 @@ def main():
                    help="check against this wrong reference: every case "
                         "it applies to must fail (a self-check)")
     r.add_argument("-v", "--verbose", action="store_true")
+    z = sub.add_parser("sanitize")
+    z.add_argument("--dir", default=os.path.join(ROOT, ".carry", "gpurand"))
+    z.add_argument("--tools", default="memcheck,racecheck,synccheck")
+    z.add_argument("--sanitize-cases", type=int, default=120)
+    z.add_argument("--compute-sanitizer", default="compute-sanitizer")
+    z.add_argument("--out", default=os.environ.get("OUT"))
     args = ap.parse_args()
+    if args.cmd == "sanitize":
+        return cmd_sanitize(args)
     if args.cmd == "build":
         return cmd_build(args)
     return Runner(args).run()
