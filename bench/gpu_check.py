@@ -52,7 +52,8 @@ class Library:
                            + [ctypes.c_int64] * (2 + len(sig["strides"]))
                            + [ctypes.c_void_p])
             fn.restype = ctypes.c_int
-            self.funcs[sig["n"]] = (fn, sig)
+            # A dynamic-N function under "dyn", static ones under their N.
+            self.funcs["dyn" if sig.get("dynamic") else sig["n"]] = (fn, sig)
 
     def error(self):
         return self.lib.normrt_last_error().decode()
