@@ -68,6 +68,7 @@ ALL_PROVIDERS = ("norm-opt",) + report.PEERS
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 EPS = 1e-5  # the forward's epsilon (gpu_check.make_inputs)
 FLUSH_BYTES = 256 * 1024 * 1024
+JAX_CACHE = os.environ.get("BENCH_JAX_CACHE", "/tmp/bench-jax-cache")
 
 
 def parse_shapes(text):
@@ -211,6 +212,7 @@ def load_liger(src):
             mod = types.ModuleType(pkg)
             mod.__path__ = [os.path.join(src, *pkg.split("."))]
             sys.modules[pkg] = mod
+    sys.modules["liger_kernel"].ops = sys.modules["liger_kernel.ops"]
     if src not in sys.path:
         sys.path.insert(0, src)
     ln = importlib.import_module("liger_kernel.ops.layer_norm")
@@ -246,12 +248,20 @@ def liger_provider(liger, kind, t, m, n):
 class JaxPeer:
     """jax.jit(jax.vjp(plain norm)) timed by wall clock, cold L2."""
 
-    def __init__(self):
+    def __init__(self, flush=True):
         import jax
         import jax.numpy as jnp
         self.jax, self.jnp = jax, jnp
+        # A compilation cache on disk, shared with the --precompile workers.
+        for key, value in (("jax_compilation_cache_dir", JAX_CACHE),
+                           ("jax_persistent_cache_min_compile_time_secs", 0),
+                           ("jax_persistent_cache_min_entry_size_bytes", -1)):
+            try:
+                jax.config.update(key, value)
+            except Exception:
+                pass
         self.flush = jax.jit(lambda a: a + 1, donate_argnums=0)
-        self.buf = jnp.zeros(FLUSH_BYTES, dtype=jnp.int8)
+        self.buf = jnp.zeros(FLUSH_BYTES if flush else 1, dtype=jnp.int8)
         self.device = str(jax.devices()[0])
         f32 = jnp.float32
 
@@ -283,10 +293,16 @@ class JaxPeer:
                  torch.float16: self.jnp.float16}.get(t.dtype,
                                                       self.jnp.float32))
 
+    def args(self, kind, t):
+        keys = ("dy", "x", "w", "b") if kind == "layer" else ("dy", "x", "w")
+        return [self.to_jax(t[k]) for k in keys]
+
+    def compile(self, kind, t):
+        self.jax.block_until_ready(self.bwd[kind](*self.args(kind, t)))
+
     def run(self, kind, t, reps):
         """(outputs as torch tensors, median microseconds)."""
-        keys = ("dy", "x", "w", "b") if kind == "layer" else ("dy", "x", "w")
-        args = [self.to_jax(t[k]) for k in keys]
+        args = self.args(kind, t)
         fn = self.bwd[kind]
         out = fn(*args)  # compiles for this shape
         self.jax.block_until_ready(out)
@@ -307,9 +323,31 @@ class JaxPeer:
             self.buf.block_until_ready()
             t2 = time.perf_counter()
             ests.append(((t1 - t0) - (t2 - t1)) / batch * 1e6)
+        us = statistics.median(ests)
+        if us <= 0:
+            raise RuntimeError(f"no time left after the flushes ({us:.1f} us)")
         names = ["dx", "dw", "db"][:len(out)]
         outs = {k: torch.from_dlpack(v) for k, v in zip(names, out)}
-        return outs, statistics.median(ests)
+        return outs, us
+
+
+def probe_jax():
+    """--probe-jax: JAX beside torch on the GPU, through dlpack, on a small
+    case (run in a child process first: a crash there costs nothing)."""
+    import gpu_check as gc
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
+    jaxp = JaxPeer(flush=False)
+    for kind in ("layer", "rms"):
+        t = gc.make_inputs(kind, torch.bfloat16, torch.bfloat16, 64, 256,
+                           gen, "cuda")
+        out = jaxp.bwd[kind](*jaxp.args(kind, t))
+        dx = torch.from_dlpack(out[0])
+        err = gc.rel_l2(dx, gc.reference(kind, t, 64, 256)["dx"])
+        if not err < 2e-2:
+            raise SystemExit(f"jax {kind}: dx error {err}")
+    print(f"jax {jaxp.jax.__version__} on {jaxp.device}: ok")
+    return 0
 
 
 # --- providers --------------------------------------------------------------
@@ -447,39 +485,142 @@ def measure_row(gc, args, timer, jaxp, kind, dt, m, n, fn_kind, lib,
     return row
 
 
+# --- compile caches filled in parallel -------------------------------------
+
+def setup_torch():
+    # One compiled graph per shape (dynamic=False): allow them all, or
+    # dynamo falls back to eager after 8 and the peer is timed unfairly.
+    import torch._dynamo.config as dynamo_config
+    dynamo_config.cache_size_limit = 1024
+    if hasattr(dynamo_config, "recompile_limit"):
+        dynamo_config.recompile_limit = 1024
+
+
+def warm_jobs(args, shapes):
+    return [(dt, kind, m, n) for dt in args.dtypes for kind in args.kinds
+            for m, n, fn_kind in shapes if fn_kind == "static"]
+
+
+def precompile(args, argv, shapes):
+    """Compile every peer's kernels for every shape in --precompile worker
+    processes first: Inductor's FX-graph cache, Triton's cache and JAX's
+    compilation cache are on disk, so the timing process then loads instead
+    of compiling (the compiles are most of a run's time, and serial). Only
+    a speed-up: a worker that fails or runs late is reported and ignored."""
+    import subprocess
+    import tempfile
+    t0 = time.time()
+    procs = []
+    for i in range(args.precompile):
+        # The last of a repeated option wins.
+        cmd = [sys.executable, os.path.abspath(__file__)] + argv + [
+            "--precompile=0", f"--warm-shard={i}/{args.precompile}"]
+        log = tempfile.TemporaryFile(mode="w+")
+        procs.append((subprocess.Popen(cmd, stdout=log,
+                                       stderr=subprocess.STDOUT), log))
+    failed = 0
+    for p, log in procs:
+        note = ""
+        try:
+            p.wait(timeout=max(1, args.precompile_timeout
+                               - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            note = " (killed: --precompile-timeout)"
+        log.seek(0)
+        out = log.read()
+        if p.returncode != 0:
+            failed += 1
+            print(f"  precompile worker{note}:", out.strip()[-600:],
+                  flush=True)
+    print(f"precompiled {len(warm_jobs(args, shapes))} shapes in "
+          f"{args.precompile} processes, {time.time() - t0:.0f} s"
+          + (f" ({failed} workers failed)" if failed else ""), flush=True)
+
+
+def warm(args, shapes, shard):
+    """A --precompile worker: compile (run once, untimed) its share."""
+    import gpu_check as gc
+    setup_torch()
+    index, count = (int(v) for v in shard.split("/"))
+    jobs = warm_jobs(args, shapes)[index::count]
+    compiled = {k: torch.compile(torch_math(k), dynamic=False)
+                for k in args.kinds}
+    liger = (load_liger(os.path.abspath(args.liger))
+             if "liger" in args.wanted else None)
+    jaxp = JaxPeer(flush=False) if "jax-xla" in args.wanted else None
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
+    for dt, kind, m, n in jobs:
+        t = gc.make_inputs(kind, gc.DT[dt], gc.DT[dt], m, n, gen, "cuda")
+        calls = []
+        if ("torch-compile" in args.wanted
+                and dt in args.compile_dtypes.split(",")):
+            calls.append(lambda: compiled[kind](t["dy"], t["x"], t["w"],
+                                                t["mean"], t["rstd"]))
+        if liger is not None:
+            calls.append(lambda: liger_provider(liger, kind, t, m, n)[0]())
+        if jaxp is not None:
+            calls.append(lambda: jaxp.compile(kind, t))
+        for c in calls:
+            try:
+                c()
+            except Exception as e:  # the timing process reports it
+                print(f"warm {kind} {dt} {m}x{n}: {str(e)[:120]}")
+        torch.cuda.synchronize()
+        del t
+        torch.cuda.empty_cache()
+    return 0
+
+
 # --- dry run and time estimate ----------------------------------------------
 
 def estimate_seconds(args, shapes):
-    """Rough wall time of the run: graph timing, compiles, JAX batches."""
+    """Rough wall time of the run: graph timing, compiles, JAX batches.
+
+    Compile costs (per shape: Inductor ~4 s, Liger's Triton ~1.5 s, XLA
+    ~1.5 s; the first Inductor compile of a (kind, dtype) ~15 s) are
+    guesses; with --precompile J they run in J processes first and the
+    timing process loads them (~1.5 s a shape in all)."""
     bw = 3.0e12
-    total, per_dtype = 10.0, {}
+    flush = FLUSH_BYTES / 2.8e12
+    jobs = 0.0
+    total, per_dtype = 15.0, {}
     for dt in args.dtypes:
         s = 0.0
         for kind in args.kinds:
-            if "torch-compile" in args.wanted:
-                s += 15.0  # the first compile of a (kind, dtype)
+            compile_first = 15.0 if "torch-compile" in args.wanted else 0
             for m, n, fn_kind in shapes:
                 floor = floor_bytes(kind, m, n, dt) / bw
-                call = max(floor / 0.5, 20e-6)
-                flush = FLUSH_BYTES / (bw / 2)
-                graph = (args.reps + 13) * (call + flush + 20e-6) + 0.3
+                call = max(floor / 0.6, 15e-6)
+                graph = (args.reps + 13) * (call + flush + 15e-6) + 0.2
                 providers = 1 + len(args.variants)
-                static_peers = fn_kind == "static"
-                s += 0.5 + floor * 2e4  # inputs + float64 reference
-                if static_peers:
+                s += 0.3 + floor * 1e4  # inputs + float64 reference
+                if fn_kind == "static":
+                    work = compile_first
+                    compile_first = 0
                     providers += sum(p in args.wanted for p in
                                      ("torch-eager", "torch-compile",
                                       "liger"))
-                    if "torch-compile" in args.wanted:
-                        s += 4.0  # Inductor compile of this shape
-                    if "liger" in args.wanted:
-                        s += 1.5  # Triton compile of this shape
+                    work += 4.0 * ("torch-compile" in args.wanted)
+                    work += 1.5 * ("liger" in args.wanted)
                     if "jax-xla" in args.wanted:
-                        s += 1.5 + 2 * max(20, args.reps // 10) * 10 * (
-                            call + flush)
+                        work += 1.5
+                        s += 2 * max(20, args.reps // 10) * 10 * (
+                            call + 2 * flush)
+                    if args.precompile > 0:
+                        jobs += work
+                        s += 1.5 * (work > 0)
+                    else:
+                        s += work
                 s += providers * graph
         per_dtype[dt] = s
         total += s
+    if args.precompile > 0 and jobs:
+        pre = 25.0 + 1.3 * jobs / args.precompile
+        total += pre
+        per_dtype["precompile"] = pre
     return total, per_dtype
 
 
@@ -551,6 +692,22 @@ def dry_run(args, shapes):
 
 # --- main -------------------------------------------------------------------
 
+def triton_version():
+    try:
+        import triton
+        return triton.__version__
+    except ImportError:
+        return None
+
+
+def liger_revision(src):
+    path = os.path.join(os.path.dirname(os.path.abspath(src)), "REVISION")
+    try:
+        return open(path).readline().strip()
+    except OSError:
+        return None
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=".carry/gpu")
@@ -568,6 +725,12 @@ def parse_args(argv=None):
                     help="LABEL=DIR: another build of ours, timed beside")
     ap.add_argument("--time-budget", type=float, default=0,
                     help="seconds; start no row after that (0: no limit)")
+    ap.add_argument("--precompile", type=int, default=8,
+                    help="processes that fill the compile caches first "
+                    "(0: none)")
+    ap.add_argument("--precompile-timeout", type=float, default=300)
+    ap.add_argument("--warm-shard", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--probe-jax", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
     args.dtypes = args.dtypes.split(",")
@@ -585,20 +748,41 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     shapes = parse_shapes(args.shapes) if args.shapes else SHAPES
     if args.dry_run:
         return dry_run(args, shapes)
     if torch is None:
         raise SystemExit("bench: no torch here (use --dry-run)")
+    if args.warm_shard:
+        return warm(args, shapes, args.warm_shard)
+    if args.probe_jax:
+        return probe_jax()
+    t_start = time.time()
+    notes = []
+    if "jax-xla" in args.wanted:
+        import subprocess
+        try:
+            probe = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--probe-jax"],
+                capture_output=True, text=True, timeout=180)
+            ok, msg = probe.returncode == 0, (probe.stdout + probe.stderr)
+        except subprocess.TimeoutExpired:
+            ok, msg = False, "timed out"
+        print(("" if ok else "no JAX column: ") + msg.strip()[-400:],
+              flush=True)
+        if not ok:
+            notes.append("JAX not usable beside torch: "
+                         + msg.strip()[-200:])
+            args.wanted.discard("jax-xla")
+            argv = argv + ["--providers=" + ",".join(sorted(args.wanted))]
+    if args.precompile > 0 and (
+            args.wanted & {"torch-compile", "liger", "jax-xla"}):
+        precompile(args, argv, shapes)
     import gpu_check as gc
     torch.manual_seed(0)
-    # One compiled graph per shape (dynamic=False): allow them all, or
-    # dynamo falls back to eager after 8 and the peer is timed unfairly.
-    import torch._dynamo.config as dynamo_config
-    dynamo_config.cache_size_limit = 1024
-    if hasattr(dynamo_config, "recompile_limit"):
-        dynamo_config.recompile_limit = 1024
+    setup_torch()
     libs, ptxas = {}, {}
     if "norm-opt" in args.wanted:
         manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
@@ -613,7 +797,6 @@ def main(argv=None):
             e["library"]: gc.Library(os.path.join(vdir, e["library"]), e)
             for e in vman["libraries"]}
     liger = jaxp = None
-    notes = []
     if "liger" in args.wanted:
         try:
             liger = load_liger(os.path.abspath(args.liger))
@@ -634,15 +817,17 @@ def main(argv=None):
           + (f"; jax on {jaxp.device}" if jaxp else ""), flush=True)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
-    rows, t0, stopped = [], time.time(), None
+    rows, t0, stopped = [], t_start, None
     head = dict(bandwidth=bw, device=device, reps=args.reps, notes=notes,
                 versions={"torch": torch.__version__,
-                          "triton": getattr(sys.modules.get("triton"),
-                                            "__version__", None),
-                          "jax": jaxp.jax.__version__ if jaxp else None})
+                          "triton": triton_version(),
+                          "jax": jaxp.jax.__version__ if jaxp else None,
+                          "liger": liger_revision(args.liger)})
     json_path = os.path.join(args.out, "bench.json")
     for dt in args.dtypes:
         for kind in args.kinds:
+            if stopped:
+                break
             lib = libs.get(f"lib{kind}_{dt}.so")
             compiled_fn = (torch.compile(torch_math(kind), dynamic=False)
                            if dt in args.compile_dtypes.split(",")
@@ -669,7 +854,8 @@ def main(argv=None):
     with open(os.path.join(args.out, "benchmarks.md"), "w") as f:
         f.write(table)
     report.plot(rows, os.path.join(args.out, "benchmarks.png"))
-    print(f"\n({time.time() - t0:.0f} s)\n" + table)
+    # The full table is OUT/benchmarks.md; the short one fits a log's tail.
+    print(f"\n({time.time() - t0:.0f} s)\n" + report.short(head, rows))
     return 0
 
 

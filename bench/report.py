@@ -96,7 +96,7 @@ def markdown(head, rows):
         + " | ".join(LABELS[p] for p in present)
         + " | best peer | speedup | err norm-opt | err best peer | "
         "regs/spill |",
-        "|" + "---|" * (9 + len(present))]
+        "|" + "---|" * (10 + len(present))]
     speedups, fails = {}, {}
     for r in rows:
         p = r.get("ptxas") or {}
@@ -129,6 +129,29 @@ def markdown(head, rows):
     for name, where in fails.items():
         lines.append(f"Did not run: {name} on {len(where)} rows "
                      f"({', '.join(where[:4])}{', ...' if len(where) > 4 else ''}).")
+    return "\n".join(lines) + "\n"
+
+
+def short(head, rows):
+    """One line a row (ours, the best peer, the speedup, SOL) and the
+    summary lines of the markdown: what a log's tail can hold."""
+    abbrev = {"torch-eager": "eager", "torch-compile": "compile",
+              "liger": "liger", "jax-xla": "jax"}
+    lines = [f"{'kind':<5} {'dt':<4} {'M x N':<15} {'floor':>6} "
+             f"{'ours':>7} {'SOL':>4} {'best peer':>15} {'x':>4}"]
+    for r in rows:
+        best, bt = best_peer(r)
+        ours = r["times"].get(OURS)
+        label = shape_label(r).replace(" (dyn N)", ":dyn")
+        lines.append(
+            f"{r['kind']:<5} {r['dtype']:<4} {label:<15} {r['floor']:6.1f} "
+            + (f"{ours:7.1f} {r['floor'] / ours:4.2f} " if ours
+               else f"{'-':>7} {'-':>4} ")
+            + (f"{bt:7.1f} {abbrev[best]:<7} " if best else f"{'-':>15} ")
+            + (f"{bt / ours:4.2f}" if best and ours else f"{'-':>4}"))
+    table = markdown(head, rows)
+    lines += [""] + table[table.index("\n\n", table.index("|---")) + 2:
+                          ].strip().splitlines()
     return "\n".join(lines) + "\n"
 
 
@@ -176,7 +199,7 @@ def plot(rows, path):
                            fontsize=7)
         ax.set_ylabel("SOL (floor / time)")
         ax.set_title(f"{k} norm backward, {d}")
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(0, 1.2)  # room for the legend
         ax.legend(fontsize=7, loc="upper left", ncol=len(names))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -199,6 +222,8 @@ def main(argv=None):
     ap.add_argument("--md")
     ap.add_argument("--png")
     ap.add_argument("--update-doc")
+    ap.add_argument("--short", action="store_true",
+                    help="print the one-line-a-row summary")
     args = ap.parse_args(argv)
     head, rows = load(args.json)
     table = markdown(head, rows)
@@ -209,7 +234,9 @@ def main(argv=None):
         update_doc(args.update_doc, table)
     if args.png:
         plot(rows, args.png)
-    if not args.md and not args.update_doc:
+    if args.short:
+        print(short(head, rows))
+    elif not args.md and not args.update_doc:
         print(table)
     return 0
 
