@@ -22,7 +22,8 @@ cannot run (missing package, unsupported N) is reported and skipped.
   python3 bench/bench.py --dir .carry/gpu --liger .carry/liger/src --out $OUT
       [--dtypes bf16,f16,f32] [--kinds layer,rms] [--reps 200]
       [--shapes 4096x1024,5000x2999:dyn,...] [--providers norm-opt,liger,...]
-      [--variant LABEL=DIR ...]   (other builds of ours, timed beside it)
+      [--variant LABEL=DIR ...]   (other builds of ours, timed beside it;
+                                   or --variants-file, bench/autotune.py's)
       [--time-budget S]           (start no row after S seconds)
       [--dry-run]                 (no GPU, no torch needed: checks the
                                    libraries, Liger's source, JAX, the plan,
@@ -284,14 +285,24 @@ class JaxPeer:
         self.bwd = {"layer": jax.jit(layer_bwd), "rms": jax.jit(rms_bwd)}
 
     def to_jax(self, t):
+        """Zero-copy through DLPack where it works, else through the host."""
         torch.cuda.synchronize()
+        for convert in (self.jax.dlpack.from_dlpack, self.jnp.from_dlpack):
+            try:
+                return convert(t)
+            except Exception:
+                pass
+        return self.jnp.asarray(t.float().cpu().numpy()).astype(
+            {torch.bfloat16: self.jnp.bfloat16,
+             torch.float16: self.jnp.float16}.get(t.dtype, self.jnp.float32))
+
+    def to_torch(self, v, like):
         try:
-            return self.jax.dlpack.from_dlpack(t)
-        except Exception:  # an older dlpack path: copy through the host
-            return self.jnp.asarray(t.float().cpu().numpy()).astype(
-                {torch.bfloat16: self.jnp.bfloat16,
-                 torch.float16: self.jnp.float16}.get(t.dtype,
-                                                      self.jnp.float32))
+            return torch.from_dlpack(v)
+        except Exception:
+            import numpy as np
+            host = np.asarray(v.astype(self.jnp.float32))
+            return torch.from_numpy(host).to("cuda", like.dtype)
 
     def args(self, kind, t):
         keys = ("dy", "x", "w", "b") if kind == "layer" else ("dy", "x", "w")
@@ -327,7 +338,8 @@ class JaxPeer:
         if us <= 0:
             raise RuntimeError(f"no time left after the flushes ({us:.1f} us)")
         names = ["dx", "dw", "db"][:len(out)]
-        outs = {k: torch.from_dlpack(v) for k, v in zip(names, out)}
+        outs = {k: self.to_torch(v, t[{"dx": "x"}.get(k, "w")])
+                for k, v in zip(names, out)}
         return outs, us
 
 
@@ -342,7 +354,7 @@ def probe_jax():
         t = gc.make_inputs(kind, torch.bfloat16, torch.bfloat16, 64, 256,
                            gen, "cuda")
         out = jaxp.bwd[kind](*jaxp.args(kind, t))
-        dx = torch.from_dlpack(out[0])
+        dx = jaxp.to_torch(out[0], t["x"])
         err = gc.rel_l2(dx, gc.reference(kind, t, 64, 256)["dx"])
         if not err < 2e-2:
             raise SystemExit(f"jax {kind}: dx error {err}")
@@ -624,44 +636,57 @@ def estimate_seconds(args, shapes):
     return total, per_dtype
 
 
+def check_libraries(folder, args, shapes, required):
+    """The manifest's libraries load (no GPU needed: the runtime opens the
+    driver at the first call) and have a function for every row; a
+    variant (required=False) may lack some N."""
+    ok = True
+    path = os.path.join(folder, "manifest.json")
+    if not os.path.isfile(path):
+        print(f"FAIL no {path} (bench/build_gpu_kernels.py)")
+        return False
+    entries = {e["library"]: e for e in json.load(open(path))["libraries"]}
+    missing = 0
+    for dt in args.dtypes:
+        for kind in args.kinds:
+            name = f"lib{kind}_{dt}.so"
+            entry = entries.get(name)
+            if entry is None:
+                print(f"{'FAIL' if required else 'note'} {folder}: no {name}")
+                ok = ok and not required
+                continue
+            try:
+                lib = ctypes.CDLL(os.path.join(folder, name))
+            except OSError as e:
+                print(f"FAIL {name}: {e}")
+                ok = False
+                continue
+            have = {("dyn" if s.get("dynamic") else s["n"]): s["name"]
+                    for s in entry["functions"]}
+            for m, n, fn_kind in shapes:
+                sym = have.get("dyn" if fn_kind == "dynamic" else n)
+                if sym is None or not hasattr(lib, sym):
+                    missing += 1
+                    if required:
+                        print(f"FAIL {folder}/{name}: no function for "
+                              f"{m}x{n} ({fn_kind})")
+                        ok = False
+    print(f"{'ok  ' if ok else 'FAIL'} libraries in {folder}"
+          + (f" ({missing} rows without a function)"
+             if missing and not required else ""))
+    return ok
+
+
 def dry_run(args, shapes):
     """Everything that can be checked without a GPU (or torch)."""
     ok = True
     print(f"shapes: {len(shapes)} x kinds {args.kinds} x dtypes "
           f"{args.dtypes}; providers {sorted(args.wanted)}; "
           f"variants {sorted(args.variants)}")
-    manifest_path = os.path.join(args.dir, "manifest.json")
     if "norm-opt" in args.wanted:
-        if not os.path.isfile(manifest_path):
-            print(f"FAIL no {manifest_path} (bench/build_gpu_kernels.py)")
-            ok = False
-        else:
-            manifest = json.load(open(manifest_path))
-            entries = {e["library"]: e for e in manifest["libraries"]}
-            for dt in args.dtypes:
-                for kind in args.kinds:
-                    name = f"lib{kind}_{dt}.so"
-                    entry = entries.get(name)
-                    if entry is None:
-                        print(f"FAIL {name} not in the manifest")
-                        ok = False
-                        continue
-                    try:
-                        lib = ctypes.CDLL(os.path.join(args.dir, name))
-                    except OSError as e:
-                        print(f"FAIL {name}: {e}")
-                        ok = False
-                        continue
-                    have = {("dyn" if s.get("dynamic") else s["n"]): s["name"]
-                            for s in entry["functions"]}
-                    for m, n, fn_kind in shapes:
-                        key = "dyn" if fn_kind == "dynamic" else n
-                        sym = have.get(key)
-                        if sym is None or not hasattr(lib, sym):
-                            print(f"FAIL {name}: no function for "
-                                  f"{m}x{n} ({fn_kind})")
-                            ok = False
-            print(f"{'ok  ' if ok else 'FAIL'} libraries in {args.dir}")
+        ok = check_libraries(args.dir, args, shapes, required=True)
+    for label, vdir in args.variants.items():
+        ok = check_libraries(vdir, args, shapes, required=False) and ok
     if "liger" in args.wanted:
         problems = check_liger_source(args.liger)
         for p in problems:
@@ -723,6 +748,9 @@ def parse_args(argv=None):
                     help="MxN[:dyn],... (default: BENCHMARKS.md's)")
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL=DIR: another build of ours, timed beside")
+    ap.add_argument("--variants-file", default=None,
+                    help="JSON with {'variants': {LABEL: DIR}} "
+                    "(bench/autotune.py build)")
     ap.add_argument("--time-budget", type=float, default=0,
                     help="seconds; start no row after that (0: no limit)")
     ap.add_argument("--precompile", type=int, default=8,
@@ -743,7 +771,11 @@ def parse_args(argv=None):
     if args.reps < 200:
         print(f"note: --reps {args.reps} is below the protocol's 200",
               file=sys.stderr)
-    args.variants = dict(v.split("=", 1) for v in args.variant)
+    args.variants = {}
+    if args.variants_file:
+        with open(args.variants_file) as f:
+            args.variants.update(json.load(f)["variants"])
+    args.variants.update(v.split("=", 1) for v in args.variant)
     return args
 
 
