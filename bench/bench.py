@@ -77,9 +77,12 @@ def parse_shapes(text):
     out = []
     for item in text.split(","):
         dims, _, fn = item.partition(":")
-        m, n = (int(v) for v in dims.split("x"))
-        if fn not in ("", "static", "dyn", "dynamic"):
-            raise SystemExit(f"bench: bad shape {item!r} (M x N[:dyn])")
+        try:
+            m, n = (int(v) for v in dims.split("x"))
+        except ValueError:
+            fn = "bad"
+        if fn not in ("", "static", "dyn", "dynamic") or m < 0 or n < 1:
+            raise SystemExit(f"bench: bad shape {item!r} (MxN[:dyn])")
         out.append((m, n, "dynamic" if fn.startswith("dyn") else "static"))
     return out
 

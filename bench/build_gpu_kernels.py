@@ -12,7 +12,7 @@ bench/autotune.py (which calls build() once per plan variant).
 
   bench/build_gpu_kernels.py [--norm-opt build/bin/norm-opt] [--out .carry/gpu]
       [--chip sm_90a] [--ns 1024,4096] [--configs bf16,f16] [--no-dynamic]
-      [-j 2] [-- extra norm-opt compile flags]
+      [--modules-only] [-j 2] [-- extra norm-opt compile flags]
 """
 
 import argparse
@@ -101,10 +101,11 @@ def compile_command(norm_opt, src, lib, chip, extra):
 
 def build(norm_opt, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
           kinds=("layer", "rms"), extra=(), jobs=2, dynamic=True,
-          riders=True):
+          riders=True, compile_libraries=True):
     """Writes OUT/lib<kind>_<config>.so (+ libriders.so) and
     OUT/manifest.json, which lists the libraries that built. Returns
-    ([(library, stderr) of each failure], manifest)."""
+    ([(library, stderr) of each failure], manifest). Without
+    compile_libraries only the input modules OUT/<kind>_<config>.mlir."""
     ns = BENCH_NS + EXTRA_NS if ns is None else list(ns)
     os.makedirs(out, exist_ok=True)
     work = []  # (command, manifest entry)
@@ -139,6 +140,9 @@ def build(norm_opt, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
                 "results": ["dx", "dw", "db"],
                 "strides": ["x", "dy", "dres", "dx"]}]}))
 
+    if not compile_libraries:
+        return [], {"libraries": [e for _, e in work]}
+
     def run(item):
         return item, subprocess.run(item[0], capture_output=True, text=True)
 
@@ -170,6 +174,8 @@ def main():
     ap.add_argument("--kinds", default="layer,rms")
     ap.add_argument("--no-dynamic", action="store_true",
                     help="no dynamic-N function per library")
+    ap.add_argument("--modules-only", action="store_true",
+                    help="write the input modules, compile nothing")
     ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("extra", nargs="*", help="extra norm-opt compile flags")
     args = ap.parse_args()
@@ -177,7 +183,7 @@ def main():
         args.norm_opt, args.out, args.chip,
         [int(v) for v in args.ns.split(",")] if args.ns else None,
         args.configs.split(","), args.kinds.split(","), args.extra, args.j,
-        dynamic=not args.no_dynamic)
+        dynamic=not args.no_dynamic, compile_libraries=not args.modules_only)
     return 1 if failures else 0
 
 

@@ -127,7 +127,8 @@ def markdown(head, rows):
             f"{sum(v < 1 for v in s)}).")
     lines += runtime_n_lines(rows)
     for name, where in fails.items():
-        lines.append(f"Did not run: {name} on {len(where)} rows "
+        lines.append(f"Did not run: {name} on {len(where)} "
+                     f"row{'s' if len(where) != 1 else ''} "
                      f"({', '.join(where[:4])}{', ...' if len(where) > 4 else ''}).")
     return "\n".join(lines) + "\n"
 
