@@ -219,9 +219,18 @@ def load_liger(src):
     sys.modules["liger_kernel"].ops = sys.modules["liger_kernel.ops"]
     if src not in sys.path:
         sys.path.insert(0, src)
-    ln = importlib.import_module("liger_kernel.ops.layer_norm")
-    rms = importlib.import_module("liger_kernel.ops.rms_norm")
-    utils = importlib.import_module("liger_kernel.ops.utils")
+    # Liger's import probes peft and transformers (for Ascend NPUs), which
+    # would take seconds in every process: made unimportable meanwhile.
+    blocked = [m for m in ("peft", "transformers") if m not in sys.modules]
+    for m in blocked:
+        sys.modules[m] = None
+    try:
+        ln = importlib.import_module("liger_kernel.ops.layer_norm")
+        rms = importlib.import_module("liger_kernel.ops.rms_norm")
+        utils = importlib.import_module("liger_kernel.ops.utils")
+    finally:
+        for m in blocked:
+            del sys.modules[m]
     return ln, rms, utils.calculate_settings
 
 

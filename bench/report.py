@@ -123,7 +123,8 @@ def markdown(head, rows):
     for dt, s in speedups.items():
         lines.append(
             f"Geometric-mean speedup over the best peer, {dt}: "
-            f"{geomean(s):.2f}x ({len(s)} shapes; behind the best peer on "
+            f"{geomean(s):.2f}x ({len(s)} shape{'s' if len(s) != 1 else ''}"
+            f"; behind the best peer on "
             f"{sum(v < 1 for v in s)}).")
     lines += runtime_n_lines(rows)
     for name, where in fails.items():
