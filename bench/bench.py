@@ -535,12 +535,16 @@ def precompile(args, argv, shapes):
     import tempfile
     t0 = time.time()
     procs = []
+    # Each worker compiles in-process: J workers with a pool of cpu_count
+    # compile processes each would swamp the machine. compile_threads is
+    # not part of Inductor's cache key, so the timing process still hits.
+    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
     for i in range(args.precompile):
         # The last of a repeated option wins.
         cmd = [sys.executable, os.path.abspath(__file__)] + argv + [
             "--precompile=0", f"--warm-shard={i}/{args.precompile}"]
         log = tempfile.TemporaryFile(mode="w+")
-        procs.append((subprocess.Popen(cmd, stdout=log,
+        procs.append((subprocess.Popen(cmd, stdout=log, env=env,
                                        stderr=subprocess.STDOUT), log))
     failed = 0
     for p, log in procs:
