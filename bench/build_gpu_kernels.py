@@ -2,15 +2,17 @@
 """Builds the kernels the GPU scripts load, on the build machine.
 
 For each (kind, activation dtype, weight dtype) one input module holds one
-function per hidden size N (`<kind>_<config>_<N>`, dynamic rows), written
-with the norm ops a front end that knows the op emits; `norm-opt compile
---emit=lib` turns it into one shared library (cubin inside, C launchers,
-the runtime linked in) plus its header. A manifest (JSON) lists every
-function and its C signature, for bench/gpu_check.py and bench/bench.py.
+function per hidden size N (`<kind>_<config>_<N>`, dynamic rows) and one
+with N dynamic too (`<kind>_<config>_dyn`), written with the norm ops a
+front end that knows the op emits; `norm-opt compile --emit=lib` turns it
+into one shared library (cubin inside, C launchers, the runtime linked in)
+plus its header. A manifest (JSON) lists every library that built, each
+function and its C signature, for bench/gpu_check.py, bench/bench.py and
+bench/autotune.py (which calls build() once per plan variant).
 
   bench/build_gpu_kernels.py [--norm-opt build/bin/norm-opt] [--out .carry/gpu]
-      [--chip sm_90a] [--ns 1024,4096] [--configs bf16,f16] [-j 2]
-      [-- extra norm-opt compile flags]
+      [--chip sm_90a] [--ns 1024,4096] [--configs bf16,f16] [--no-dynamic]
+      [--modules-only] [-j 2] [-- extra norm-opt compile flags]
 """
 
 import argparse
@@ -21,11 +23,13 @@ import re
 import subprocess
 import sys
 
-# The hidden sizes of ../shared/BENCHMARKS.md and the odd ones of the
-# validation list.
-BENCH_NS = [384, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384, 17389,
-            32768]
+# The hidden sizes of ../shared/BENCHMARKS.md (short rows 64 and 128, the
+# odd 2999 beside the aligned 3000) and the odd ones of the validation list.
+BENCH_NS = [64, 128, 384, 768, 1024, 2048, 2999, 3000, 4096, 5120, 8192,
+            12288, 16384, 17389, 32768]
 EXTRA_NS = [17, 4099, 65536, 131072, 262144]
+# Also one function per library with N dynamic (`<kind>_<config>_dyn`,
+# tensor<?x?x...>): the run-time N points of BENCHMARKS.md.
 # name: (x dtype, weight dtype)
 CONFIGS = {
     "bf16": ("bf16", "bf16"),
@@ -36,10 +40,12 @@ CONFIGS = {
 
 
 def function(kind, config, n):
+    """The function for hidden size n; n = None: N dynamic."""
     x, w = CONFIGS[config]
-    name = f"{kind}_{config}_{n}"
-    full = f"tensor<?x{n}x{x}>"
-    vec = f"tensor<{n}x{w}>"
+    dim = "?" if n is None else n
+    name = f"{kind}_{config}_{'dyn' if n is None else n}"
+    full = f"tensor<?x{dim}x{x}>"
+    vec = f"tensor<{dim}x{w}>"
     if kind == "layer":
         text = f"""
 func.func @{name}(%dy: {full}, %x: {full}, %mean: tensor<?xf32>,
@@ -64,7 +70,9 @@ func.func @{name}(%dy: {full}, %x: {full}, %rstd: tensor<?xf32>,
 }}"""
         sig = {"args": ["dy", "x", "rstd", "w"], "results": ["dx", "dw"],
                "strides": ["dy", "x", "dx"]}
-    sig.update(name=name, kind=kind, config=config, n=n, x=x, w=w)
+    sig.update(name=name, kind=kind, config=config, n=n or 0, x=x, w=w)
+    if n is None:
+        sig["dynamic"] = True
     return text, sig
 
 
@@ -86,6 +94,90 @@ def ptxas_report(text):
     return report
 
 
+def compile_command(norm_opt, src, lib, chip, extra):
+    return [norm_opt, "compile", src, f"--chip={chip}", "--emit=lib",
+            "--ptxas-verbose", "-o", lib] + list(extra)
+
+
+def build(norm_opt, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
+          kinds=("layer", "rms"), extra=(), jobs=2, dynamic=True,
+          riders=True, compile_libraries=True):
+    """Writes OUT/lib<kind>_<config>.so (+ libriders.so) and
+    OUT/manifest.json, which lists the libraries that built. Returns
+    ([(library, stderr) of each failure], manifest). Without
+    compile_libraries only the input modules OUT/<kind>_<config>.mlir."""
+    ns = BENCH_NS + EXTRA_NS if ns is None else list(ns)
+    os.makedirs(out, exist_ok=True)
+    work = []  # (command, manifest entry)
+    for kind in kinds:
+        for config in configs:
+            texts, sigs = [], []
+            for n in ns + ([None] if dynamic else []):
+                t, s = function(kind, config, n)
+                texts.append(t)
+                sigs.append(s)
+            stem = f"{kind}_{config}"
+            src = os.path.join(out, stem + ".mlir")
+            with open(src, "w") as f:
+                f.write("\n".join(texts) + "\n")
+            lib = os.path.join(out, f"lib{stem}.so")
+            work.append((compile_command(norm_opt, src, lib, chip, extra),
+                         {"library": os.path.basename(lib),
+                          "functions": sigs}))
+
+    if riders:
+        # A front-end (linalg) training-step backward with riders: dynamic
+        # rows and N, a 0-d loss scale, a residual, dW accumulated
+        # (gpu_check.py).
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "inputs", "training_riders.mlir")
+        lib = os.path.join(out, "libriders.so")
+        work.append((compile_command(norm_opt, src, lib, chip, extra), {
+            "library": "libriders.so", "functions": [{
+                "name": "training_riders_dynamic", "kind": "riders",
+                "config": "f32", "n": 0, "x": "f32", "w": "f32",
+                "args": ["x", "dy", "rstd", "w", "scale", "dres", "prev_dw"],
+                "results": ["dx", "dw", "db"],
+                "strides": ["x", "dy", "dres", "dx"]}]}))
+
+        # Issue 11's crash: the bf16 RMSNorm riders backward, static
+        # 16384x5120 (constant loss scale, residual, dW accumulated into an
+        # f32 buffer).
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "inputs", "rms_riders_bf16.mlir")
+        lib = os.path.join(out, "libriders_bf16.so")
+        work.append((compile_command(norm_opt, src, lib, chip, extra), {
+            "library": "libriders_bf16.so", "functions": [{
+                "name": "rms_riders_bf16", "kind": "riders_bf16",
+                "config": "bf16", "n": 5120, "x": "bf16", "w": "bf16",
+                "args": ["x", "dy", "rstd", "w", "dres", "dw_in"],
+                "results": ["dx", "dw"],
+                "strides": ["x", "dy", "dres", "dx"]}]}))
+
+    if not compile_libraries:
+        return [], {"libraries": [e for _, e in work]}
+
+    def run(item):
+        return item, subprocess.run(item[0], capture_output=True, text=True)
+
+    failures = []
+    manifest = {"chip": chip, "flags": list(extra),
+                "libraries": [], "kernels": {}}
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for (cmd, entry), r in pool.map(run, work):
+            if r.returncode != 0:
+                failures.append((entry["library"], r.stderr))
+                print("FAILED:", " ".join(cmd), "\n", r.stderr,
+                      file=sys.stderr)
+            else:
+                print("built", os.path.join(out, entry["library"]))
+                manifest["libraries"].append(entry)
+                manifest["kernels"].update(ptxas_report(r.stderr))
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return failures, manifest
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--norm-opt", default="build/bin/norm-opt")
@@ -94,77 +186,19 @@ def main():
     ap.add_argument("--ns", default=None, help="comma-separated N values")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--kinds", default="layer,rms")
+    ap.add_argument("--no-dynamic", action="store_true",
+                    help="no dynamic-N function per library")
+    ap.add_argument("--modules-only", action="store_true",
+                    help="write the input modules, compile nothing")
     ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("extra", nargs="*", help="extra norm-opt compile flags")
     args = ap.parse_args()
-
-    ns = ([int(v) for v in args.ns.split(",")] if args.ns
-          else BENCH_NS + EXTRA_NS)
-    os.makedirs(args.out, exist_ok=True)
-    jobs, manifest = [], {"chip": args.chip, "libraries": []}
-    for kind in args.kinds.split(","):
-        for config in args.configs.split(","):
-            texts, sigs = [], []
-            for n in ns:
-                t, s = function(kind, config, n)
-                texts.append(t)
-                sigs.append(s)
-            stem = f"{kind}_{config}"
-            src = os.path.join(args.out, stem + ".mlir")
-            with open(src, "w") as f:
-                f.write("\n".join(texts) + "\n")
-            lib = os.path.join(args.out, f"lib{stem}.so")
-            cmd = [args.norm_opt, "compile", src, f"--chip={args.chip}",
-                   "--emit=lib", "--ptxas-verbose", "-o", lib] + args.extra
-            jobs.append(cmd)
-            manifest["libraries"].append(
-                {"library": os.path.basename(lib), "functions": sigs})
-
-    # A front-end (linalg) training-step backward with riders: dynamic rows
-    # and N, a 0-d loss scale, a residual, dW accumulated (gpu_check.py).
-    riders = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                          "inputs", "training_riders.mlir")
-    lib = os.path.join(args.out, "libriders.so")
-    jobs.append([args.norm_opt, "compile", riders, f"--chip={args.chip}",
-                 "--emit=lib", "--ptxas-verbose", "-o", lib] + args.extra)
-    manifest["libraries"].append({"library": "libriders.so", "functions": [{
-        "name": "training_riders_dynamic", "kind": "riders", "config": "f32",
-        "n": 0, "x": "f32", "w": "f32",
-        "args": ["x", "dy", "rstd", "w", "scale", "dres", "prev_dw"],
-        "results": ["dx", "dw", "db"], "strides": ["x", "dy", "dres", "dx"]}]})
-
-    # Issue 11's crash: the bf16 RMSNorm riders backward, static 16384x5120
-    # (constant loss scale, residual, dW accumulated into an f32 buffer).
-    riders_bf16 = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                               "inputs", "rms_riders_bf16.mlir")
-    lib = os.path.join(args.out, "libriders_bf16.so")
-    jobs.append([args.norm_opt, "compile", riders_bf16, f"--chip={args.chip}",
-                 "--emit=lib", "--ptxas-verbose", "-o", lib] + args.extra)
-    manifest["libraries"].append({"library": "libriders_bf16.so",
-                                  "functions": [{
-        "name": "rms_riders_bf16", "kind": "riders_bf16", "config": "bf16",
-        "n": 5120, "x": "bf16", "w": "bf16",
-        "args": ["x", "dy", "rstd", "w", "dres", "dw_in"],
-        "results": ["dx", "dw"], "strides": ["x", "dy", "dres", "dx"]}]})
-
-    def run(cmd):
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        return cmd, r
-
-    failed = False
-    kernels = {}
-    with concurrent.futures.ThreadPoolExecutor(args.j) as pool:
-        for cmd, r in pool.map(run, jobs):
-            if r.returncode != 0:
-                failed = True
-                print("FAILED:", " ".join(cmd), "\n", r.stderr, file=sys.stderr)
-            else:
-                print("built", cmd[-1])
-                kernels.update(ptxas_report(r.stderr))
-    manifest["kernels"] = kernels
-    with open(os.path.join(args.out, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
-    return 1 if failed else 0
+    failures, _ = build(
+        args.norm_opt, args.out, args.chip,
+        [int(v) for v in args.ns.split(",")] if args.ns else None,
+        args.configs.split(","), args.kinds.split(","), args.extra, args.j,
+        dynamic=not args.no_dynamic, compile_libraries=not args.modules_only)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ inputs (never zeros), outputs poisoned with NaN first, dx/dw/db compared
 with a float64 reference by relative L2 error, and every element checked
 written. Also: dw/db bitwise identical over 20 runs; strided rows and an
 unaligned base pointer (the scalar kernel); rows = 0; a problem of more
-than 2^31 elements; and a small training step whose backward is ours.
+than 2^31 elements; the dynamic-N function at odd and aligned N; and a
+small training step whose backward is ours.
 
   python3 bench/gpu_check.py --dir .carry/gpu [--quick] [--out DIR]
       [--libs libriders_bf16.so,...]
@@ -39,6 +40,8 @@ BENCH_SHAPES = [(4096, 1024), (8192, 2048), (8192, 4096), (16384, 4096),
 EXTRA_SHAPES = [(1, 8192), (7, 4099), (3, 131072), (100000, 17),
                 (4096, 262144)]
 HUGE = (2097169, 1024)  # > 2^31 elements
+# The dynamic-N function (`<kind>_<config>_dyn`) at odd and aligned N.
+DYN_SHAPES = [(5000, 2999), (5000, 3000), (7, 4099), (64, 17), (29, 17389)]
 
 
 class Library:
@@ -53,7 +56,8 @@ class Library:
                            + [ctypes.c_int64] * (2 + len(sig["strides"]))
                            + [ctypes.c_void_p])
             fn.restype = ctypes.c_int
-            self.funcs[sig["n"]] = (fn, sig)
+            # A dynamic-N function under "dyn", static ones under their N.
+            self.funcs["dyn" if sig.get("dynamic") else sig["n"]] = (fn, sig)
 
     def error(self):
         return self.lib.normrt_last_error().decode()
@@ -450,6 +454,16 @@ def main():
                 print(f"FAIL {sig['name']} {m}x{n}: {e}", flush=True)
                 results.append(dict(name=sig["name"], m=m, n=n, ok=False,
                                     det=False, errs={}, note=str(e)))
+        if "dyn" in lib.funcs:
+            fn, sig = lib.funcs["dyn"]
+            for m, n in DYN_SHAPES[:2] if args.quick else DYN_SHAPES:
+                try:
+                    check_case(lib, fn, sig, m, n, gen, dev, results,
+                               note="N dynamic")
+                except RuntimeError as e:
+                    print(f"FAIL {sig['name']} {m}x{n}: {e}", flush=True)
+                    results.append(dict(name=sig["name"], m=m, n=n, ok=False,
+                                        det=False, errs={}, note=str(e)))
         for n in (1024, 4099):
             if n in lib.funcs:
                 fn, sig = lib.funcs[n]
