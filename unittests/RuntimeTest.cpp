@@ -163,13 +163,15 @@ TEST(RuntimeStatus, EveryCodeHasItsName) {
                          "NORMRT_ERROR_MODULE",
                          "NORMRT_ERROR_LAUNCH",
                          "NORMRT_ERROR_OUT_OF_MEMORY",
-                         "NORMRT_ERROR_DRIVER"};
-  for (int code = NORMRT_SUCCESS; code <= NORMRT_ERROR_DRIVER; ++code)
+                         "NORMRT_ERROR_DRIVER",
+                         "NORMRT_ERROR_CAPTURE"};
+  for (int code = NORMRT_SUCCESS; code <= NORMRT_ERROR_CAPTURE; ++code)
     EXPECT_STREQ(normrt_status_string(code), names[code]) << code;
   EXPECT_STREQ(normrt_status_string(-1), "NORMRT_ERROR_UNKNOWN");
-  EXPECT_STREQ(normrt_status_string(10), "NORMRT_ERROR_UNKNOWN");
+  EXPECT_STREQ(normrt_status_string(11), "NORMRT_ERROR_UNKNOWN");
   EXPECT_EQ(NORMRT_ERROR_NO_DRIVER, 1);
   EXPECT_EQ(NORMRT_ERROR_DRIVER, 9);
+  EXPECT_EQ(NORMRT_ERROR_CAPTURE, 10);
 }
 
 TEST(RuntimeStatus, LastErrorIsPerThreadAndEmptyAtFirst) {
