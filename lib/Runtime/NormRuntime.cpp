@@ -661,10 +661,6 @@ constexpr int kMaxCaptureScratch = 64;
 thread_local CaptureScratch tCaptureScratch[kMaxCaptureScratch];
 thread_local int tCaptureScratchCount;
 
-// Whether the current context's device has the stream-ordered allocator, by
-// device ordinal (0: not known yet, 1: yes, 2: no).
-std::atomic<int> gMemoryPools[64];
-
 // `bytes` of stream-ordered scratch on the capturing `stream` (an allocation
 // node of its graph), to be freed by normrt_scratch_done. `what` names it.
 int captureAlloc(const char *fn, CUcontext context, CUstream stream,
@@ -683,18 +679,12 @@ int captureAlloc(const char *fn, CUcontext context, CUstream stream,
   if (result != CUDA_SUCCESS)
     return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
                   fn);
-  bool cacheable = device >= 0 && device < 64;
-  int pools = cacheable ? gMemoryPools[device].load(std::memory_order_relaxed)
-                        : 0;
-  if (pools == 0) {
-    int supported = 0;
-    result = gDriver.deviceGetAttribute(
-        &supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device);
-    pools = result == CUDA_SUCCESS && supported ? 1 : 2;
-    if (cacheable)
-      gMemoryPools[device].store(pools, std::memory_order_relaxed);
-  }
-  if (pools != 1)
+  // Asked at every capture allocation (not cached): captures are rare, and
+  // the query is a host call that captures allow.
+  int pools = 0;
+  result = gDriver.deviceGetAttribute(
+      &pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device);
+  if (result != CUDA_SUCCESS || !pools)
     return fail(NORMRT_ERROR_CAPTURE,
                 "%s: stream %p is capturing a CUDA graph and device %d has "
                 "no memory pools (stream-ordered allocation) for the "
