@@ -187,6 +187,12 @@ void runBarrierKernel(CUdeviceptr word) {
   gWords[word] = value + 0x80000000u;
 }
 
+// A memset of `count` words (gMutex held).
+void writeWords(CUdeviceptr pointer, size_t count, uint32_t value) {
+  for (size_t i = 0; i < count; ++i)
+    gWords[pointer + 4 * i] = value;
+}
+
 // Argument 0 of a launch of the barrier kernel, else 0.
 CUdeviceptr barrierArgument(CUfunction function, void **args);
 
@@ -302,7 +308,7 @@ FAKE_EXPORT int fakecuda_graph_launch(void *graph) {
         ++gStats.badMemsets;
         return CUDA_ERROR_INVALID_VALUE;
       }
-      gWords[pointer] = node.value;
+      writeWords(pointer, node.bytes, node.value);
       break;
     case FAKECUDA_NODE_KERNEL:
       if (pointer)
@@ -688,7 +694,7 @@ CU_EXPORT cuMemsetD32Async(CUdeviceptr pointer, unsigned int value,
         FakeCudaNode{FAKECUDA_NODE_MEMSET, pointer, count, value, nullptr, 0});
     ++gStats.capturedNodes;
   } else {
-    gWords[pointer] = value;
+    writeWords(pointer, count, value);
   }
   ++gStats.memsets;
   gStats.lastMemsetValue = value;

@@ -28,6 +28,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -490,6 +491,19 @@ protected:
     EXPECT_NE(symbol, nullptr) << name;
     return reinterpret_cast<Fn>(symbol);
   }
+  // The first eager grid-barrier word of a context also makes the context's
+  // capture words (one allocation, one memset, one stream synchronisation;
+  // RuntimeFakeCapture tests them). Tests of the per-stream words make them
+  // first, on a stream of their own, so that their counts are about the
+  // words they ask for: two allocations (the capture words, that stream's
+  // word).
+  static constexpr int kCaptureWordAllocations = 2;
+  void makeCaptureWords() {
+    void *word = nullptr;
+    ASSERT_EQ(normrt_grid_barrier_word(fakeAddress(0x6f), &word),
+              NORMRT_SUCCESS)
+        << lastError();
+  }
   void *function(const void *image, const char *name) {
     void *f = nullptr;
     EXPECT_EQ(normrt_get_function(image, name, &f), NORMRT_SUCCESS)
@@ -908,6 +922,7 @@ TEST_F(RuntimeFake, CooperativeBadArgumentsReachNoDriver) {
 
 TEST_F(RuntimeFake, GridBarrierWordOncePerStream) {
   void *s1 = fakeAddress(0x61), *s2 = fakeAddress(0x62);
+  makeCaptureWords();
   int allocs = stats->allocs.load();
   int memsets = stats->memsets.load();
   void *word = nullptr;
@@ -939,35 +954,39 @@ TEST_F(RuntimeFake, GridBarrierWordOncePerStream) {
   EXPECT_EQ(stats->memsets.load(), memsets + 2);
   EXPECT_EQ(stats->lastMemsetPointer.load(), other);
   EXPECT_EQ(stats->lastMemsetStream.load(), s2);
-  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2 + kCaptureWordAllocations);
 
   // normrt_release_all frees both; the next call gets a new, zeroed word.
   normrt_release_all();
   EXPECT_EQ(stats->liveAllocations.load(), 0);
+  makeCaptureWords();
+  allocs = stats->allocs.load() - 2;
+  memsets = stats->memsets.load() - 2;
   void *fresh = nullptr;
   ASSERT_EQ(normrt_grid_barrier_word(s1, &fresh), NORMRT_SUCCESS);
   EXPECT_NE(fresh, nullptr);
   EXPECT_EQ(stats->allocs.load(), allocs + 3);
   EXPECT_EQ(stats->memsets.load(), memsets + 3);
   EXPECT_EQ(stats->lastMemsetPointer.load(), fresh);
-  EXPECT_EQ(stats->liveAllocations.load(), 1);
+  EXPECT_EQ(stats->liveAllocations.load(), 1 + kCaptureWordAllocations);
 }
 
 TEST_F(RuntimeFake, GridBarrierWordBesideTheWorkspace) {
   void *s = fakeAddress(0x63);
+  makeCaptureWords();
   int memsets = stats->memsets.load();
   void *word = nullptr, *workspace = nullptr;
   ASSERT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_SUCCESS) << lastError();
   ASSERT_EQ(normrt_workspace(s, 1000, &workspace), NORMRT_SUCCESS);
   EXPECT_NE(workspace, word);
-  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2 + kCaptureWordAllocations);
 
   // Growing the workspace frees the old workspace, never the barrier word.
   int frees = stats->frees.load();
   void *grown = nullptr;
   ASSERT_EQ(normrt_workspace(s, 1 << 20, &grown), NORMRT_SUCCESS);
   EXPECT_EQ(stats->frees.load(), frees + 1);
-  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2 + kCaptureWordAllocations);
   // A caller's workspace set and removed again leaves it alone too.
   ASSERT_EQ(normrt_set_workspace(s, fakeAddress(0x7000), 4096),
             NORMRT_SUCCESS);
@@ -986,6 +1005,7 @@ TEST_F(RuntimeFake, GridBarrierWordBesideTheWorkspace) {
 
 TEST_F(RuntimeFake, GridBarrierWordPerContextAndThread) {
   void *perThread = fakeAddress(0x2); // CU_STREAM_PER_THREAD
+  makeCaptureWords();
   int memsets = stats->memsets.load();
   void *mine = nullptr, *again = nullptr;
   ASSERT_EQ(normrt_grid_barrier_word(perThread, &mine), NORMRT_SUCCESS)
@@ -1017,12 +1037,14 @@ TEST_F(RuntimeFake, GridBarrierWordPerContextAndThread) {
   }).join();
   EXPECT_NE(otherContext, nullptr);
   EXPECT_NE(otherContext, legacy);
-  EXPECT_EQ(stats->liveAllocations.load(), 4);
-  EXPECT_EQ(stats->memsets.load(), memsets + 4);
+  // Four words, and the other context's capture words.
+  EXPECT_EQ(stats->liveAllocations.load(), 4 + 1 + kCaptureWordAllocations);
+  EXPECT_EQ(stats->memsets.load(), memsets + 4 + 1);
 }
 
 TEST_F(RuntimeFake, GridBarrierWordFailures) {
   void *s = fakeAddress(0x64);
+  makeCaptureWords();
   int memsets = stats->memsets.load();
   void *word = fakeAddress(0x1234);
   setMemoryLimit(64);
@@ -1042,14 +1064,14 @@ TEST_F(RuntimeFake, GridBarrierWordFailures) {
     EXPECT_TRUE(mentions(lastError(), "normrt_grid_barrier_word"));
     EXPECT_TRUE(mentions(lastError(), "cuMemsetD32Async"));
     EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_VALUE"));
-    EXPECT_EQ(stats->liveAllocations.load(), 0);
+    EXPECT_EQ(stats->liveAllocations.load(), kCaptureWordAllocations);
   }
   // The next call tries again.
   ASSERT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_SUCCESS)
       << lastError();
   EXPECT_NE(word, nullptr);
   EXPECT_EQ(stats->memsets.load(), memsets + 1);
-  EXPECT_EQ(stats->liveAllocations.load(), 1);
+  EXPECT_EQ(stats->liveAllocations.load(), 1 + kCaptureWordAllocations);
 }
 
 TEST_F(RuntimeFake, LaunchCooperative) {
@@ -1173,13 +1195,29 @@ protected:
     out.resize(count);
     return out;
   }
+  static unsigned long long at(void *p) {
+    return static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
+  }
+  // The nodes of one launcher call when the context had capture words: the
+  // word needs no node at all.
+  void expectLauncherNodesWithCaptureWord(void *graph, const Call &call,
+                                          size_t bytes) {
+    std::vector<FakeCudaNode> n = nodes(graph);
+    ASSERT_EQ(n.size(), 3u);
+    EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
+    EXPECT_EQ(n[0].pointer, at(call.workspace));
+    EXPECT_EQ(n[0].bytes, bytes);
+    EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
+    EXPECT_EQ(n[1].cooperative, 1);
+    EXPECT_EQ(n[1].pointer, at(call.word));
+    EXPECT_EQ(n[2].kind, FAKECUDA_NODE_FREE);
+    EXPECT_EQ(n[2].pointer, at(call.workspace));
+    EXPECT_EQ(graphUnfreed(graph), 0);
+  }
   // The nodes one launcher call adds to a capture, in order.
   void expectLauncherNodes(void *graph, const Call &call, size_t bytes) {
     std::vector<FakeCudaNode> n = nodes(graph);
     ASSERT_EQ(n.size(), 6u);
-    auto at = [](void *p) {
-      return static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
-    };
     EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
     EXPECT_EQ(n[0].pointer, at(call.workspace));
     EXPECT_EQ(n[0].bytes, bytes); // exactly what was asked
@@ -1281,7 +1319,7 @@ TEST_F(RuntimeFakeCapture, LaterCallsNeverTouchTheStreamsBuffers) {
       << lastError();
   void *graph = nullptr;
   ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
-  expectLauncherNodes(graph, captured, 1 << 20);
+  expectLauncherNodesWithCaptureWord(graph, captured, 1 << 20);
   EXPECT_EQ(stats->allocs.load(), allocs);
   EXPECT_EQ(stats->frees.load(), frees);
   EXPECT_EQ(stats->streamSyncs.load(), syncs);
@@ -1293,6 +1331,51 @@ TEST_F(RuntimeFakeCapture, LaterCallsNeverTouchTheStreamsBuffers) {
   ASSERT_EQ(launcher(kGridImage, s, 1000, &again), NORMRT_SUCCESS);
   EXPECT_EQ(again.workspace, eager.workspace);
   EXPECT_EQ(again.word, eager.word);
+}
+
+TEST_F(RuntimeFakeCapture, CaptureWordsAreZeroedOnceAndNeverShared) {
+  // An eager call makes the context's capture words: zeroed on its stream,
+  // which is synchronised (graphs may replay on any stream).
+  void *s = fakeAddress(0x7d);
+  int syncs = stats->streamSyncs.load();
+  Call eager;
+  ASSERT_EQ(launcher(kGridImage, s, 100, &eager), NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(stats->streamSyncs.load(), syncs + 1);
+  EXPECT_EQ(stats->lastSyncedStream.load(), s);
+  reads();
+  // Every capture takes its own word, on any stream, until they run out.
+  std::vector<void *> graphs;
+  std::vector<void *> words;
+  for (int i = 0; i < 257; ++i) {
+    void *stream = fakeAddress(i % 2 ? 0x7e : 0x7f);
+    ASSERT_EQ(beginCapture(stream, kGlobal), CUDA_SUCCESS);
+    Call call;
+    ASSERT_EQ(launcher(kGridImage, stream, 64, &call), NORMRT_SUCCESS)
+        << lastError();
+    void *graph = nullptr;
+    ASSERT_EQ(endCapture(stream, &graph), CUDA_SUCCESS) << lastViolation();
+    if (i < 256) {
+      expectLauncherNodesWithCaptureWord(graph, call, 64);
+      words.push_back(call.word);
+    } else {
+      expectLauncherNodes(graph, call, 64); // used up: a memset node
+    }
+    graphs.push_back(graph);
+  }
+  std::sort(words.begin(), words.end());
+  EXPECT_EQ(std::unique(words.begin(), words.end()), words.end());
+  EXPECT_EQ(std::find(words.begin(), words.end(), eager.word), words.end());
+  EXPECT_EQ(stats->streamSyncs.load(), syncs + 1);
+  // Replays: the words start at zero and every kernel leaves its word's low
+  // 31 bits at zero.
+  for (int round = 0; round < 3; ++round)
+    for (void *graph : graphs)
+      ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+  std::vector<unsigned> seen = reads();
+  ASSERT_EQ(seen.size(), 3u * 257u);
+  for (unsigned value : seen)
+    EXPECT_EQ(value & 0x7fffffffu, 0u) << std::hex << value;
 }
 
 TEST_F(RuntimeFakeCapture, EachGraphHasItsOwnScratchWhateverTheSize) {

@@ -435,6 +435,18 @@ struct Workspace {
   CUdeviceptr barrier = 0; // the grid-barrier word (normrt_grid_barrier_word)
 };
 
+// Grid-barrier words for CUDA graphs, made (and zeroed, synchronously) by
+// the first eager normrt_grid_barrier_word of a context: a capture takes a
+// word of its own from here, one that no graph used before, so its graph
+// needs no memset node. A word is never handed out twice (graphs outlive
+// anything the runtime can see), so kCaptureWords captures use them up;
+// later ones get a stream-ordered word and a memset node.
+constexpr int kCaptureWords = 256;
+struct CaptureWords {
+  CUdeviceptr base = 0; // kCaptureWords lines of 128 bytes
+  int used = 0;
+};
+
 struct State {
   std::mutex contextMutex;
   CUcontext primary = nullptr; // device 0's primary context, once retained
@@ -445,6 +457,8 @@ struct State {
   // Held while a workspace grows, which synchronises that stream.
   std::mutex workspaceMutex;
   std::map<std::tuple<CUcontext, CUstream, uint64_t>, Workspace> workspaces;
+  // Per context, zeroed grid-barrier words for captures (same mutex).
+  std::map<CUcontext, CaptureWords> captureWords;
 };
 
 // A number per thread, never reused (0: not drawn yet).
@@ -709,6 +723,23 @@ int captureAlloc(const char *fn, CUcontext context, CUstream stream,
       CaptureScratch{context, stream, capture.id, pointer};
   *out = pointer;
   return NORMRT_SUCCESS;
+}
+
+// Makes the capture words of `context` on `stream`, which does not capture
+// (the caller holds State::workspaceMutex). Zeroed and synchronised now,
+// once per context, since graphs using them may replay on any stream. A
+// failure is not an error: captures then use memset nodes.
+void makeCaptureWords(State &s, CUcontext context, CUstream stream) {
+  CUdeviceptr base = 0;
+  if (gDriver.memAlloc(&base, 128u * kCaptureWords) != CUDA_SUCCESS)
+    return;
+  if (gDriver.memsetD32Async(base, 0, 32u * kCaptureWords, stream) !=
+          CUDA_SUCCESS ||
+      gDriver.streamSynchronize(stream) != CUDA_SUCCESS) {
+    gDriver.memFree(base);
+    return;
+  }
+  s.captureWords[context].base = base;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1142,6 +1173,20 @@ void normrt_release_all(void) {
                         "normrt_release_all: cuMemFree_v2 failed");
     }
     s.workspaces.clear();
+    for (auto &item : s.captureWords) {
+      if (!enter(item.first)) {
+        status = fail(NORMRT_ERROR_DRIVER,
+                      "normrt_release_all: cannot make the context of the "
+                      "capture barrier words current; they are leaked");
+        continue;
+      }
+      if (!synced[item.first])
+        synced[item.first] = gDriver.ctxSynchronize() == CUDA_SUCCESS;
+      if (CUresult result = gDriver.memFree(item.second.base))
+        status = cuFail(NORMRT_ERROR_DRIVER, result,
+                        "normrt_release_all: cuMemFree_v2 failed");
+    }
+    s.captureWords.clear();
     for (auto &item : s.modules) {
       Module &m = item.second;
       if (!enter(m.context)) {
@@ -1238,8 +1283,21 @@ int normrt_grid_barrier_word(void *stream, void **ptr_out) {
     Capture capture;
     if (int status = captureOf(fn, cuStream, &capture))
       return status;
+    State &s = state();
     if (capture.active) {
-      // The graph's own word, zeroed by a memset node at every replay.
+      // A word no graph used before, zeroed outside the capture: the kernel
+      // leaves it as it found it (modulo 2^31) at every replay.
+      {
+        std::lock_guard<std::mutex> lock(s.workspaceMutex);
+        auto it = s.captureWords.find(context);
+        if (it != s.captureWords.end() && it->second.used < kCaptureWords) {
+          CUdeviceptr pointer = it->second.base + 128u * it->second.used++;
+          *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+          return static_cast<int>(NORMRT_SUCCESS);
+        }
+      }
+      // Else the graph's own stream-ordered word, zeroed by a memset node at
+      // every replay.
       CUdeviceptr pointer = 0;
       if (int status = captureAlloc(fn, context, cuStream, capture, 128,
                                     "grid-barrier word", &pointer))
@@ -1253,9 +1311,10 @@ int normrt_grid_barrier_word(void *stream, void **ptr_out) {
       *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
       return static_cast<int>(NORMRT_SUCCESS);
     }
-    State &s = state();
     std::lock_guard<std::mutex> lock(s.workspaceMutex);
     Workspace &w = workspaceOf(s, context, cuStream);
+    if (!s.captureWords.count(context))
+      makeCaptureWords(s, context, cuStream);
     if (!w.barrier) {
       // One 128-byte line per stream: launches on one stream run in order,
       // launches on two streams never share a counter.
