@@ -3,7 +3,9 @@
 // Part of norm-opt. Implements the driver entry points NormRuntime resolves,
 // with host-side bookkeeping only: contexts are tokens, "device memory" is a
 // range of addresses never dereferenced, a module is any NUL-terminated text
-// and holds the kernels named after ".entry " in it. Loading takes 20 ms so
+// and holds the kernels named after ".entry " in it, or a 64-bit ELF (a
+// cubin, as generated libraries embed) and holds the names of its string
+// tables (so a generated launcher runs on the fake). Loading takes 20 ms so
 // that races in the runtime's module cache would show. Images containing
 // "BAD" fail to load. The device count comes from FAKECUDA_DEVICES (default
 // 1). The device supports cooperative launches unless FAKECUDA_NO_COOPERATIVE
@@ -187,6 +189,24 @@ void runBarrierKernel(CUdeviceptr word) {
   gWords[word] = value + 0x80000000u;
 }
 
+// The bytes of a module image: a 64-bit little-endian ELF (a cubin, as
+// generated kernel libraries embed) up to the end of its section headers,
+// where they end; anything else up to its NUL.
+std::string imageText(const void *image) {
+  const unsigned char *b = static_cast<const unsigned char *>(image);
+  if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F' &&
+      b[4] == 2 && b[5] == 1) {
+    uint64_t sectionHeaders = 0;
+    uint16_t entrySize = 0, entries = 0;
+    std::memcpy(&sectionHeaders, b + 0x28, 8);
+    std::memcpy(&entrySize, b + 0x3a, 2);
+    std::memcpy(&entries, b + 0x3c, 2);
+    return std::string(reinterpret_cast<const char *>(b),
+                       sectionHeaders + uint64_t(entrySize) * entries);
+  }
+  return static_cast<const char *>(image);
+}
+
 // A memset of `count` words (gMutex held).
 void writeWords(CUdeviceptr pointer, size_t count, uint32_t value) {
   for (size_t i = 0; i < count; ++i)
@@ -195,6 +215,7 @@ void writeWords(CUdeviceptr pointer, size_t count, uint32_t value) {
 
 // Argument 0 of a launch of the barrier kernel, else 0.
 CUdeviceptr barrierArgument(CUfunction function, void **args);
+std::string imageText(const void *image);
 
 int deviceCount() {
   const char *env = std::getenv("FAKECUDA_DEVICES");
@@ -538,7 +559,7 @@ CU_EXPORT cuModuleLoadData(CUmodule *module, const void *image) {
     return CUDA_ERROR_INVALID_PTX;
   ++gStats.moduleLoads;
   ++gStats.liveModules;
-  *module = reinterpret_cast<CUmodule>(new FakeModule{text});
+  *module = reinterpret_cast<CUmodule>(new FakeModule{imageText(image)});
   return CUDA_SUCCESS;
 }
 
@@ -554,7 +575,10 @@ CU_EXPORT cuModuleGetFunction(CUfunction *function, CUmodule module,
   }
   ++gStats.functionLookups;
   std::string entry = std::string(".entry ") + name + "\n";
-  if (m->image.find(entry) == std::string::npos)
+  std::string symbol = std::string(1, '\0') + name + '\0'; // ELF .strtab
+  if (m->image.find(entry) == std::string::npos &&
+      (m->image.compare(0, 4, "\x7f" "ELF") != 0 ||
+       m->image.find(symbol) == std::string::npos))
     return CUDA_ERROR_NOT_FOUND;
   *function = reinterpret_cast<CUfunction>(new FakeFunction{m, name});
   return CUDA_SUCCESS;
