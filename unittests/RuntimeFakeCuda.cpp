@@ -19,7 +19,7 @@
 // describe it: work on a capturing stream (launches, cuMemsetD32Async,
 // cuMemAllocAsync, cuMemFreeAsync) becomes nodes of the capture's graph;
 // "potentially unsafe" calls (cuMemAlloc, cuMemFree, cuModuleLoadData,
-// cuModuleGetFunction, cuModuleUnload) are refused with
+// cuModuleGetFunction, cuFuncLoad, cuModuleUnload) are refused with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture when the
 // calling thread's mode prohibits them (its own non-relaxed capture, or in
 // global mode another thread's global capture; never in relaxed mode);
@@ -581,6 +581,20 @@ CU_EXPORT cuModuleGetFunction(CUfunction *function, CUmodule module,
        m->image.find(symbol) == std::string::npos))
     return CUDA_ERROR_NOT_FOUND;
   *function = reinterpret_cast<CUfunction>(new FakeFunction{m, name});
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuFuncLoad(CUfunction function) {
+  FakeFunction *f = reinterpret_cast<FakeFunction *>(function);
+  if (!f || !f->module->live)
+    return CUDA_ERROR_INVALID_HANDLE;
+  {
+    // Loading a kernel is as unsafe during capture as loading a module.
+    std::lock_guard<std::mutex> lock(gMutex);
+    if (CUresult refused = unsafeCall("cuFuncLoad"))
+      return refused;
+  }
+  ++gStats.functionLoads;
   return CUDA_SUCCESS;
 }
 

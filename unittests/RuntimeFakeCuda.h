@@ -21,6 +21,7 @@ struct FakeCudaStats {
   std::atomic<int> moduleUnloads{0};
   std::atomic<int> liveModules{0};
   std::atomic<int> functionLookups{0};
+  std::atomic<int> functionLoads{0}; // cuFuncLoad
   std::atomic<int> allocs{0};
   std::atomic<int> frees{0};
   std::atomic<int> badFrees{0};

@@ -1251,6 +1251,7 @@ TEST_F(RuntimeFakeCapture, FirstCallEverInsideACapture) {
   void *s = fakeAddress(0x71);
   int allocs = stats->allocs.load(), loads = stats->moduleLoads.load();
   int syncs = stats->streamSyncs.load(), exchanges = stats->modeExchanges.load();
+  int functionLoads = stats->functionLoads.load();
   ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
   Call call;
   ASSERT_EQ(launcher(kGridImage, s, 5000, &call), NORMRT_SUCCESS)
@@ -1259,6 +1260,8 @@ TEST_F(RuntimeFakeCapture, FirstCallEverInsideACapture) {
   // exchanges each way), the scratch came from the stream-ordered allocator.
   EXPECT_EQ(stats->moduleLoads.load(), loads + 1);
   EXPECT_EQ(stats->modeExchanges.load(), exchanges + 2);
+  // The kernel was loaded there too (cuFuncLoad), not at its launch.
+  EXPECT_EQ(stats->functionLoads.load(), functionLoads + 1);
   EXPECT_EQ(stats->allocs.load(), allocs);
   EXPECT_EQ(stats->streamSyncs.load(), syncs);
   void *graph = nullptr;

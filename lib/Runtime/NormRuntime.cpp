@@ -113,6 +113,8 @@ struct Driver {
   CUresult (*threadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
   CUresult (*memAllocAsync)(CUdeviceptr *, size_t, CUstream);
   CUresult (*memFreeAsync)(CUdeviceptr, CUstream);
+  // Optional (CUDA 12.4): finishes a lazily loaded function's loading.
+  CUresult (*funcLoad)(CUfunction);
 };
 
 // Written once by loadDriver(), read-only afterwards (the guarded static in
@@ -351,6 +353,7 @@ void loadDriver() {
           driver.threadExchangeStreamCaptureMode);
   resolve(handle, "cuMemAllocAsync", driver.memAllocAsync);
   resolve(handle, "cuMemFreeAsync", driver.memFreeAsync);
+  resolve(handle, "cuFuncLoad", driver.funcLoad);
   for (const Entry &entry : entries) {
     if (!entry.ok) {
       setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
@@ -970,6 +973,17 @@ int normrt_get_function(const void *image, const char *kernel_name,
                       "%s: no kernel '%s' in the %s image at %p "
                       "(cuModuleGetFunction failed)",
                       fn, kernel_name, imageKind(image), image);
+      // With lazy loading (the default since CUDA 12.2) the kernel itself
+      // loads at its first use, which may be a launch inside a capture:
+      // load it here, still in relaxed mode.
+      if (gDriver.funcLoad) {
+        result = gDriver.funcLoad(function);
+        if (result != CUDA_SUCCESS)
+          return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                        "%s: cuFuncLoad of kernel '%s' in the %s image at "
+                        "%p failed",
+                        fn, kernel_name, imageKind(image), image);
+      }
       found = entry.functions.emplace(kernel_name, function).first;
     }
     *function_out = found->second;
