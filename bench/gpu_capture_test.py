@@ -241,6 +241,7 @@ def scenario_growth(args, lib, fn, sig, rows, checker):
     few = max(1, rows // 8)
     stream = torch.cuda.Stream()
     small = Problem(lib, fn, sig, few, seed=2)
+    stream.wait_stream(torch.cuda.current_stream())  # the inputs are ready
     with torch.cuda.stream(stream):
         small.eager()  # the stream's own workspace: sized for few rows
     torch.cuda.synchronize()
@@ -253,6 +254,7 @@ def scenario_growth(args, lib, fn, sig, rows, checker):
         replay_and_compare(g_small, small, 1, checker,
                            f"small graph, round {i}")
     # The stream's own buffers still work after the captures.
+    stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         out = small.eager()
     torch.cuda.synchronize()
@@ -292,17 +294,17 @@ def scenario_two_streams(args, lib, fn, sig, rows, checker):
 
 def scenario_legacy(args, lib, fn, sig, rows, checker):
     import torch
+    p = Problem(lib, fn, sig, rows, seed=6)  # also makes torch's context
+    p.eager()
+    torch.cuda.synchronize()
     # A blocking stream (torch's are non-blocking): while it captures, the
-    # legacy stream must not be used.
+    # legacy stream must not be used. In the current (torch's) context.
     cuda = ctypes.CDLL("libcuda.so.1")
     handle = ctypes.c_void_p()
     rc = cuda.cuStreamCreate(ctypes.byref(handle), 0)
     if rc != 0:
         raise Failure(f"cuStreamCreate(flags 0) failed: CUresult {rc}")
     blocking = torch.cuda.ExternalStream(handle.value)
-    p = Problem(lib, fn, sig, rows, seed=6)
-    p.eager()
-    torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     capture(p, g, stream=blocking,
             calls=[(0, NORMRT_ERROR_CAPTURE,
@@ -504,7 +506,8 @@ def main():
                     help="driver: run each child under compute-sanitizer "
                          "--tool TOOL (memcheck, racecheck, synccheck, "
                          "initcheck)")
-    ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--timeout", type=int, default=300,
+                    help="driver: seconds per child")
     args = ap.parse_args()
     if args.replays < 1:
         ap.error("--replays must be >= 1")

@@ -1348,9 +1348,10 @@ TEST_F(RuntimeFakeCapture, CaptureWordsAreZeroedOnceAndNeverShared) {
   EXPECT_EQ(stats->lastSyncedStream.load(), s);
   reads();
   // Every capture takes its own word, on any stream, until they run out.
+  constexpr int kWords = 4096; // NormRuntime.cpp's kCaptureWords
   std::vector<void *> graphs;
   std::vector<void *> words;
-  for (int i = 0; i < 257; ++i) {
+  for (int i = 0; i < kWords + 1; ++i) {
     void *stream = fakeAddress(i % 2 ? 0x7e : 0x7f);
     ASSERT_EQ(beginCapture(stream, kGlobal), CUDA_SUCCESS);
     Call call;
@@ -1358,7 +1359,7 @@ TEST_F(RuntimeFakeCapture, CaptureWordsAreZeroedOnceAndNeverShared) {
         << lastError();
     void *graph = nullptr;
     ASSERT_EQ(endCapture(stream, &graph), CUDA_SUCCESS) << lastViolation();
-    if (i < 256) {
+    if (i < kWords) {
       expectLauncherNodesWithCaptureWord(graph, call, 64);
       words.push_back(call.word);
     } else {
@@ -1376,7 +1377,7 @@ TEST_F(RuntimeFakeCapture, CaptureWordsAreZeroedOnceAndNeverShared) {
     for (void *graph : graphs)
       ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
   std::vector<unsigned> seen = reads();
-  ASSERT_EQ(seen.size(), 3u * 257u);
+  ASSERT_EQ(seen.size(), 3u * (kWords + 1));
   for (unsigned value : seen)
     EXPECT_EQ(value & 0x7fffffffu, 0u) << std::hex << value;
 }

@@ -442,9 +442,10 @@ struct Workspace {
 // the first eager normrt_grid_barrier_word of a context: a capture takes a
 // word of its own from here, one that no graph used before, so its graph
 // needs no memset node. A word is never handed out twice (graphs outlive
-// anything the runtime can see), so kCaptureWords captures use them up;
-// later ones get a stream-ordered word and a memset node.
-constexpr int kCaptureWords = 256;
+// anything the runtime can see), so kCaptureWords captured calls use them
+// up (a model captures a call per layer, in several graphs: 512 KiB of
+// words); later ones get a stream-ordered word and a memset node.
+constexpr int kCaptureWords = 4096;
 struct CaptureWords {
   CUdeviceptr base = 0; // kCaptureWords lines of 128 bytes
   int used = 0;
