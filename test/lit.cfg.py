@@ -24,6 +24,11 @@ tool_dirs = [config.norm_tools_dir, config.llvm_tools_dir]
 tools = ["norm-opt", "mlir-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
+# The fake libcuda of the runtime's unit tests (unittests/RuntimeFakeCuda):
+# generated libraries run on it without a GPU.
+config.substitutions.append(
+    ("%fakecuda", os.path.join(config.norm_lib_dir, "libnormrt_fakecuda.so")))
+
 # ptxas from the CUDA toolkit CMake found (PTX checks; no GPU needed).
 config.substitutions.append(
     ("%ptxas", os.path.join(config.cuda_bin_dir, "ptxas")))

@@ -21,6 +21,7 @@ struct FakeCudaStats {
   std::atomic<int> moduleUnloads{0};
   std::atomic<int> liveModules{0};
   std::atomic<int> functionLookups{0};
+  std::atomic<int> functionLoads{0}; // cuFuncLoad
   std::atomic<int> allocs{0};
   std::atomic<int> frees{0};
   std::atomic<int> badFrees{0};
@@ -41,6 +42,38 @@ struct FakeCudaStats {
   std::atomic<size_t> lastMemsetCount{0};
   std::atomic<void *> lastMemsetPointer{nullptr};
   std::atomic<void *> lastMemsetStream{nullptr};
+  // Stream capture. captureViolations: calls that broke a capture (the fake
+  // invalidated it, as CUDA does); capturedNodes: stream work recorded into
+  // a capture instead of run. asyncAllocs / asyncFrees: cuMemAllocAsync /
+  // cuMemFreeAsync calls that succeeded (captured or not); modeExchanges:
+  // cuThreadExchangeStreamCaptureMode calls.
+  std::atomic<int> captureViolations{0};
+  std::atomic<int> capturedNodes{0};
+  std::atomic<int> asyncAllocs{0};
+  std::atomic<int> asyncFrees{0};
+  std::atomic<int> modeExchanges{0};
+  std::atomic<int> captureQueries{0};
+  // Replays: graph allocations still live when a replay ended, and runs of
+  // the barrier kernel ("norm_grid") whose word was in no live allocation.
+  std::atomic<int> graphUnfreed{0};
+  std::atomic<int> badBarriers{0};
+};
+
+// A node of a fake graph, in capture order.
+enum FakeCudaNodeKind {
+  FAKECUDA_NODE_ALLOC = 1,  // cuMemAllocAsync: pointer, bytes
+  FAKECUDA_NODE_FREE = 2,   // cuMemFreeAsync: pointer
+  FAKECUDA_NODE_MEMSET = 3, // cuMemsetD32Async: pointer, bytes = count, value
+  FAKECUDA_NODE_KERNEL = 4  // a launch: function, cooperative, pointer = the
+                            // barrier kernel's argument 0 (else 0)
+};
+struct FakeCudaNode {
+  int kind;
+  unsigned long long pointer;
+  size_t bytes;
+  unsigned value;
+  void *function;
+  int cooperative;
 };
 
 // The last successful cuLaunchKernel or cuLaunchCooperativeKernel.
@@ -65,6 +98,26 @@ typedef void *(*FakeCudaPrimaryContextFn)(void);
 // This thread's current context / make `ctx` current on this thread.
 typedef void *(*FakeCudaCurrentContextFn)(void);
 typedef void (*FakeCudaSetCurrentContextFn)(void *);
+
+// Capture, as cuStreamBeginCapture / cuStreamEndCapture do (mode: a
+// CUstreamCaptureMode); both return a CUresult. End gives NULL and
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for an invalidated capture. The
+// legacy stream (NULL) cannot capture; every other stream is a blocking one.
+typedef int (*FakeCudaBeginCaptureFn)(void *stream, int mode);
+typedef int (*FakeCudaEndCaptureFn)(void *stream, void **graph_out);
+// The nodes of a graph: writes up to `max`, returns how many there are.
+typedef int (*FakeCudaGraphNodesFn)(void *graph, FakeCudaNode *out, int max);
+// Graph allocations the graph does not free itself.
+typedef int (*FakeCudaGraphUnfreedFn)(void *graph);
+// Runs a graph's nodes in order: allocations get fresh (poisoned) memory,
+// memsets write, the barrier kernel runs, frees free. Returns a CUresult.
+typedef int (*FakeCudaGraphLaunchFn)(void *graph);
+// The name of the last call that broke a capture ("" if none).
+typedef const char *(*FakeCudaLastViolationFn)(void);
+// The barrier kernel "norm_grid" (argument 0: a pointer to its word) reads
+// the word, then flips its top bit as the real grid barrier leaves it. This
+// gives the values it read, oldest first (up to `max`), and forgets them.
+typedef int (*FakeCudaBarrierReadsFn)(unsigned *out, int max);
 }
 
 #endif // NORM_UNITTESTS_RUNTIMEFAKECUDA_H

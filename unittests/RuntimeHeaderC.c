@@ -68,6 +68,11 @@ int main(void) {
   check(normrt_launch_cooperative(NULL, 1, 32, 0, NULL, NULL) ==
             NORMRT_ERROR_INVALID_ARGUMENT,
         "launch_cooperative NULL");
+  /* Nothing taken during a capture: no driver call, so no failure. */
+  check(normrt_scratch_done(NULL) == NORMRT_SUCCESS, "scratch_done");
+  check(strcmp(normrt_status_string(NORMRT_ERROR_CAPTURE),
+               "NORMRT_ERROR_CAPTURE") == 0,
+        "NORMRT_ERROR_CAPTURE");
   normrt_release_all();
 
   if (failures == 0)

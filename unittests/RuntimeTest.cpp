@@ -24,8 +24,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cuda.h>
+
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -163,13 +166,15 @@ TEST(RuntimeStatus, EveryCodeHasItsName) {
                          "NORMRT_ERROR_MODULE",
                          "NORMRT_ERROR_LAUNCH",
                          "NORMRT_ERROR_OUT_OF_MEMORY",
-                         "NORMRT_ERROR_DRIVER"};
-  for (int code = NORMRT_SUCCESS; code <= NORMRT_ERROR_DRIVER; ++code)
+                         "NORMRT_ERROR_DRIVER",
+                         "NORMRT_ERROR_CAPTURE"};
+  for (int code = NORMRT_SUCCESS; code <= NORMRT_ERROR_CAPTURE; ++code)
     EXPECT_STREQ(normrt_status_string(code), names[code]) << code;
   EXPECT_STREQ(normrt_status_string(-1), "NORMRT_ERROR_UNKNOWN");
-  EXPECT_STREQ(normrt_status_string(10), "NORMRT_ERROR_UNKNOWN");
+  EXPECT_STREQ(normrt_status_string(11), "NORMRT_ERROR_UNKNOWN");
   EXPECT_EQ(NORMRT_ERROR_NO_DRIVER, 1);
   EXPECT_EQ(NORMRT_ERROR_DRIVER, 9);
+  EXPECT_EQ(NORMRT_ERROR_CAPTURE, 10);
 }
 
 TEST(RuntimeStatus, LastErrorIsPerThreadAndEmptyAtFirst) {
@@ -451,7 +456,18 @@ protected:
         lookup<FakeCudaCurrentContextFn>("fakecuda_current_context");
     setCurrentContext =
         lookup<FakeCudaSetCurrentContextFn>("fakecuda_set_current_context");
+    beginCapture = lookup<FakeCudaBeginCaptureFn>("fakecuda_begin_capture");
+    endCapture = lookup<FakeCudaEndCaptureFn>("fakecuda_end_capture");
+    graphNodes = lookup<FakeCudaGraphNodesFn>("fakecuda_graph_nodes");
+    graphUnfreed = lookup<FakeCudaGraphUnfreedFn>("fakecuda_graph_unfreed");
+    graphLaunch = lookup<FakeCudaGraphLaunchFn>("fakecuda_graph_launch");
+    lastViolation =
+        lookup<FakeCudaLastViolationFn>("fakecuda_last_violation");
+    barrierReads = lookup<FakeCudaBarrierReadsFn>("fakecuda_barrier_reads");
     normrt_release_all();
+    violationsAtStart = stats->captureViolations.load();
+    unsigned ignored[1];
+    barrierReads(ignored, 0);
   }
   void TearDown() override {
     if (!handle)
@@ -461,12 +477,32 @@ protected:
     EXPECT_EQ(stats->liveAllocations.load(), 0);
     EXPECT_EQ(stats->badFrees.load(), 0);
     EXPECT_EQ(stats->badMemsets.load(), 0);
+    // No test breaks a capture unless it says so (and then by calling the
+    // fake itself, to show that the fake notices).
+    EXPECT_EQ(stats->captureViolations.load() - violationsAtStart,
+              allowedViolations)
+        << "last call that broke a capture: " << lastViolation();
+    EXPECT_EQ(stats->graphUnfreed.load(), 0);
+    EXPECT_EQ(stats->badBarriers.load(), 0);
     dlclose(handle);
   }
   template <typename Fn> Fn lookup(const char *name) {
     void *symbol = dlsym(handle, name);
     EXPECT_NE(symbol, nullptr) << name;
     return reinterpret_cast<Fn>(symbol);
+  }
+  // The first eager grid-barrier word of a context also makes the context's
+  // capture words (one allocation, one memset, one stream synchronisation;
+  // RuntimeFakeCapture tests them). Tests of the per-stream words make them
+  // first, on a stream of their own, so that their counts are about the
+  // words they ask for: two allocations (the capture words, that stream's
+  // word).
+  static constexpr int kCaptureWordAllocations = 2;
+  void makeCaptureWords() {
+    void *word = nullptr;
+    ASSERT_EQ(normrt_grid_barrier_word(fakeAddress(0x6f), &word),
+              NORMRT_SUCCESS)
+        << lastError();
   }
   void *function(const void *image, const char *name) {
     void *f = nullptr;
@@ -483,6 +519,15 @@ protected:
   FakeCudaPrimaryContextFn primaryContext = nullptr;
   FakeCudaCurrentContextFn currentContext = nullptr;
   FakeCudaSetCurrentContextFn setCurrentContext = nullptr;
+  FakeCudaBeginCaptureFn beginCapture = nullptr;
+  FakeCudaEndCaptureFn endCapture = nullptr;
+  FakeCudaGraphNodesFn graphNodes = nullptr;
+  FakeCudaGraphUnfreedFn graphUnfreed = nullptr;
+  FakeCudaGraphLaunchFn graphLaunch = nullptr;
+  FakeCudaLastViolationFn lastViolation = nullptr;
+  FakeCudaBarrierReadsFn barrierReads = nullptr;
+  int violationsAtStart = 0;
+  int allowedViolations = 0;
 };
 
 TEST_F(RuntimeFake, InitOnce) {
@@ -877,6 +922,7 @@ TEST_F(RuntimeFake, CooperativeBadArgumentsReachNoDriver) {
 
 TEST_F(RuntimeFake, GridBarrierWordOncePerStream) {
   void *s1 = fakeAddress(0x61), *s2 = fakeAddress(0x62);
+  makeCaptureWords();
   int allocs = stats->allocs.load();
   int memsets = stats->memsets.load();
   void *word = nullptr;
@@ -908,35 +954,39 @@ TEST_F(RuntimeFake, GridBarrierWordOncePerStream) {
   EXPECT_EQ(stats->memsets.load(), memsets + 2);
   EXPECT_EQ(stats->lastMemsetPointer.load(), other);
   EXPECT_EQ(stats->lastMemsetStream.load(), s2);
-  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2 + kCaptureWordAllocations);
 
   // normrt_release_all frees both; the next call gets a new, zeroed word.
   normrt_release_all();
   EXPECT_EQ(stats->liveAllocations.load(), 0);
+  makeCaptureWords();
+  allocs = stats->allocs.load() - 2;
+  memsets = stats->memsets.load() - 2;
   void *fresh = nullptr;
   ASSERT_EQ(normrt_grid_barrier_word(s1, &fresh), NORMRT_SUCCESS);
   EXPECT_NE(fresh, nullptr);
   EXPECT_EQ(stats->allocs.load(), allocs + 3);
   EXPECT_EQ(stats->memsets.load(), memsets + 3);
   EXPECT_EQ(stats->lastMemsetPointer.load(), fresh);
-  EXPECT_EQ(stats->liveAllocations.load(), 1);
+  EXPECT_EQ(stats->liveAllocations.load(), 1 + kCaptureWordAllocations);
 }
 
 TEST_F(RuntimeFake, GridBarrierWordBesideTheWorkspace) {
   void *s = fakeAddress(0x63);
+  makeCaptureWords();
   int memsets = stats->memsets.load();
   void *word = nullptr, *workspace = nullptr;
   ASSERT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_SUCCESS) << lastError();
   ASSERT_EQ(normrt_workspace(s, 1000, &workspace), NORMRT_SUCCESS);
   EXPECT_NE(workspace, word);
-  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2 + kCaptureWordAllocations);
 
   // Growing the workspace frees the old workspace, never the barrier word.
   int frees = stats->frees.load();
   void *grown = nullptr;
   ASSERT_EQ(normrt_workspace(s, 1 << 20, &grown), NORMRT_SUCCESS);
   EXPECT_EQ(stats->frees.load(), frees + 1);
-  EXPECT_EQ(stats->liveAllocations.load(), 2);
+  EXPECT_EQ(stats->liveAllocations.load(), 2 + kCaptureWordAllocations);
   // A caller's workspace set and removed again leaves it alone too.
   ASSERT_EQ(normrt_set_workspace(s, fakeAddress(0x7000), 4096),
             NORMRT_SUCCESS);
@@ -955,6 +1005,7 @@ TEST_F(RuntimeFake, GridBarrierWordBesideTheWorkspace) {
 
 TEST_F(RuntimeFake, GridBarrierWordPerContextAndThread) {
   void *perThread = fakeAddress(0x2); // CU_STREAM_PER_THREAD
+  makeCaptureWords();
   int memsets = stats->memsets.load();
   void *mine = nullptr, *again = nullptr;
   ASSERT_EQ(normrt_grid_barrier_word(perThread, &mine), NORMRT_SUCCESS)
@@ -986,12 +1037,14 @@ TEST_F(RuntimeFake, GridBarrierWordPerContextAndThread) {
   }).join();
   EXPECT_NE(otherContext, nullptr);
   EXPECT_NE(otherContext, legacy);
-  EXPECT_EQ(stats->liveAllocations.load(), 4);
-  EXPECT_EQ(stats->memsets.load(), memsets + 4);
+  // Four words, and the other context's capture words.
+  EXPECT_EQ(stats->liveAllocations.load(), 4 + 1 + kCaptureWordAllocations);
+  EXPECT_EQ(stats->memsets.load(), memsets + 4 + 1);
 }
 
 TEST_F(RuntimeFake, GridBarrierWordFailures) {
   void *s = fakeAddress(0x64);
+  makeCaptureWords();
   int memsets = stats->memsets.load();
   void *word = fakeAddress(0x1234);
   setMemoryLimit(64);
@@ -1011,14 +1064,14 @@ TEST_F(RuntimeFake, GridBarrierWordFailures) {
     EXPECT_TRUE(mentions(lastError(), "normrt_grid_barrier_word"));
     EXPECT_TRUE(mentions(lastError(), "cuMemsetD32Async"));
     EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_VALUE"));
-    EXPECT_EQ(stats->liveAllocations.load(), 0);
+    EXPECT_EQ(stats->liveAllocations.load(), kCaptureWordAllocations);
   }
   // The next call tries again.
   ASSERT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_SUCCESS)
       << lastError();
   EXPECT_NE(word, nullptr);
   EXPECT_EQ(stats->memsets.load(), memsets + 1);
-  EXPECT_EQ(stats->liveAllocations.load(), 1);
+  EXPECT_EQ(stats->liveAllocations.load(), 1 + kCaptureWordAllocations);
 }
 
 TEST_F(RuntimeFake, LaunchCooperative) {
@@ -1096,6 +1149,452 @@ TEST_F(RuntimeFake, LaunchCooperativeDriverFailures) {
                                     "block 64"));
   EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_HANDLE"));
   EXPECT_EQ(stats->launches.load(), launches);
+}
+
+
+//===----------------------------------------------------------------------===//
+// The fake driver: CUDA graph capture
+//===----------------------------------------------------------------------===//
+
+// "norm_grid" is the fake's barrier kernel: argument 0 points to its word.
+const char kGridImage[] = "// fake PTX\n.entry norm_grid\n";
+
+constexpr int kGlobal = CU_STREAM_CAPTURE_MODE_GLOBAL;
+constexpr int kThreadLocal = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+
+class RuntimeFakeCapture : public RuntimeFake {
+protected:
+  // What a generated launcher does for one fused group with a column
+  // result, on the cooperative path: function, workspace, barrier word,
+  // one cooperative launch, then normrt_scratch_done (also on failure).
+  struct Call {
+    void *workspace = nullptr;
+    void *word = nullptr;
+  };
+  int launcher(const void *image, void *stream, size_t bytes, Call *call) {
+    int st = launches(image, stream, bytes, call);
+    int done = normrt_scratch_done(stream);
+    return st != 0 ? st : done;
+  }
+  int launches(const void *image, void *stream, size_t bytes, Call *call) {
+    void *f = nullptr;
+    int st, sms = 0, fits = 0;
+    if ((st = normrt_ensure_context()) || (st = normrt_sm_count(&sms)) ||
+        (st = normrt_get_function(image, "norm_grid", &f)) ||
+        (st = normrt_workspace(stream, bytes, &call->workspace)) ||
+        (st = normrt_cooperative_fits(f, 132, 256, 0, &fits)) ||
+        (st = normrt_grid_barrier_word(stream, &call->word)))
+      return st;
+    EXPECT_EQ(fits, 1);
+    void *args[] = {&call->word, &call->workspace};
+    return normrt_launch_cooperative(f, 132, 256, 0, stream, args);
+  }
+  std::vector<FakeCudaNode> nodes(void *graph) {
+    std::vector<FakeCudaNode> out(64);
+    int count = graphNodes(graph, out.data(), 64);
+    out.resize(count);
+    return out;
+  }
+  static unsigned long long at(void *p) {
+    return static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
+  }
+  // The nodes of one launcher call when the context had capture words: the
+  // word needs no node at all.
+  void expectLauncherNodesWithCaptureWord(void *graph, const Call &call,
+                                          size_t bytes) {
+    std::vector<FakeCudaNode> n = nodes(graph);
+    ASSERT_EQ(n.size(), 3u);
+    EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
+    EXPECT_EQ(n[0].pointer, at(call.workspace));
+    EXPECT_EQ(n[0].bytes, bytes);
+    EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
+    EXPECT_EQ(n[1].cooperative, 1);
+    EXPECT_EQ(n[1].pointer, at(call.word));
+    EXPECT_EQ(n[2].kind, FAKECUDA_NODE_FREE);
+    EXPECT_EQ(n[2].pointer, at(call.workspace));
+    EXPECT_EQ(graphUnfreed(graph), 0);
+  }
+  // The nodes one launcher call adds to a capture, in order.
+  void expectLauncherNodes(void *graph, const Call &call, size_t bytes) {
+    std::vector<FakeCudaNode> n = nodes(graph);
+    ASSERT_EQ(n.size(), 6u);
+    EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
+    EXPECT_EQ(n[0].pointer, at(call.workspace));
+    EXPECT_EQ(n[0].bytes, bytes); // exactly what was asked
+    EXPECT_EQ(n[1].kind, FAKECUDA_NODE_ALLOC);
+    EXPECT_EQ(n[1].pointer, at(call.word));
+    EXPECT_EQ(n[1].bytes, 128u);
+    // Zeroed in the graph, before the kernel, at every replay.
+    EXPECT_EQ(n[2].kind, FAKECUDA_NODE_MEMSET);
+    EXPECT_EQ(n[2].pointer, at(call.word));
+    EXPECT_EQ(n[2].bytes, 32u);
+    EXPECT_EQ(n[2].value, 0u);
+    EXPECT_EQ(n[3].kind, FAKECUDA_NODE_KERNEL);
+    EXPECT_EQ(n[3].cooperative, 1);
+    EXPECT_EQ(n[3].pointer, at(call.word));
+    // Freed in the graph, after the kernel.
+    EXPECT_EQ(n[4].kind, FAKECUDA_NODE_FREE);
+    EXPECT_EQ(n[4].pointer, at(call.workspace));
+    EXPECT_EQ(n[5].kind, FAKECUDA_NODE_FREE);
+    EXPECT_EQ(n[5].pointer, at(call.word));
+    EXPECT_EQ(graphUnfreed(graph), 0);
+  }
+  std::vector<unsigned> reads() {
+    std::vector<unsigned> out(4096);
+    int count = barrierReads(out.data(), 4096);
+    out.resize(count);
+    return out;
+  }
+};
+
+TEST_F(RuntimeFakeCapture, FirstCallEverInsideACapture) {
+  void *s = fakeAddress(0x71);
+  int allocs = stats->allocs.load(), loads = stats->moduleLoads.load();
+  int syncs = stats->streamSyncs.load(), exchanges = stats->modeExchanges.load();
+  int functionLoads = stats->functionLoads.load();
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  Call call;
+  ASSERT_EQ(launcher(kGridImage, s, 5000, &call), NORMRT_SUCCESS)
+      << lastError();
+  // The module was loaded and the function looked up in relaxed mode (two
+  // exchanges each way), the scratch came from the stream-ordered allocator.
+  EXPECT_EQ(stats->moduleLoads.load(), loads + 1);
+  EXPECT_EQ(stats->modeExchanges.load(), exchanges + 2);
+  // The kernel was loaded there too (cuFuncLoad), not at its launch.
+  EXPECT_EQ(stats->functionLoads.load(), functionLoads + 1);
+  EXPECT_EQ(stats->allocs.load(), allocs);
+  EXPECT_EQ(stats->streamSyncs.load(), syncs);
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  ASSERT_NE(graph, nullptr);
+  expectLauncherNodes(graph, call, 5000);
+  // This thread's capture mode is global again.
+  auto exchange = lookup<CUresult (*)(CUstreamCaptureMode *)>(
+      "cuThreadExchangeStreamCaptureMode");
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  ASSERT_EQ(exchange(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  ASSERT_EQ(exchange(&mode), CUDA_SUCCESS);
+}
+
+TEST_F(RuntimeFakeCapture, ReplaysSeeAZeroedWordEveryTime) {
+  void *s = fakeAddress(0x72);
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  Call call;
+  ASSERT_EQ(launcher(kGridImage, s, 4096, &call), NORMRT_SUCCESS)
+      << lastError();
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  EXPECT_TRUE(reads().empty()); // capture ran nothing
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS) << i;
+  // Fresh graph memory reads as poison; the memset node zeroes it first.
+  std::vector<unsigned> seen = reads();
+  ASSERT_EQ(seen.size(), 100u);
+  for (unsigned value : seen)
+    EXPECT_EQ(value, 0u);
+  // Eager calls on the same stream keep their own word (zeroed once, and
+  // left with the low 31 bits as they were by every kernel).
+  Call eager;
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(launcher(kGridImage, s, 4096, &eager), NORMRT_SUCCESS)
+        << lastError();
+  EXPECT_NE(eager.word, call.word);
+  EXPECT_NE(eager.workspace, call.workspace);
+  seen = reads();
+  ASSERT_EQ(seen.size(), 3u);
+  for (unsigned value : seen)
+    EXPECT_EQ(value & 0x7fffffffu, 0u);
+}
+
+TEST_F(RuntimeFakeCapture, LaterCallsNeverTouchTheStreamsBuffers) {
+  void *s = fakeAddress(0x73);
+  Call eager;
+  ASSERT_EQ(launcher(kGridImage, s, 1000, &eager), NORMRT_SUCCESS)
+      << lastError();
+  int allocs = stats->allocs.load(), frees = stats->frees.load();
+  int syncs = stats->streamSyncs.load(), loads = stats->moduleLoads.load();
+  // A bigger shape inside the capture: outside capture the stream's buffer
+  // would grow (synchronise, free, allocate); inside, the graph gets its own.
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  Call captured;
+  ASSERT_EQ(launcher(kGridImage, s, 1 << 20, &captured), NORMRT_SUCCESS)
+      << lastError();
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  expectLauncherNodesWithCaptureWord(graph, captured, 1 << 20);
+  EXPECT_EQ(stats->allocs.load(), allocs);
+  EXPECT_EQ(stats->frees.load(), frees);
+  EXPECT_EQ(stats->streamSyncs.load(), syncs);
+  EXPECT_EQ(stats->moduleLoads.load(), loads); // cached: no load at all
+  EXPECT_NE(captured.workspace, eager.workspace);
+  EXPECT_NE(captured.word, eager.word);
+  // After the capture the stream's own buffers are there as before.
+  Call again;
+  ASSERT_EQ(launcher(kGridImage, s, 1000, &again), NORMRT_SUCCESS);
+  EXPECT_EQ(again.workspace, eager.workspace);
+  EXPECT_EQ(again.word, eager.word);
+}
+
+TEST_F(RuntimeFakeCapture, CaptureWordsAreZeroedOnceAndNeverShared) {
+  // An eager call makes the context's capture words: zeroed on its stream,
+  // which is synchronised (graphs may replay on any stream).
+  void *s = fakeAddress(0x7d);
+  int syncs = stats->streamSyncs.load();
+  Call eager;
+  ASSERT_EQ(launcher(kGridImage, s, 100, &eager), NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(stats->streamSyncs.load(), syncs + 1);
+  EXPECT_EQ(stats->lastSyncedStream.load(), s);
+  reads();
+  // Every capture takes its own word, on any stream, until they run out.
+  constexpr int kWords = 4096; // NormRuntime.cpp's kCaptureWords
+  std::vector<void *> graphs;
+  std::vector<void *> words;
+  for (int i = 0; i < kWords + 1; ++i) {
+    void *stream = fakeAddress(i % 2 ? 0x7e : 0x7f);
+    ASSERT_EQ(beginCapture(stream, kGlobal), CUDA_SUCCESS);
+    Call call;
+    ASSERT_EQ(launcher(kGridImage, stream, 64, &call), NORMRT_SUCCESS)
+        << lastError();
+    void *graph = nullptr;
+    ASSERT_EQ(endCapture(stream, &graph), CUDA_SUCCESS) << lastViolation();
+    if (i < kWords) {
+      expectLauncherNodesWithCaptureWord(graph, call, 64);
+      words.push_back(call.word);
+    } else {
+      expectLauncherNodes(graph, call, 64); // used up: a memset node
+    }
+    graphs.push_back(graph);
+  }
+  std::sort(words.begin(), words.end());
+  EXPECT_EQ(std::unique(words.begin(), words.end()), words.end());
+  EXPECT_EQ(std::find(words.begin(), words.end(), eager.word), words.end());
+  EXPECT_EQ(stats->streamSyncs.load(), syncs + 1);
+  // Replays: the words start at zero and every kernel leaves its word's low
+  // 31 bits at zero.
+  for (int round = 0; round < 3; ++round)
+    for (void *graph : graphs)
+      ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+  std::vector<unsigned> seen = reads();
+  ASSERT_EQ(seen.size(), 3u * (kWords + 1));
+  for (unsigned value : seen)
+    EXPECT_EQ(value & 0x7fffffffu, 0u) << std::hex << value;
+}
+
+TEST_F(RuntimeFakeCapture, EachGraphHasItsOwnScratchWhateverTheSize) {
+  // Two graphs of one function on one stream, then one on a second stream
+  // captured by another thread while the first capture is still open: every
+  // graph has its own workspace and word, of the size it asked for, so they
+  // may replay concurrently on any streams.
+  void *s1 = fakeAddress(0x74), *s2 = fakeAddress(0x75);
+  std::vector<void *> graphs;
+  std::vector<Call> calls;
+  const size_t sizes[] = {1000, 10 << 20};
+  for (size_t bytes : sizes) {
+    ASSERT_EQ(beginCapture(s1, kGlobal), CUDA_SUCCESS);
+    Call call;
+    ASSERT_EQ(launcher(kGridImage, s1, bytes, &call), NORMRT_SUCCESS)
+        << lastError();
+    void *graph = nullptr;
+    ASSERT_EQ(endCapture(s1, &graph), CUDA_SUCCESS) << lastViolation();
+    expectLauncherNodes(graph, call, bytes);
+    graphs.push_back(graph);
+    calls.push_back(call);
+  }
+  ASSERT_EQ(beginCapture(s1, kGlobal), CUDA_SUCCESS);
+  Call other;
+  void *otherGraph = nullptr;
+  // The other thread's first call loads another image while this thread's
+  // global capture is open: relaxed mode keeps both captures intact.
+  static const char kOtherImage[] = "// other\n.entry norm_grid\n";
+  std::thread([&] {
+    ASSERT_EQ(beginCapture(s2, kGlobal), CUDA_SUCCESS);
+    EXPECT_EQ(launcher(kOtherImage, s2, 3000, &other), NORMRT_SUCCESS)
+        << lastError();
+    EXPECT_EQ(endCapture(s2, &otherGraph), CUDA_SUCCESS) << lastViolation();
+  }).join();
+  Call third;
+  ASSERT_EQ(launcher(kGridImage, s1, 2000, &third), NORMRT_SUCCESS)
+      << lastError();
+  void *thirdGraph = nullptr;
+  ASSERT_EQ(endCapture(s1, &thirdGraph), CUDA_SUCCESS) << lastViolation();
+  ASSERT_NE(otherGraph, nullptr);
+  expectLauncherNodes(otherGraph, other, 3000);
+  expectLauncherNodes(thirdGraph, third, 2000);
+  graphs.push_back(otherGraph);
+  graphs.push_back(thirdGraph);
+  calls.push_back(other);
+  calls.push_back(third);
+  for (size_t i = 0; i < calls.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      EXPECT_NE(calls[i].workspace, calls[j].workspace);
+      EXPECT_NE(calls[i].word, calls[j].word);
+    }
+  // Interleaved replays: every kernel sees its word zeroed.
+  for (int round = 0; round < 25; ++round)
+    for (void *graph : graphs)
+      ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+  std::vector<unsigned> seen = reads();
+  ASSERT_EQ(seen.size(), 100u);
+  for (unsigned value : seen)
+    EXPECT_EQ(value, 0u);
+}
+
+TEST_F(RuntimeFakeCapture, ThreadLocalModeAndTheTwoLaunchPath) {
+  // The two-launch path takes no barrier word: one allocation, one free.
+  void *s = fakeAddress(0x76);
+  void *f = function(kImage, "norm_fwd");
+  ASSERT_EQ(beginCapture(s, kThreadLocal), CUDA_SUCCESS);
+  void *ws = nullptr;
+  ASSERT_EQ(normrt_workspace(s, 777, &ws), NORMRT_SUCCESS) << lastError();
+  void *args[] = {&ws};
+  ASSERT_EQ(normrt_launch(f, 4, 1, 256, 0, s, args), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_launch(f, 1, 1, 512, 0, s, args), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS) << lastError();
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  std::vector<FakeCudaNode> n = nodes(graph);
+  ASSERT_EQ(n.size(), 4u);
+  EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
+  EXPECT_EQ(n[0].bytes, 777u);
+  EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
+  EXPECT_EQ(n[2].kind, FAKECUDA_NODE_KERNEL);
+  EXPECT_EQ(n[3].kind, FAKECUDA_NODE_FREE);
+  EXPECT_EQ(graphUnfreed(graph), 0);
+  ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+}
+
+TEST_F(RuntimeFakeCapture, ScratchDoneOutsideCaptureCallsNoDriver) {
+  void *s = fakeAddress(0x77);
+  void *ws = nullptr;
+  ASSERT_EQ(normrt_workspace(s, 100, &ws), NORMRT_SUCCESS);
+  int queries = stats->captureQueries.load();
+  int frees = stats->asyncFrees.load();
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_scratch_done(nullptr), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->captureQueries.load(), queries);
+  EXPECT_EQ(stats->asyncFrees.load(), frees);
+}
+
+TEST_F(RuntimeFakeCapture, NoStreamOrderedAllocatorIsAnErrorNotABrokenCapture) {
+  void *s = fakeAddress(0x78);
+  void *f = function(kImage, "norm_fwd");
+  ScopedEnv noPools("FAKECUDA_NO_MEMPOOLS", "1");
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  void *ws = fakeAddress(0x1234);
+  EXPECT_EQ(normrt_workspace(s, 4096, &ws), NORMRT_ERROR_CAPTURE);
+  EXPECT_EQ(ws, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "normrt_workspace"));
+  EXPECT_TRUE(mentions(lastError(), "no memory pools"));
+  EXPECT_TRUE(mentions(lastError(), "normrt_set_workspace"));
+  void *word = fakeAddress(0x1234);
+  EXPECT_EQ(normrt_grid_barrier_word(s, &word), NORMRT_ERROR_CAPTURE);
+  EXPECT_EQ(word, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "grid-barrier word"));
+  EXPECT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS);
+  // A caller workspace works in a capture (the graph then uses it).
+  void *mine = fakeAddress(0x7000);
+  ASSERT_EQ(normrt_set_workspace(s, mine, 4096), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_workspace(s, 4096, &ws), NORMRT_SUCCESS) << lastError();
+  EXPECT_EQ(ws, mine);
+  void *args[] = {&ws};
+  ASSERT_EQ(normrt_launch(f, 1, 1, 32, 0, s, args), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS);
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  std::vector<FakeCudaNode> n = nodes(graph);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].kind, FAKECUDA_NODE_KERNEL);
+  ASSERT_EQ(normrt_set_workspace(s, nullptr, 0), NORMRT_SUCCESS);
+}
+
+TEST_F(RuntimeFakeCapture, LegacyStreamWhileAnotherCapturesIsRefused) {
+  void *s = fakeAddress(0x79);
+  void *f = function(kImage, "norm_fwd");
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  int launches = stats->launches.load();
+  for (void *legacy : {fakeAddress(0), fakeAddress(1)}) {
+    EXPECT_EQ(normrt_launch(f, 1, 1, 32, 0, legacy, nullptr),
+              NORMRT_ERROR_CAPTURE);
+    EXPECT_TRUE(mentions(lastError(), "normrt_launch: stream"));
+    EXPECT_TRUE(mentions(lastError(), "legacy default stream"));
+    EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"));
+    EXPECT_EQ(normrt_launch_cooperative(f, 1, 32, 0, legacy, nullptr),
+              NORMRT_ERROR_CAPTURE);
+    void *p = fakeAddress(0x1234);
+    EXPECT_EQ(normrt_workspace(legacy, 64, &p), NORMRT_ERROR_CAPTURE);
+    EXPECT_EQ(p, nullptr);
+    EXPECT_EQ(normrt_grid_barrier_word(legacy, &p), NORMRT_ERROR_CAPTURE);
+    EXPECT_EQ(p, nullptr);
+  }
+  EXPECT_EQ(stats->launches.load(), launches);
+  void *graph = nullptr;
+  EXPECT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  // Without a capture anywhere the legacy stream is fine.
+  EXPECT_EQ(normrt_launch(f, 1, 1, 32, 0, nullptr, nullptr), NORMRT_SUCCESS)
+      << lastError();
+}
+
+TEST_F(RuntimeFakeCapture, AnInvalidatedCaptureGetsNothingMore) {
+  // Break a capture the way the old runtime did (a stream synchronisation
+  // while it captures): the fake refuses and invalidates, as CUDA does.
+  void *s = fakeAddress(0x7a);
+  auto streamSynchronize =
+      lookup<CUresult (*)(CUstream)>("cuStreamSynchronize");
+  auto memAlloc = lookup<CUresult (*)(CUdeviceptr *, size_t)>("cuMemAlloc_v2");
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  EXPECT_EQ(streamSynchronize(static_cast<CUstream>(s)),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  allowedViolations = 1;
+  EXPECT_STREQ(lastViolation(), "cuStreamSynchronize");
+  int asyncAllocs = stats->asyncAllocs.load();
+  void *p = fakeAddress(0x1234);
+  EXPECT_EQ(normrt_workspace(s, 64, &p), NORMRT_ERROR_CAPTURE);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_TRUE(mentions(lastError(), "already invalidated"));
+  EXPECT_EQ(normrt_grid_barrier_word(s, &p), NORMRT_ERROR_CAPTURE);
+  EXPECT_EQ(stats->asyncAllocs.load(), asyncAllocs);
+  void *graph = fakeAddress(0x1234);
+  EXPECT_EQ(endCapture(s, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(graph, nullptr);
+
+  // cuMemAlloc from the capturing thread breaks a global capture; from
+  // another thread too (global mode), unless that thread is relaxed.
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  std::thread([&] {
+    setCurrentContext(primaryContext());
+    CUdeviceptr q = 0;
+    EXPECT_EQ(memAlloc(&q, 256), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  }).join();
+  allowedViolations = 2;
+  EXPECT_STREQ(lastViolation(), "cuMemAlloc_v2");
+  EXPECT_EQ(endCapture(s, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // A thread-local capture ignores other threads.
+  ASSERT_EQ(beginCapture(s, kThreadLocal), CUDA_SUCCESS);
+  std::thread([&] {
+    void *q = nullptr;
+    EXPECT_EQ(normrt_workspace(fakeAddress(0x7b), 256, &q), NORMRT_SUCCESS)
+        << lastError();
+  }).join();
+  EXPECT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+}
+
+TEST_F(RuntimeFakeCapture, ScratchDoneAfterTheCaptureEndedSaysSo) {
+  void *s = fakeAddress(0x7c);
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  void *ws = nullptr;
+  ASSERT_EQ(normrt_workspace(s, 512, &ws), NORMRT_SUCCESS) << lastError();
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS);
+  EXPECT_EQ(graphUnfreed(graph), 1);
+  EXPECT_EQ(normrt_scratch_done(s), NORMRT_ERROR_CAPTURE);
+  EXPECT_TRUE(mentions(lastError(), "ended before its 1 scratch"));
+  // Forgotten: the next call has nothing to do.
+  int queries = stats->captureQueries.load();
+  EXPECT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->captureQueries.load(), queries);
 }
 
 TEST(RuntimeFakeNoDevice, InitReportsNoDevice) {

@@ -10,6 +10,7 @@ import sys
 
 NORMRT_SUCCESS, NORMRT_ERROR_NO_DRIVER = 0, 1
 NORMRT_ERROR_INVALID_ARGUMENT, NORMRT_ERROR_MISALIGNED = 3, 4
+NORMRT_ERROR_CAPTURE = 10
 
 
 def load(path):
@@ -34,6 +35,7 @@ def load(path):
     lib.normrt_launch_cooperative.argtypes = [
         ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
         ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.normrt_scratch_done.argtypes = [ctypes.c_void_p]
     lib.normrt_release_all.restype = None
     lib.normrt_release_all.argtypes = []
     return lib
@@ -51,6 +53,11 @@ def main():
 
     check(lib.normrt_status_string(3) == b"NORMRT_ERROR_INVALID_ARGUMENT",
           "normrt_status_string")
+    check(lib.normrt_status_string(NORMRT_ERROR_CAPTURE) ==
+          b"NORMRT_ERROR_CAPTURE", "normrt_status_string(CAPTURE)")
+    # Nothing was taken during a capture: no driver call, in every scenario.
+    check(lib.normrt_scratch_done(None) == NORMRT_SUCCESS,
+          "normrt_scratch_done")
     check(lib.normrt_check_aligned(0x1004, 16, b"dx") ==
           NORMRT_ERROR_MISALIGNED, "normrt_check_aligned")
     check(b"dx" in lib.normrt_last_error(), "message names the tensor")
@@ -92,6 +99,8 @@ def main():
         check(lib.normrt_launch_cooperative(function, 132, 256, 0, None,
                                             args) == NORMRT_SUCCESS,
               "normrt_launch_cooperative")
+        check(lib.normrt_scratch_done(None) == NORMRT_SUCCESS,
+              "normrt_scratch_done after the launch")
         lib.normrt_release_all()
     else:
         failures.append(f"unknown NORMRT_TEST_SCENARIO '{scenario}'")

@@ -283,16 +283,21 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   llvm::raw_string_ostream ps(params);
   std::string docs;
   llvm::raw_string_ostream ds(docs);
+  std::string callArgs; // the parameters' names, to forward them
+  llvm::raw_string_ostream cs(callArgs);
   FunctionType type = fn.getFunctionType();
   for (auto [i, t] : llvm::enumerate(type.getInputs())) {
     ps << "const void *arg" << i << ", ";
+    cs << "arg" << i << ", ";
     ds << " *   arg" << i << ": " << typeString(t) << "\n";
   }
   for (auto [i, t] : llvm::enumerate(type.getResults())) {
     ps << "void *res" << i << ", ";
+    cs << "res" << i << ", ";
     ds << " *   res" << i << ": " << typeString(t) << " (written)\n";
   }
   ps << "int64_t rows, int64_t cols";
+  cs << "rows, cols";
   SmallVector<std::string> strides;
   for (unsigned i = 0; i < type.getNumInputs(); ++i)
     if (strided.contains(i))
@@ -300,9 +305,12 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   for (unsigned i = 0; i < type.getNumResults(); ++i)
     if (stridedRes.contains(i))
       strides.push_back("res" + std::to_string(i) + "_row_stride");
-  for (const std::string &s : strides)
+  for (const std::string &s : strides) {
     ps << ", int64_t " << s;
+    cs << ", " << s;
+  }
   ps << ", void *stream";
+  cs << ", stream";
 
   hdr << "/* @" << name << ": device pointers\n"
       << docs << " * rows = product of the leading dims, cols = the last dim;"
@@ -310,7 +318,10 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       << " * Returns 0 or a normrt_status; normrt_last_error() says why. */\n"
       << "int " << name << "(" << params << ");\n\n";
 
-  src << "int " << name << "(" << params << ") {\n"
+  // The launches go in a static helper; the exported function ends every
+  // call with normrt_scratch_done, which frees (in the graph) the scratch a
+  // CUDA graph capture took for it, also when a launch failed.
+  src << "static int " << name << "_launches(" << params << ") {\n"
       << "  int st;\n  int sms;\n";
   // Shape checks against the static type.
   int64_t staticRows = 1;
@@ -487,7 +498,11 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     }
     src << "  }\n";
   }
-  src << "  return 0;\n}\n\n";
+  src << "  return 0;\n}\n\n"
+      << "int " << name << "(" << params << ") {\n"
+      << "  int st = " << name << "_launches(" << callArgs << ");\n"
+      << "  int done = normrt_scratch_done(stream);\n"
+      << "  return st != 0 ? st : done;\n}\n\n";
   return success();
 }
 
@@ -527,7 +542,8 @@ LogicalResult LauncherWriter::write(std::string &source, std::string &header) {
          "unsigned smem, int *out);\n"
       << "int normrt_grid_barrier_word(void *stream, void **out);\n"
       << "int normrt_launch_cooperative(void *fn, unsigned grid, unsigned "
-         "block, unsigned smem, void *stream, void **args);\n\n"
+         "block, unsigned smem, void *stream, void **args);\n"
+      << "int normrt_scratch_done(void *stream);\n\n"
       << "static const unsigned char norm_image[] = {";
   for (size_t i = 0; i < image.size(); ++i) {
     if (i % 16 == 0)

@@ -36,6 +36,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -102,6 +103,18 @@ struct Driver {
                                       unsigned int, unsigned int, CUstream,
                                       void **);
   CUresult (*memsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+  // Optional: stream capture. Without cuStreamGetCaptureInfo no stream is
+  // taken to capture; without the stream-ordered allocator a capture that
+  // needs scratch gets NORMRT_ERROR_CAPTURE.
+  // cuStreamGetCaptureInfo is the first (CUDA 10.1) signature, which every
+  // later driver still exports under that name.
+  CUresult (*streamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *,
+                                   cuuint64_t *);
+  CUresult (*threadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+  CUresult (*memAllocAsync)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*memFreeAsync)(CUdeviceptr, CUstream);
+  // Optional (CUDA 12.4): finishes a lazily loaded function's loading.
+  CUresult (*funcLoad)(CUfunction);
 };
 
 // Written once by loadDriver(), read-only afterwards (the guarded static in
@@ -167,6 +180,13 @@ constexpr ErrorName kErrorNames[] = {
     {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
     {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
+    {902, "CUDA_ERROR_STREAM_CAPTURE_MERGE"},
+    {903, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"},
+    {904, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"},
+    {905, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"},
+    {907, "CUDA_ERROR_CAPTURED_EVENT"},
+    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"},
     {999, "CUDA_ERROR_UNKNOWN"},
 };
 
@@ -230,6 +250,9 @@ __attribute__((format(printf, 3, 4))) int cuFail(int status, CUresult result,
 int statusFor(CUresult result, int otherwise) {
   if (result == CUDA_ERROR_OUT_OF_MEMORY)
     return NORMRT_ERROR_OUT_OF_MEMORY;
+  if (result >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+      result <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
+    return NORMRT_ERROR_CAPTURE;
   return otherwise;
 }
 
@@ -325,6 +348,12 @@ void loadDriver() {
   };
   resolve(handle, "cuLaunchCooperativeKernel", driver.launchCooperativeKernel);
   resolve(handle, "cuMemsetD32Async", driver.memsetD32Async);
+  resolve(handle, "cuStreamGetCaptureInfo", driver.streamGetCaptureInfo);
+  resolve(handle, "cuThreadExchangeStreamCaptureMode",
+          driver.threadExchangeStreamCaptureMode);
+  resolve(handle, "cuMemAllocAsync", driver.memAllocAsync);
+  resolve(handle, "cuMemFreeAsync", driver.memFreeAsync);
+  resolve(handle, "cuFuncLoad", driver.funcLoad);
   for (const Entry &entry : entries) {
     if (!entry.ok) {
       setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
@@ -409,6 +438,19 @@ struct Workspace {
   CUdeviceptr barrier = 0; // the grid-barrier word (normrt_grid_barrier_word)
 };
 
+// Grid-barrier words for CUDA graphs, made (and zeroed, synchronously) by
+// the first eager normrt_grid_barrier_word of a context: a capture takes a
+// word of its own from here, one that no graph used before, so its graph
+// needs no memset node. A word is never handed out twice (graphs outlive
+// anything the runtime can see), so kCaptureWords captured calls use them
+// up (a model captures a call per layer, in several graphs: 512 KiB of
+// words); later ones get a stream-ordered word and a memset node.
+constexpr int kCaptureWords = 4096;
+struct CaptureWords {
+  CUdeviceptr base = 0; // kCaptureWords lines of 128 bytes
+  int used = 0;
+};
+
 struct State {
   std::mutex contextMutex;
   CUcontext primary = nullptr; // device 0's primary context, once retained
@@ -419,6 +461,8 @@ struct State {
   // Held while a workspace grows, which synchronises that stream.
   std::mutex workspaceMutex;
   std::map<std::tuple<CUcontext, CUstream, uint64_t>, Workspace> workspaces;
+  // Per context, zeroed grid-barrier words for captures (same mutex).
+  std::map<CUcontext, CaptureWords> captureWords;
 };
 
 // A number per thread, never reused (0: not drawn yet).
@@ -553,6 +597,156 @@ CUresult freeBarrier(Workspace &w) {
 }
 
 //===----------------------------------------------------------------------===//
+// Stream capture
+//===----------------------------------------------------------------------===//
+
+// What a stream is doing with respect to CUDA graph capture.
+struct Capture {
+  bool active = false;
+  uint64_t id = 0; // the capture sequence (unique in the process) if active
+};
+
+bool isLegacyStream(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY;
+}
+
+// The capture state of `stream`. Fails with NORMRT_ERROR_CAPTURE where no
+// work may go onto it: its capture was invalidated, or it is the legacy
+// stream while a blocking stream captures (the query itself breaks nothing).
+int captureOf(const char *fn, CUstream stream, Capture *out) {
+  *out = Capture();
+  if (!gDriver.streamGetCaptureInfo)
+    return NORMRT_SUCCESS; // a driver before CUDA 10.1 captures nothing
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUresult result = gDriver.streamGetCaptureInfo(stream, &status, &id);
+  if (result == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+    return cuFail(NORMRT_ERROR_CAPTURE, result,
+                  "%s: stream %p is the legacy default stream and another "
+                  "stream of the context is capturing a CUDA graph; work on "
+                  "it now would break that capture (nothing was done; pass "
+                  "the capturing stream or a non-blocking one)",
+                  fn, static_cast<void *>(stream));
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result,
+                  "%s: cuStreamGetCaptureInfo(%p) failed", fn,
+                  static_cast<void *>(stream));
+  if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+    return fail(NORMRT_ERROR_CAPTURE,
+                "%s: the CUDA graph capture on stream %p was already "
+                "invalidated by an earlier call; nothing was done (end the "
+                "capture and capture again)",
+                fn, static_cast<void *>(stream));
+  out->active = status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  out->id = id;
+  return NORMRT_SUCCESS;
+}
+
+// Relaxes this thread's stream capture mode for one scope: module loads and
+// function lookups are "potentially unsafe" calls that a global or
+// thread-local capture would refuse (and be invalidated by), though they
+// touch no stream. Outside any capture it changes nothing.
+class RelaxedCaptureMode {
+public:
+  RelaxedCaptureMode() {
+    if (gDriver.threadExchangeStreamCaptureMode)
+      swapped = gDriver.threadExchangeStreamCaptureMode(&saved) ==
+                CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (swapped)
+      gDriver.threadExchangeStreamCaptureMode(&saved);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode &) = delete;
+  RelaxedCaptureMode &operator=(const RelaxedCaptureMode &) = delete;
+
+private:
+  CUstreamCaptureMode saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool swapped = false;
+};
+
+// Stream-ordered scratch taken during a capture and not yet freed: the
+// calling thread's, since one launcher call runs on one thread. A fixed
+// array of plain values, so the thread_local needs no constructor or
+// destructor (safe in a dlopen'ed library).
+struct CaptureScratch {
+  CUcontext context;
+  CUstream stream;
+  uint64_t capture;
+  CUdeviceptr pointer;
+};
+constexpr int kMaxCaptureScratch = 64;
+thread_local CaptureScratch tCaptureScratch[kMaxCaptureScratch];
+thread_local int tCaptureScratchCount;
+
+// `bytes` of stream-ordered scratch on the capturing `stream` (an allocation
+// node of its graph), to be freed by normrt_scratch_done. `what` names it.
+int captureAlloc(const char *fn, CUcontext context, CUstream stream,
+                 const Capture &capture, size_t bytes, const char *what,
+                 CUdeviceptr *out) {
+  *out = 0;
+  if (!gDriver.memAllocAsync || !gDriver.memFreeAsync)
+    return fail(NORMRT_ERROR_CAPTURE,
+                "%s: stream %p is capturing a CUDA graph and the driver has "
+                "no stream-ordered allocator (cuMemAllocAsync) for the "
+                "%zu-byte %s; nothing was done (set a workspace for the "
+                "stream with normrt_set_workspace, or update the driver)",
+                fn, static_cast<void *>(stream), bytes, what);
+  CUdevice device = 0;
+  CUresult result = gDriver.ctxGetDevice(&device);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
+                  fn);
+  // Asked at every capture allocation (not cached): captures are rare, and
+  // the query is a host call that captures allow.
+  int pools = 0;
+  result = gDriver.deviceGetAttribute(
+      &pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device);
+  if (result != CUDA_SUCCESS || !pools)
+    return fail(NORMRT_ERROR_CAPTURE,
+                "%s: stream %p is capturing a CUDA graph and device %d has "
+                "no memory pools (stream-ordered allocation) for the "
+                "%zu-byte %s; nothing was done (set a workspace for the "
+                "stream with normrt_set_workspace)",
+                fn, static_cast<void *>(stream), static_cast<int>(device),
+                bytes, what);
+  if (tCaptureScratchCount == kMaxCaptureScratch)
+    return fail(NORMRT_ERROR_CAPTURE,
+                "%s: %d scratch allocations of captures are pending on this "
+                "thread; call normrt_scratch_done(stream) after each "
+                "launcher's launches",
+                fn, kMaxCaptureScratch);
+  CUdeviceptr pointer = 0;
+  result = gDriver.memAllocAsync(&pointer, bytes, stream);
+  if (result != CUDA_SUCCESS)
+    return cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                  "%s: cuMemAllocAsync(%zu bytes) for the %s of capturing "
+                  "stream %p failed",
+                  fn, bytes, what, static_cast<void *>(stream));
+  tCaptureScratch[tCaptureScratchCount++] =
+      CaptureScratch{context, stream, capture.id, pointer};
+  *out = pointer;
+  return NORMRT_SUCCESS;
+}
+
+// Makes the capture words of `context` on `stream`, which does not capture
+// (the caller holds State::workspaceMutex). Zeroed and synchronised now,
+// once per context, since graphs using them may replay on any stream. A
+// failure is not an error: captures then use memset nodes.
+void makeCaptureWords(State &s, CUcontext context, CUstream stream) {
+  CUdeviceptr base = 0;
+  if (gDriver.memAlloc(&base, 128u * kCaptureWords) != CUDA_SUCCESS)
+    return;
+  if (gDriver.memsetD32Async(base, 0, 32u * kCaptureWords, stream) !=
+          CUDA_SUCCESS ||
+      gDriver.streamSynchronize(stream) != CUDA_SUCCESS) {
+    gDriver.memFree(base);
+    return;
+  }
+  s.captureWords[context].base = base;
+}
+
+//===----------------------------------------------------------------------===//
 // Exception barrier
 //===----------------------------------------------------------------------===//
 
@@ -642,6 +836,16 @@ int checkLaunchShape(const char *fn, const void *function, unsigned grid_x,
   return NORMRT_SUCCESS;
 }
 
+// A launch on the legacy default stream while a blocking stream of the
+// context captures would invalidate that capture: refuse it first. Other
+// streams need no query (work on a capturing stream is what capture is).
+int checkLegacyStream(const char *fn, CUstream stream) {
+  if (!isLegacyStream(stream))
+    return NORMRT_SUCCESS;
+  Capture capture;
+  return captureOf(fn, stream, &capture);
+}
+
 // CTAs of `f` per multiprocessor (the driver's occupancy calculator).
 int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
                   unsigned shared_bytes, int *out) {
@@ -682,6 +886,8 @@ const char *normrt_status_string(int status) {
     return "NORMRT_ERROR_OUT_OF_MEMORY";
   case NORMRT_ERROR_DRIVER:
     return "NORMRT_ERROR_DRIVER";
+  case NORMRT_ERROR_CAPTURE:
+    return "NORMRT_ERROR_CAPTURE";
   default:
     return "NORMRT_ERROR_UNKNOWN";
   }
@@ -731,14 +937,20 @@ int normrt_get_function(const void *image, const char *kernel_name,
     std::lock_guard<std::mutex> lock(s.moduleMutex);
     auto key = std::make_pair(context, image);
     auto it = s.modules.find(key);
+    std::unique_ptr<RelaxedCaptureMode> relaxed;
     if (it == s.modules.end()) {
+      relaxed.reset(new RelaxedCaptureMode());
       CUmodule module = nullptr;
       CUresult result = gDriver.moduleLoadData(&module, image);
       if (result != CUDA_SUCCESS)
         return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
                       "%s(\"%s\"): cuModuleLoadData of the %s image at %p "
-                      "failed",
-                      fn, kernel_name, imageKind(image), image);
+                      "failed%s",
+                      fn, kernel_name, imageKind(image), image,
+                      statusFor(result, 0) == NORMRT_ERROR_CAPTURE
+                          ? " during a CUDA graph capture (call the "
+                            "function once before capturing)"
+                          : "");
       try {
         Module entry;
         entry.context = context;
@@ -752,14 +964,27 @@ int normrt_get_function(const void *image, const char *kernel_name,
     Module &entry = it->second;
     auto found = entry.functions.find(kernel_name);
     if (found == entry.functions.end()) {
+      if (!relaxed)
+        relaxed.reset(new RelaxedCaptureMode());
       CUfunction function = nullptr;
       CUresult result =
           gDriver.moduleGetFunction(&function, entry.module, kernel_name);
       if (result != CUDA_SUCCESS)
-        return cuFail(NORMRT_ERROR_MODULE, result,
+        return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
                       "%s: no kernel '%s' in the %s image at %p "
                       "(cuModuleGetFunction failed)",
                       fn, kernel_name, imageKind(image), image);
+      // With lazy loading (the default since CUDA 12.2) the kernel itself
+      // loads at its first use, which may be a launch inside a capture:
+      // load it here, still in relaxed mode.
+      if (gDriver.funcLoad) {
+        result = gDriver.funcLoad(function);
+        if (result != CUDA_SUCCESS)
+          return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                        "%s: cuFuncLoad of kernel '%s' in the %s image at "
+                        "%p failed",
+                        fn, kernel_name, imageKind(image), image);
+      }
       found = entry.functions.emplace(kernel_name, function).first;
     }
     *function_out = found->second;
@@ -790,6 +1015,19 @@ int normrt_workspace(void *stream, size_t bytes, void **ptr_out) {
                     "stream %p has %zu bytes; this call needs %zu bytes",
                     fn, stream, w.userBytes, bytes);
       *ptr_out = w.user;
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
+    // During capture: the graph's own stream-ordered buffer, never the
+    // stream's (graphs replay on other streams, concurrently).
+    Capture capture;
+    if (int status = captureOf(fn, cuStream, &capture))
+      return status;
+    if (capture.active) {
+      CUdeviceptr pointer = 0;
+      if (int status = captureAlloc(fn, context, cuStream, capture, bytes,
+                                    "workspace", &pointer))
+        return status;
+      *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
       return static_cast<int>(NORMRT_SUCCESS);
     }
     if (w.ownedBytes >= bytes) {
@@ -873,6 +1111,8 @@ int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
       return status;
     CUfunction f = static_cast<CUfunction>(function);
     CUstream cuStream = static_cast<CUstream>(stream);
+    if (int status = checkLegacyStream(fn, cuStream))
+      return status;
     if (int status = allowDynamicShared(fn, f, shared_bytes))
       return status;
     CUresult result =
@@ -948,6 +1188,20 @@ void normrt_release_all(void) {
                         "normrt_release_all: cuMemFree_v2 failed");
     }
     s.workspaces.clear();
+    for (auto &item : s.captureWords) {
+      if (!enter(item.first)) {
+        status = fail(NORMRT_ERROR_DRIVER,
+                      "normrt_release_all: cannot make the context of the "
+                      "capture barrier words current; they are leaked");
+        continue;
+      }
+      if (!synced[item.first])
+        synced[item.first] = gDriver.ctxSynchronize() == CUDA_SUCCESS;
+      if (CUresult result = gDriver.memFree(item.second.base))
+        status = cuFail(NORMRT_ERROR_DRIVER, result,
+                        "normrt_release_all: cuMemFree_v2 failed");
+    }
+    s.captureWords.clear();
     for (auto &item : s.modules) {
       Module &m = item.second;
       if (!enter(m.context)) {
@@ -1041,9 +1295,41 @@ int normrt_grid_barrier_word(void *stream, void **ptr_out) {
       return fail(NORMRT_ERROR_DRIVER, "%s: the driver has no cuMemsetD32Async",
                   fn);
     CUstream cuStream = static_cast<CUstream>(stream);
+    Capture capture;
+    if (int status = captureOf(fn, cuStream, &capture))
+      return status;
     State &s = state();
+    if (capture.active) {
+      // A word no graph used before, zeroed outside the capture: the kernel
+      // leaves it as it found it (modulo 2^31) at every replay.
+      {
+        std::lock_guard<std::mutex> lock(s.workspaceMutex);
+        auto it = s.captureWords.find(context);
+        if (it != s.captureWords.end() && it->second.used < kCaptureWords) {
+          CUdeviceptr pointer = it->second.base + 128u * it->second.used++;
+          *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+          return static_cast<int>(NORMRT_SUCCESS);
+        }
+      }
+      // Else the graph's own stream-ordered word, zeroed by a memset node at
+      // every replay.
+      CUdeviceptr pointer = 0;
+      if (int status = captureAlloc(fn, context, cuStream, capture, 128,
+                                    "grid-barrier word", &pointer))
+        return status;
+      CUresult result = gDriver.memsetD32Async(pointer, 0, 32, cuStream);
+      if (result != CUDA_SUCCESS) // normrt_scratch_done frees it
+        return cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                      "%s: cuMemsetD32Async of the barrier word on "
+                      "capturing stream %p failed",
+                      fn, stream);
+      *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
     std::lock_guard<std::mutex> lock(s.workspaceMutex);
     Workspace &w = workspaceOf(s, context, cuStream);
+    if (!s.captureWords.count(context))
+      makeCaptureWords(s, context, cuStream);
     if (!w.barrier) {
       // One 128-byte line per stream: launches on one stream run in order,
       // launches on two streams never share a counter.
@@ -1079,6 +1365,8 @@ int normrt_launch_cooperative(void *function, unsigned grid_x,
       return fail(NORMRT_ERROR_LAUNCH,
                   "%s: the driver has no cuLaunchCooperativeKernel", fn);
     CUfunction f = static_cast<CUfunction>(function);
+    if (int status = checkLegacyStream(fn, static_cast<CUstream>(stream)))
+      return status;
     if (int status = allowDynamicShared(fn, f, shared_bytes))
       return status;
     CUresult result = gDriver.launchCooperativeKernel(
@@ -1090,6 +1378,49 @@ int normrt_launch_cooperative(void *function, unsigned grid_x,
                     "bytes of shared memory, stream %p) failed",
                     fn, grid_x, block_x, shared_bytes, stream);
     return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_scratch_done(void *stream) {
+  constexpr const char *fn = "normrt_scratch_done";
+  return guarded(fn, [&] {
+    if (tCaptureScratchCount == 0)
+      return static_cast<int>(NORMRT_SUCCESS); // nothing taken in a capture
+    CUcontext context = nullptr;
+    if (int status = requireContext(fn, &context))
+      return status;
+    CUstream cuStream = static_cast<CUstream>(stream);
+    Capture capture;
+    int status = captureOf(fn, cuStream, &capture);
+    // This (context, stream)'s entries leave the list whatever happens: an
+    // allocation of an ended or invalidated capture belongs to its graph.
+    int kept = 0, stale = 0;
+    for (int i = 0; i < tCaptureScratchCount; ++i) {
+      CaptureScratch entry = tCaptureScratch[i];
+      if (entry.context != context || entry.stream != cuStream) {
+        tCaptureScratch[kept++] = entry;
+        continue;
+      }
+      if (status != NORMRT_SUCCESS || !capture.active ||
+          entry.capture != capture.id) {
+        ++stale;
+        continue;
+      }
+      CUresult result = gDriver.memFreeAsync(entry.pointer, cuStream);
+      if (result != CUDA_SUCCESS && status == NORMRT_SUCCESS)
+        status = cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                        "%s: cuMemFreeAsync of capture scratch on stream %p "
+                        "failed",
+                        fn, stream);
+    }
+    tCaptureScratchCount = kept;
+    if (status == NORMRT_SUCCESS && stale > 0 && !capture.active)
+      status = fail(NORMRT_ERROR_CAPTURE,
+                    "%s: the capture on stream %p ended before its %d "
+                    "scratch allocation(s) were freed; the graph keeps them "
+                    "(call normrt_scratch_done before ending the capture)",
+                    fn, stream, stale);
+    return status;
   });
 }
 

@@ -59,7 +59,13 @@ typedef enum normrt_status {
   /* Device (or host) memory exhausted. */
   NORMRT_ERROR_OUT_OF_MEMORY = 8,
   /* Any other driver error; the message has the CUDA error name. */
-  NORMRT_ERROR_DRIVER = 9
+  NORMRT_ERROR_DRIVER = 9,
+  /* The call cannot be done while its stream captures a CUDA graph without
+     breaking the capture, so nothing was done (the capture is intact); or
+     the stream's capture was already invalidated; or the legacy default
+     stream was passed while another stream of the context captures.
+     docs/runtime.md, "CUDA graph capture", says what is legal. */
+  NORMRT_ERROR_CAPTURE = 10
 } normrt_status;
 
 /* The enumerator's name ("NORMRT_ERROR_NO_DRIVER", ...), or
@@ -89,7 +95,9 @@ NORMRT_API int normrt_sm_count(int *out);
    or NUL-terminated PTX) in the current context. The module is loaded once
    per (context, image address) and the lookup is cached per (context, image,
    name); the image must stay at that address, unchanged, until
-   normrt_release_all. */
+   normrt_release_all. The load and the lookup run with this thread's stream
+   capture mode relaxed, so a first call inside a capture does not break it
+   (a driver that still refuses gives NORMRT_ERROR_CAPTURE). */
 NORMRT_API int normrt_get_function(const void *image, const char *kernel_name,
                                    void **function_out);
 
@@ -104,7 +112,12 @@ NORMRT_API int normrt_get_function(const void *image, const char *kernel_name,
    the stream shares its workspace, so a kernel sequence that uses it must
    not interleave with another on the same stream. CU_STREAM_PER_THREAD
    ((void *)2) gets one workspace per calling thread (kept until
-   normrt_release_all, also after the thread exits). */
+   normrt_release_all, also after the thread exits).
+   While `stream` captures a CUDA graph (and no caller buffer is set) the
+   buffer is a stream-ordered allocation (cuMemAllocAsync) of exactly `bytes`
+   that the graph records: each graph has its own, valid in stream order
+   until normrt_scratch_done(stream), which the caller must call on this
+   thread after its last launch that uses it. */
 NORMRT_API int normrt_workspace(void *stream, size_t bytes, void **ptr_out);
 
 /* Makes [ptr, ptr + bytes) the workspace of (current context, stream);
@@ -145,8 +158,20 @@ NORMRT_API int normrt_cooperative_fits(void *function, unsigned grid_x,
 
 /* A zeroed 4-byte grid-barrier counter of (current context, stream),
    allocated (and zeroed on `stream`) on first use, freed by
-   normrt_release_all. Kernels leave it as they found it (modulo 2^31). */
+   normrt_release_all. Kernels leave it as they found it (modulo 2^31).
+   While `stream` captures a CUDA graph it is a stream-ordered allocation
+   with a memset node that zeroes it at every replay, freed in the graph by
+   normrt_scratch_done(stream), as for normrt_workspace. */
 NORMRT_API int normrt_grid_barrier_word(void *stream, void **ptr_out);
+
+/* Ends one launcher call's use of the scratch it took on `stream` with
+   normrt_workspace and normrt_grid_barrier_word on this thread: where those
+   were stream-ordered allocations of the stream's current capture, frees
+   them with cuMemFreeAsync (free nodes after the launches). Without any (the
+   stream does not capture) it returns at once, calling no driver function.
+   Generated launchers call it on every return after their first scratch
+   request, also on failure. */
+NORMRT_API int normrt_scratch_done(void *stream);
 
 /* normrt_launch as a cooperative launch (cuLaunchCooperativeKernel): all
    grid_x CTAs are resident at once, so the kernel may wait on a grid-wide
@@ -163,8 +188,9 @@ NORMRT_API int normrt_report(int status, const char *message);
 /* Frees the runtime's workspaces, forgets caller-set ones, and unloads every
    module it loaded (functions from normrt_get_function become invalid). Safe
    to call at any time, also before normrt_init or without a driver; it must
-   not race with launches that use those functions or workspaces. The
-   retained primary context is kept. */
+   not race with launches that use those functions or workspaces, nor run
+   while any stream of a context it touches captures a CUDA graph (it
+   synchronises the contexts). The retained primary context is kept. */
 NORMRT_API void normrt_release_all(void);
 
 #ifdef __cplusplus
