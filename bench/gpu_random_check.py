@@ -195,6 +195,8 @@ def gen_cases(p, rng, count):
         if len(p.lead) == 2 and p.dynamic in ("rows", "all"):
             s = p.lead[1]  # static: rows is a multiple of it
             rows = max(s, rows // s * s)
+            if rows * n > MAX_ELEMS_LARGE:  # one block of s rows at most
+                n = p.n if p.dynamic == "rows" else max(1, MAX_ELEMS // s)
         # Strides (elements) per full tensor and offsets (elements) per
         # pointer: the first case is dense and aligned.
         pad, off = {}, {}
@@ -262,7 +264,24 @@ def compile_module(args, index, progs):
     return index, parse_plans(r.stderr), "", time.time() - t0
 
 
+def cmd_recase(args):
+    """Draws the cases of an existing build again (after a change to
+    gen_cases), keeping its libraries and plans."""
+    path = os.path.join(args.out, "manifest.json")
+    with open(path) as f:
+        manifest = json.load(f)
+    rng = random.Random(f"gpurand-cases/{manifest['seed']}")
+    for e in manifest["programs"]:
+        p = dg.Program(**{**e["program"], "lead": tuple(e["program"]["lead"])})
+        e["cases"] = gen_cases(p, rng, args.cases_per_program)
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    return 0
+
+
 def cmd_build(args):
+    if args.cases_only:
+        return cmd_recase(args)
     os.makedirs(args.out, exist_ok=True)
     progs = [gen_program(i, args.seed) for i in range(args.programs)]
     rng = random.Random(f"gpurand-cases/{args.seed}")
@@ -433,7 +452,12 @@ class Runner:
         xd = x.double()
         mu = xd.mean(-1, keepdim=True)
         z = (xd - mu) / (xd.std(-1, keepdim=True, correction=0) + 1e-3)
-        dy = nonzero(1.0 + z + 0.5 * randn(rows, n), xt)
+        # dW / dB sum over the rows terms of mean ~1: keep them inside f16's
+        # range (65504) when they are stored in f16.
+        amp = min(1.0, 2048.0 / rows) if "f16" in (p["x_type"],
+                                                   p["p_type"]) else 1.0
+        dy = nonzero(amp * (1.0 + z + 0.5 * randn(rows, n)), xt,
+                     min_abs=1e-3 * amp)
         t = {"x": x, "dy": dy}
         if p["op"] == "layer_norm":
             var = ((xd - mu) ** 2).mean(-1, keepdim=True)
@@ -453,10 +477,11 @@ class Runner:
                 device=self.dev)
         if p["residual"]:
             t["dres"] = nonzero(randn(rows, n), xt)
+        prev = self.DT[prev_type(p)]
         if p["acc_dw"]:
-            t["prev_dw"] = nonzero(2.0 * randn(n), torch.float32)
+            t["prev_dw"] = nonzero(2.0 * randn(n), prev)
         if p["acc_db"]:
-            t["prev_db"] = nonzero(2.0 * randn(n), torch.float32)
+            t["prev_db"] = nonzero(2.0 * randn(n), prev)
         return t
 
     def reference(self, p, t, rows, n, mutant=None):
@@ -533,7 +558,7 @@ class Runner:
         res = {}
         for name in entry["results"]:
             dt = self.DT[p["x_type"]] if name == "dx" else self.DT[
-                "f32" if p["acc_" + name] else p["p_type"]]
+                prev_type(p) if p["acc_" + name] else p["p_type"]]
             if name == "dx":
                 view, buf = self.place(None, rows, n, case["pad"].get("dx", 0),
                                        case["off"].get("dx", 0), poison=dt)
@@ -667,6 +692,11 @@ class Runner:
         return 1 if failures else 0
 
 
+def prev_type(p):
+    """Element type of an accumulated dW / dB (norm_diffgen.prev_type)."""
+    return p["p_type"] if p.get("acc16") else "f32"
+
+
 def bits(t):
     import torch
     return t.clone().view(torch.uint8)
@@ -744,6 +774,8 @@ def main():
     b.add_argument("--cuda", default="/usr/local/cuda")
     b.add_argument("--out", default=os.path.join(ROOT, ".carry", "gpurand"))
     b.add_argument("-j", "--jobs", type=int, default=2)
+    b.add_argument("--cases-only", action="store_true",
+                   help="only draw the cases again (the libraries stay)")
     r = sub.add_parser("run")
     r.add_argument("--dir", default=os.path.join(ROOT, ".carry", "gpurand"))
     r.add_argument("--subset", choices=("all", "sanitize"), default="all")
