@@ -487,6 +487,7 @@ def main():
         check_training(lib, fn, sig, dev, results)
 
     failed = [r for r in results if not r["ok"]]
+    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
         json.dump(results, f, indent=1)
     print(f"\n{len(results) - len(failed)} of {len(results)} checks passed "
