@@ -127,7 +127,7 @@ def parse_json(text, source="<json>"):
 
 _DOC = re.compile(r"/\* @(\w+): device pointers\n(.*?)\*/", re.S)
 _DOC_TENSOR = re.compile(r"\*\s+(arg|res)(\d+): (\S+)")
-_PROTO = re.compile(r"^int (\w+)\(([^)]*)\);", re.M)
+_PROTO = re.compile(r"^int (\w+)\(([^)]*void \*stream)\);", re.M)
 
 
 def parse_header(text, source="<header>"):

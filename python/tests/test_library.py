@@ -7,11 +7,12 @@ normrt_last_error()."""
 
 import os
 import shutil
+import types
 import unittest
 
 import norm_opt
 from norm_opt import (ArgumentError, LibraryNotFoundError, NormRuntimeError,
-                      SignatureError)
+                      SignatureError, parse_header)
 from tests.support import (Device, FakeTensor, fixture_library, require_env,
                            scratch)
 
@@ -49,18 +50,10 @@ class Validation(unittest.TestCase):
         # rows, cols, the three row strides, the stream
         self.assertEqual(values[6:], [ROWS, N, N, N, N, 7])
 
-    def test_padded_rows_and_leading_dims(self):
-        # rows padded to 320 elements; x is [2, 4, 256] (rows = 8).
-        dy = FakeTensor((ROWS, N), strides=(320, 1))
-        x = FakeTensor((2, 4, N))
-        dx = FakeTensor((2, 4, N), strides=(4 * 512, 512, 1))
-        args = rms_args(dy=dy, x=x)
-        with self.assertRaisesRegex(ArgumentError, "res0 .* has shape "
-                                    r"\(2, 4, 256\) but arg0 has "
-                                    r"\(8, 256\)"):
-            self.fn.arguments(*rms_args(dy=dy, x=x, dx=dx), stream=0)
-        args = rms_args(dy=FakeTensor((2, 4, N), strides=(4 * 320, 320, 1)),
-                        x=x, dx=dx, rstd=FakeTensor((2, 4)))
+    def test_padded_rows(self):
+        # dy's rows padded to 320 elements, dx's to 512.
+        args = rms_args(dy=FakeTensor((ROWS, N), strides=(320, 1)),
+                        dx=FakeTensor((ROWS, N), strides=(512, 1)))
         self.assertEqual(self.fn.arguments(*args, stream=0)[6:],
                          [ROWS, N, 320, N, 512, 0])
 
@@ -96,13 +89,6 @@ class Validation(unittest.TestCase):
     def test_inner_dim_not_contiguous(self):
         self.refuse(rms_args(x=FakeTensor((ROWS, N), strides=(2 * N, 2))),
                     "arg1", r"last dim must be contiguous \(stride 1\)")
-
-    def test_leading_dims_do_not_collapse(self):
-        x = FakeTensor((2, 4, N), strides=(8 * N, N, 1))  # a gap per batch
-        self.refuse(rms_args(dy=FakeTensor((2, 4, N)), x=x,
-                             dx=FakeTensor((2, 4, N)),
-                             rstd=FakeTensor((2, 4))),
-                    "arg1", "do not collapse into rows")
 
     def test_rows_overlap(self):
         self.refuse(rms_args(dx=FakeTensor((ROWS, N), strides=(N // 2, 1))),
@@ -151,6 +137,60 @@ class Validation(unittest.TestCase):
             cuda_stream = 1234
         self.assertEqual(self.fn.arguments(*rms_args(), stream=Stream())[-1],
                          1234)
+
+
+RANK3 = """
+/* @f: device pointers
+ *   arg0: tensor<?x?x64xbf16>
+ *   arg1: tensor<?x?xf32>
+ *   res0: tensor<?x?x64xbf16> (written)
+ *   res1: tensor<64xbf16> (written)
+ */
+int f(const void *arg0, const void *arg1, void *res0, void *res1, int64_t rows, int64_t cols, int64_t arg0_row_stride, int64_t res0_row_stride, void *stream);
+"""
+
+
+class LeadingDims(unittest.TestCase):
+    """A function compiled for [batch, seq, N]: rows = batch x seq, which
+    must collapse into one row stride."""
+
+    def setUp(self):
+        sig = parse_header(RANK3)["f"]
+        self.fn = norm_opt.Function(None, sig, types.SimpleNamespace())
+
+    def args(self, x):
+        return [x, FakeTensor((2, 4)), FakeTensor((2, 4, 64), "bfloat16"),
+                FakeTensor((64,), "bfloat16")]
+
+    def test_collapsible(self):
+        # Each batch padded: rows of 96 elements, batches of 4 rows.
+        x = FakeTensor((2, 4, 64), "bfloat16", strides=(4 * 96, 96, 1))
+        self.assertEqual(self.fn.arguments(*self.args(x), stream=0)[4:],
+                         [8, 64, 96, 64, 0])
+        # One batch: its stride does not matter.
+        one = [FakeTensor((1, 4, 64), "bfloat16", strides=(7, 64, 1)),
+               FakeTensor((1, 4)), FakeTensor((1, 4, 64), "bfloat16"),
+               FakeTensor((64,), "bfloat16")]
+        self.assertEqual(self.fn.arguments(*one, stream=0)[4:],
+                         [4, 64, 64, 64, 0])
+
+    def test_not_collapsible(self):
+        x = FakeTensor((2, 4, 64), "bfloat16", strides=(8 * 64, 64, 1))
+        with self.assertRaisesRegex(ArgumentError, "arg0 .*leading dims "
+                                    r"\(2, 4\) with strides \(512, 64\) "
+                                    "do not collapse into rows"):
+            self.fn.arguments(*self.args(x), stream=0)
+
+    def test_rows_tensor_shape(self):
+        x = FakeTensor((2, 4, 64), "bfloat16")
+        args = self.args(x)
+        args[1] = FakeTensor((8,))
+        with self.assertRaisesRegex(ArgumentError, "expected rank 2"):
+            self.fn.arguments(*args, stream=0)
+        args[1] = FakeTensor((4, 2))
+        with self.assertRaisesRegex(ArgumentError, r"arg1 .*must have shape "
+                                    r"\(2, 4\) \(the rows of arg0\)"):
+            self.fn.arguments(*args, stream=0)
 
 
 class Loading(unittest.TestCase):
