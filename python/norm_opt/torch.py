@@ -35,6 +35,9 @@ SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 _functions = {}
 _lock = threading.Lock()
+# Calls of our backward kernels from Python (eager and torch.compile; a
+# CUDA-graph replay runs no Python): tests check that they ran.
+launches = 0
 
 
 def chip_of(device):
@@ -97,6 +100,8 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor,
     dx = torch.empty((rows, n), dtype=x.dtype, device=x.device)
     dw, db = torch.empty_like(w), torch.empty_like(w)
     fn = kernel("layer", n, x.dtype, w.dtype, x.device)
+    global launches
+    launches += 1
     with torch.cuda.device(x.device):
         # bias is not read by the kernel (dbias = sum of dy): pass weight.
         fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
@@ -122,6 +127,8 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
     dx = torch.empty((rows, n), dtype=x.dtype, device=x.device)
     dw = torch.empty_like(w)
     fn = kernel("rms", n, x.dtype, w.dtype, x.device)
+    global launches
+    launches += 1
     with torch.cuda.device(x.device):
         fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
            _stats(rstd, rows), w, dx, dw,
