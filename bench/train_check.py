@@ -19,7 +19,8 @@ passes; one line per check.
 
 Self-contained on the GPU machine (no norm-opt there): the kernels come
 from .carry/norm_opt_libs, built on the build machine with
-  PYTHONPATH=python python3 -m norm_opt.kernels --out .carry/norm_opt_libs \\
+  NORM_OPT=build/bin/norm-opt PYTHONPATH=python python3 -m norm_opt.kernels \\
+      --out .carry/norm_opt_libs \\
       --chip sm_90a --kind layer,rms --hidden 512 --dtype f32,bf16
 and the package from python/ of this checkout. Run from the repo root:
   python3 bench/train_check.py [--steps 50] [--modes eager,compile,graphs]

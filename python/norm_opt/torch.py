@@ -97,7 +97,8 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor,
     n = x.shape[-1]
     rows = math.prod(x.shape[:-1])
     w = weight.contiguous()
-    dx = torch.empty((rows, n), dtype=x.dtype, device=x.device)
+    # Outputs are fresh tensors (custom ops must not return views).
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw, db = torch.empty_like(w), torch.empty_like(w)
     fn = kernel("layer", n, x.dtype, w.dtype, x.device)
     global launches
@@ -105,9 +106,10 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor,
     with torch.cuda.device(x.device):
         # bias is not read by the kernel (dbias = sum of dy): pass weight.
         fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
-           _stats(mean, rows), _stats(rstd, rows), w, w, dx, dw, db,
+           _stats(mean, rows), _stats(rstd, rows), w, w,
+           dx.view(rows, n), dw, db,
            stream=torch.cuda.current_stream(x.device).cuda_stream)
-    return dx.view(x.shape), dw, db
+    return dx, dw, db
 
 
 @layer_norm_backward.register_fake
@@ -124,16 +126,16 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
     n = x.shape[-1]
     rows = math.prod(x.shape[:-1])
     w = weight.contiguous()
-    dx = torch.empty((rows, n), dtype=x.dtype, device=x.device)
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw = torch.empty_like(w)
     fn = kernel("rms", n, x.dtype, w.dtype, x.device)
     global launches
     launches += 1
     with torch.cuda.device(x.device):
         fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
-           _stats(rstd, rows), w, dx, dw,
+           _stats(rstd, rows), w, dx.view(rows, n), dw,
            stream=torch.cuda.current_stream(x.device).cuda_stream)
-    return dx.view(x.shape), dw
+    return dx, dw
 
 
 @rms_norm_backward.register_fake
