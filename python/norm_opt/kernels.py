@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 
+from . import __version__
 from .compiler import compile as _compile
 from .errors import NormOptError, NormOptNotFoundError
 from .library import Library
@@ -83,8 +84,10 @@ def source(kind, n, dtype, weight_dtype=None):
 
 
 def cache_key(text, chip, options):
-    blob = json.dumps({"format": FORMAT, "source": text, "chip": chip,
-                       "options": options}, sort_keys=True)
+    # The package version stands for the compiler's: they ship together.
+    blob = json.dumps({"format": FORMAT, "version": __version__,
+                       "source": text, "chip": chip, "options": options},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
