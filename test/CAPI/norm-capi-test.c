@@ -5,7 +5,7 @@
  * pipeline and through a pass created by the generated C API, prints the
  * module, and drives the GPU pipeline and compile with good and bad
  * options. Output checked by test/CAPI/capi.test (FileCheck).
- * usage: norm-capi-test OUT.ptx
+ * usage: norm-capi-test OUT.ptx OUT.so
  *
  *===----------------------------------------------------------------------===*/
 
@@ -71,8 +71,8 @@ static int countMixedReductions(MlirOperation op) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: norm-capi-test OUT.ptx\n");
+  if (argc != 3) {
+    fprintf(stderr, "usage: norm-capi-test OUT.ptx OUT.so\n");
     return 2;
   }
   MlirDialectHandle norm = mlirGetDialectHandle__norm__();
@@ -168,6 +168,17 @@ int main(int argc, char **argv) {
   printf("compile ptx: %s\n", mlirLogicalResultIsSuccess(st) ? "ok" : "failed");
   mlirModuleDestroy(module);
   // CHECK: compile ptx: ok
+
+  /* A library (the runtime found beside libNormCAPI.so), its header and
+     signature written beside it (argv[2]). */
+  module = parse(ctx);
+  st = mlirNormCompileModule(module, MlirNormEmitLibrary,
+                             mlirStringRefCreateFromCString(argv[2]),
+                             mlirStringRefCreateFromCString("keep-launcher=1"),
+                             printDiagnostic, kCompile);
+  printf("compile lib: %s\n", mlirLogicalResultIsSuccess(st) ? "ok" : "failed");
+  mlirModuleDestroy(module);
+  // CHECK: compile lib: ok
 
   mlirContextDestroy(ctx);
   printf("done\n");
