@@ -2,8 +2,9 @@
 //
 // Part of norm-opt. include/norm-c/: the dialect handle, the generated pass
 // registration, the GPU pipeline and compileNormModule. Options arrive as
-// text and are parsed by the pipeline's own option parser, so this file maps
-// nothing by hand but the compile-only fields.
+// text and are parsed by the pipeline's own option parser (so the C ABI does
+// not change when an option is added); mlirNormCompileModule is the one
+// place that copies them into CompileOptions.
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,7 +2,8 @@
 //
 // Part of norm-opt. Internal to NormCompile: the launcher and the signature
 // writer both map a fused op's operands and results to the parameters of
-// the function they launch, looking through reshapes and casts.
+// the function they launch, looking through reshapes and casts, and print
+// their types.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <optional>
 
@@ -48,6 +50,14 @@ inline std::optional<unsigned> resultOf(Value v) {
     v = use.getOwner()->getResult(0);
   }
   return std::nullopt;
+}
+
+/// `t` as MLIR prints it ("tensor<?x256xf32>"), for generated sources.
+inline std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
 }
 
 } // namespace mlir::norm::compile_detail

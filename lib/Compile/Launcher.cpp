@@ -44,13 +44,7 @@ namespace {
 
 using compile_detail::argumentOf;
 using compile_detail::resultOf;
-
-std::string typeString(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
+using compile_detail::typeString;
 
 /// Everything the launcher of one fused op needs, in kernel-parameter order.
 struct OpLaunch {

@@ -31,13 +31,6 @@ using namespace mlir::norm;
 
 namespace {
 
-std::string printed(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
-
 /// Layout per "argN" / "resN" of one function; empty when it has no fused
 /// op (no launcher).
 FailureOr<llvm::StringMap<StringRef>> layouts(func::FuncOp fn) {
@@ -56,31 +49,30 @@ FailureOr<llvm::StringMap<StringRef>> layouts(func::FuncOp fn) {
     any = true;
     using compile_detail::argumentOf;
     using compile_detail::resultOf;
-    auto fail = [](LogicalResult r) { return failed(r); };
     for (Value v : op.getFull())
-      if (fail(note(argumentOf(v), "arg", "rows_by_cols", op)))
+      if (failed(note(argumentOf(v), "arg", "rows_by_cols", op)))
         return WalkResult::interrupt();
     for (Value v : op.getRow())
-      if (fail(note(argumentOf(v), "arg", "rows", op)))
+      if (failed(note(argumentOf(v), "arg", "rows", op)))
         return WalkResult::interrupt();
     for (Value v : op.getCol())
-      if (fail(note(argumentOf(v), "arg", "cols", op)))
+      if (failed(note(argumentOf(v), "arg", "cols", op)))
         return WalkResult::interrupt();
     for (tensor::ExtractOp e : getCapturedScalars(op))
-      if (fail(note(argumentOf(e.getTensor()), "arg", "scalar", op)))
+      if (failed(note(argumentOf(e.getTensor()), "arg", "scalar", op)))
         return WalkResult::interrupt();
     for (Value v : op.getColInit())
       if (!getConstantColumnInit(v) &&
-          fail(note(argumentOf(v), "arg", "cols", op)))
+          failed(note(argumentOf(v), "arg", "cols", op)))
         return WalkResult::interrupt();
     for (Value v : op.getFullResults())
-      if (fail(note(resultOf(v), "res", "rows_by_cols", op)))
+      if (failed(note(resultOf(v), "res", "rows_by_cols", op)))
         return WalkResult::interrupt();
     for (Value v : op.getColResults()) {
       Value out = v;
       if (linalg::GenericOp e = getColumnEpilogue(v))
         out = e->getResult(0);
-      if (fail(note(resultOf(out), "res", "cols", op)))
+      if (failed(note(resultOf(out), "res", "cols", op)))
         return WalkResult::interrupt();
     }
     return WalkResult::advance();
@@ -98,10 +90,10 @@ void tensorEntry(llvm::json::OStream &j, StringRef name, StringRef role,
     j.attribute("name", name);
     j.attribute("role", role);
     j.attribute("index", index);
-    j.attribute("type", printed(type));
+    j.attribute("type", compile_detail::typeString(type));
     auto shaped = dyn_cast<RankedTensorType>(type);
     Type element = shaped ? shaped.getElementType() : type;
-    j.attribute("dtype", printed(element));
+    j.attribute("dtype", compile_detail::typeString(element));
     j.attribute("element_bytes", elementBytes(element));
     if (shaped)
       j.attributeArray("shape", [&] {
