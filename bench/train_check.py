@@ -247,8 +247,16 @@ def main():
         op_checks(dtype, results)
         for mode in args.modes.split(","):
             try:
+                counters = torch._dynamo.utils.counters
+                counters.clear()
                 lockstep(mode, dtype, args.steps, results)
                 free_running(mode, dtype, args.steps, results)
+                if mode == "graphs":  # not silently run without graphs
+                    skips = dict(counters["inductor"])
+                    skips = {k: v for k, v in skips.items()
+                             if "cudagraph_skip" in k and v}
+                    results.check(not skips, f"graphs {name}: CUDA graphs "
+                                  f"used (skips: {skips or 'none'})")
             except Exception as e:  # a graph break, a capture error...
                 results.check(False, f"{mode} {name}: {type(e).__name__}: "
                               f"{e}")
