@@ -20,8 +20,17 @@ config.substitutions.append(("%mlir_lib_dir", config.mlir_lib_dir))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# Upstream mlir-opt with norm-opt loaded as a plugin (libNormOptPlugin.so);
+# the tests that run it do so as a second RUN line beside norm-opt's.
+norm_plugin = os.path.join(config.norm_obj_root, "lib", "libNormOptPlugin.so")
+config.substitutions.append(("%norm_plugin", norm_plugin))
+config.substitutions.append(
+    ("%mlir_opt_plugin",
+     f"mlir-opt --load-dialect-plugin={norm_plugin} "
+     f"--load-pass-plugin={norm_plugin}"))
+
 tool_dirs = [config.norm_tools_dir, config.llvm_tools_dir]
-tools = ["norm-opt", "mlir-opt", "mlir-runner"]
+tools = ["norm-opt", "mlir-opt", "mlir-runner", "norm-capi-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # The fake libcuda of the runtime's unit tests (unittests/RuntimeFakeCuda):

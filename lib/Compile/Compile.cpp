@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "norm/Compile/Compile.h"
+#include "norm/Compile/Signature.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Pass/PassManager.h"
@@ -169,6 +170,15 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
                               header)))
     return failure();
   if (failed(writeFile(module, headerPath, header)))
+    return failure();
+  // The same signature as JSON, for bindings (python/norm_opt).
+  FailureOr<std::string> signature = librarySignatureJSON(
+      module, {llvm::sys::path::filename(options.output).str(),
+               llvm::sys::path::filename(headerPath).str(), options.chip,
+               options.features});
+  if (failed(signature) ||
+      failed(writeFile(module, replaceExtension(options.output, "json"),
+                       *signature)))
     return failure();
   std::string sourcePath = replaceExtension(options.output, "c");
   if (failed(writeFile(module, sourcePath, source)))

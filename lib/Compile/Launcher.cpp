@@ -22,6 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FunctionOperands.h"
+
 #include "norm/Compile/Compile.h"
 #include "norm/Conversion/NormToGPU.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
@@ -40,46 +42,9 @@ using namespace mlir::norm;
 
 namespace {
 
-bool isReshape(Operation *op) {
-  return isa<tensor::CastOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
-      op);
-}
-
-/// The function argument `v` is (through reshapes and casts), if any.
-std::optional<unsigned> argumentOf(Value v) {
-  while (true) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      if (isa<func::FuncOp>(arg.getOwner()->getParentOp()))
-        return arg.getArgNumber();
-      return std::nullopt;
-    }
-    Operation *def = v.getDefiningOp();
-    if (!def || !isReshape(def))
-      return std::nullopt;
-    v = def->getOperand(0);
-  }
-}
-
-/// The function result `v` becomes (through reshapes and casts), if it has
-/// exactly that one use.
-std::optional<unsigned> resultOf(Value v) {
-  while (v.hasOneUse()) {
-    OpOperand &use = *v.getUses().begin();
-    if (isa<func::ReturnOp>(use.getOwner()))
-      return use.getOperandNumber();
-    if (!isReshape(use.getOwner()))
-      return std::nullopt;
-    v = use.getOwner()->getResult(0);
-  }
-  return std::nullopt;
-}
-
-std::string typeString(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
+using compile_detail::argumentOf;
+using compile_detail::resultOf;
+using compile_detail::typeString;
 
 /// Everything the launcher of one fused op needs, in kernel-parameter order.
 struct OpLaunch {

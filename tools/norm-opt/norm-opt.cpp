@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompileMain.h"
-#include "RegisterUpstream.h"
 
 #include "norm/InitNorm.h"
+#include "norm/RegisterUpstream.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"

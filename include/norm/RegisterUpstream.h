@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef NORM_TOOLS_NORMOPT_REGISTERUPSTREAM_H
-#define NORM_TOOLS_NORMOPT_REGISTERUPSTREAM_H
+#ifndef NORM_REGISTERUPSTREAM_H
+#define NORM_REGISTERUPSTREAM_H
 
 namespace mlir {
 class DialectRegistry;
@@ -23,4 +23,4 @@ void registerUpstreamPasses();
 } // namespace norm
 } // namespace mlir
 
-#endif // NORM_TOOLS_NORMOPT_REGISTERUPSTREAM_H
+#endif // NORM_REGISTERUPSTREAM_H

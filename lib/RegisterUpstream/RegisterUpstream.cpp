@@ -2,10 +2,12 @@
 //
 // Part of norm-opt. A curated subset of upstream MLIR: what norm backward
 // input and our lowering pipelines contain, not every dialect there is.
+// norm-opt and the C API (NormCAPI) register it; a host compiler that has
+// its own registrations does not need it.
 //
 //===----------------------------------------------------------------------===//
 
-#include "RegisterUpstream.h"
+#include "norm/RegisterUpstream.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/TosaToLinalg/TosaToLinalg.h"

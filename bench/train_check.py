@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+#===- bench/train_check.py - norm_opt.torch in training, against torch ----===#
+"""Trains a small transformer-style model (token embedding, blocks of
+LayerNorm -> attention and RMSNorm -> MLP, a final LayerNorm, a vocabulary
+head) for --steps steps with norm_opt.torch's LayerNorm / RMSNorm (torch's
+forward, our backward kernels) and with torch's, and compares them step by
+step, in eager mode, under torch.compile(fullgraph=True) and under
+torch.compile(mode="reduce-overhead") (CUDA graphs):
+
+  lockstep  every step both models start from the same parameters and
+            batch: the losses must be equal (same forward) and every
+            gradient close (relative L2 error, per parameter);
+  free      both train independently from one initialisation: the loss
+            curves must stay close.
+
+Also: torch.library.opcheck on both custom ops, and one direct comparison
+of each op's outputs with torch's autograd. Exit status 0 when every check
+passes; one line per check.
+
+Self-contained on the GPU machine (no norm-opt there): the kernels come
+from .carry/norm_opt_libs, built on the build machine with
+  NORM_OPT=build/bin/norm-opt PYTHONPATH=python python3 -m norm_opt.kernels \\
+      --out .carry/norm_opt_libs \\
+      --chip sm_90a --kind layer,rms --hidden 512 --dtype f32,bf16
+and the package from python/ of this checkout. Run from the repo root:
+  python3 bench/train_check.py [--steps 50] [--modes eager,compile,graphs]
+      [--dtypes f32,bf16]
+"""
+
+import argparse
+import copy
+import math
+import os
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+os.environ.setdefault("NORM_OPT_LIBRARY_PATH",
+                      str(ROOT / ".carry" / "norm_opt_libs"))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import norm_opt.torch as nt  # noqa: E402
+
+HIDDEN, HEADS, BLOCKS, VOCAB, BATCH, SEQ = 512, 8, 3, 1024, 8, 128
+# Relative L2 bounds: gradients per step (lockstep), losses (free-running).
+GRAD_TOL = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
+FREE_TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2}
+
+
+class Block(nn.Module):
+    def __init__(self, layer_norm, rms_norm):
+        super().__init__()
+        self.ln = layer_norm(HIDDEN)
+        self.qkv = nn.Linear(HIDDEN, 3 * HIDDEN)
+        self.proj = nn.Linear(HIDDEN, HIDDEN)
+        self.rms = rms_norm(HIDDEN)
+        self.up = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.down = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(HIDDEN, dim=-1)
+        shape = (b, s, HEADS, HIDDEN // HEADS)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, HIDDEN))
+        return x + self.down(F.gelu(self.up(self.rms(x))))
+
+
+class Model(nn.Module):
+    def __init__(self, layer_norm, rms_norm):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.blocks = nn.ModuleList(Block(layer_norm, rms_norm)
+                                    for _ in range(BLOCKS))
+        self.final = layer_norm(HIDDEN)
+        self.head = nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, tokens, targets):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.final(x)).float()
+        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+
+
+def models(dtype, seed):
+    torch.manual_seed(seed)
+    ref = Model(nn.LayerNorm, nn.RMSNorm)
+    with torch.no_grad():  # norm parameters away from 1 / 0
+        for name, p in ref.named_parameters():
+            if any(k in name for k in ("ln.", "rms.", "final.")):
+                p.add_(0.1 * torch.randn_like(p))
+    ref = ref.to("cuda", dtype)
+    ours = Model(nt.LayerNorm, nt.RMSNorm).to("cuda", dtype)
+    ours.load_state_dict(ref.state_dict())
+    return ref, ours
+
+
+def batches(steps, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    for _ in range(steps):
+        t = torch.randint(0, VOCAB, (BATCH, SEQ + 1), device="cuda",
+                          generator=g)
+        yield t[:, :-1].contiguous(), t[:, 1:].contiguous()
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def wrap(model, mode):
+    if mode == "eager":
+        return model
+    if mode == "compile":
+        return torch.compile(model, fullgraph=True)
+    return torch.compile(model, mode="reduce-overhead", fullgraph=True)
+
+
+class Results:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, ok, what):
+        print(f"{'PASS' if ok else 'FAIL'} {what}", flush=True)
+        self.failed += not ok
+
+
+def lockstep(mode, dtype, steps, results):
+    ref, ours = models(dtype, 1)
+    run = wrap(ours, mode)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+    worst, worst_at, loss_diff, norm_worst = 0.0, "", 0.0, 0.0
+    nt.launches = 0
+    for step, (x, y) in enumerate(batches(steps, 2)):
+        with torch.no_grad():
+            for p, q in zip(ours.parameters(), ref.parameters()):
+                p.copy_(q)
+        ref.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+        loss_ref = ref(x, y)
+        loss_ref.backward()
+        loss = run(x, y)
+        loss.backward()
+        loss_diff = max(loss_diff, abs(loss.item() - loss_ref.item()))
+        for (name, p), q in zip(ours.named_parameters(), ref.parameters()):
+            e = rel(p.grad, q.grad)
+            if any(k in name for k in ("ln.", "rms.", "final.")):
+                norm_worst = max(norm_worst, e)
+            if e > worst:
+                worst, worst_at = e, f"{name} at step {step}"
+        opt.step()
+    torch.cuda.synchronize()
+    tag = f"lockstep {mode} {str(dtype)[6:]}"
+    results.check(math.isfinite(worst) and worst <= GRAD_TOL[dtype],
+                  f"{tag}: {steps} steps, worst gradient rel L2 {worst:.2e} "
+                  f"({worst_at}), norm weights/biases {norm_worst:.2e}, "
+                  f"loss |diff| {loss_diff:.2e} (bound {GRAD_TOL[dtype]:.0e})")
+    if mode != "graphs":
+        results.check(nt.launches >= steps * (2 * BLOCKS + 1),
+                      f"{tag}: our kernels ran ({nt.launches} launches)")
+
+
+def free_running(mode, dtype, steps, results):
+    ref, ours = models(dtype, 3)
+    run = wrap(ours, mode)
+    opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(ours.parameters(), lr=1e-3)
+    worst, first, last = 0.0, None, None
+    for x, y in batches(steps, 4):
+        for model, o in ((ref, opt_ref), (run, opt)):
+            o.zero_grad(set_to_none=True)
+            loss = model(x, y)
+            loss.backward()
+            o.step()
+            if model is ref:
+                l_ref = loss.item()
+            else:
+                l_ours = loss.item()
+        worst = max(worst, abs(l_ours - l_ref) / abs(l_ref))
+        first = first or (l_ref, l_ours)
+        last = (l_ref, l_ours)
+    results.check(worst <= FREE_TOL[dtype] and last[0] < first[0],
+                  f"free {mode} {str(dtype)[6:]}: loss {first[0]:.4f} -> "
+                  f"{last[0]:.4f} (torch) / {last[1]:.4f} (ours), worst "
+                  f"rel diff {worst:.2e} (bound {FREE_TOL[dtype]:.0e})")
+
+
+def op_checks(dtype, results):
+    torch.manual_seed(5)
+    x = torch.randn(4, 33, HIDDEN, device="cuda", dtype=dtype)
+    w = 1 + 0.1 * torch.randn(HIDDEN, device="cuda", dtype=dtype)
+    b = 0.1 * torch.randn(HIDDEN, device="cuda", dtype=dtype)
+    dy = torch.randn_like(x)
+    # LayerNorm: against autograd through torch's layer_norm.
+    xs, ws, bs = (t.detach().requires_grad_() for t in (x, w, b))
+    F.layer_norm(xs, (HIDDEN,), ws, bs, 1e-5).backward(dy)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [HIDDEN], w, b, 1e-5)
+    dx, dw, db = torch.ops.norm_opt.layer_norm_backward(dy, x, mean, rstd, w)
+    errs = (rel(dx, xs.grad), rel(dw, ws.grad), rel(db, bs.grad))
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    results.check(max(errs) <= tol, f"op layer_norm_backward "
+                  f"{str(dtype)[6:]}: rel L2 dx/dw/db " +
+                  "/".join(f"{e:.1e}" for e in errs))
+    # RMSNorm.
+    xs, ws = (t.detach().requires_grad_() for t in (x, w))
+    eps = torch.finfo(dtype).eps
+    F.rms_norm(xs, (HIDDEN,), ws, eps).backward(dy)
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + eps)
+    dx, dw = torch.ops.norm_opt.rms_norm_backward(dy, x, rstd, w)
+    errs = (rel(dx, xs.grad), rel(dw, ws.grad))
+    results.check(max(errs) <= tol, f"op rms_norm_backward "
+                  f"{str(dtype)[6:]}: rel L2 dx/dw " +
+                  "/".join(f"{e:.1e}" for e in errs))
+    # Schema, fake (meta) functions, AOT dispatch.
+    for op, args in ((torch.ops.norm_opt.layer_norm_backward.default,
+                      (dy, x, mean, rstd, w)),
+                     (torch.ops.norm_opt.rms_norm_backward.default,
+                      (dy, x, rstd, w))):
+        try:
+            torch.library.opcheck(op, args)
+            results.check(True, f"opcheck {op} {str(dtype)[6:]}")
+        except Exception as e:  # report, go on
+            results.check(False, f"opcheck {op} {str(dtype)[6:]}: {e}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--modes", default="eager,compile,graphs")
+    p.add_argument("--dtypes", default="f32,bf16")
+    args = p.parse_args()
+    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
+    results = Results()
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, "
+          f"chip {nt.chip_of(torch.device('cuda'))}, libraries from "
+          f"{os.environ['NORM_OPT_LIBRARY_PATH']}", flush=True)
+    start = time.time()
+    for name in args.dtypes.split(","):
+        dtype = dtypes[name]
+        op_checks(dtype, results)
+        for mode in args.modes.split(","):
+            try:
+                counters = torch._dynamo.utils.counters
+                counters.clear()
+                lockstep(mode, dtype, args.steps, results)
+                free_running(mode, dtype, args.steps, results)
+                if mode == "graphs":  # not silently run without graphs
+                    skips = dict(counters["inductor"])
+                    skips = {k: v for k, v in skips.items()
+                             if "cudagraph_skip" in k and v}
+                    results.check(not skips, f"graphs {name}: CUDA graphs "
+                                  f"used (skips: {skips or 'none'})")
+            except Exception as e:  # a graph break, a capture error...
+                results.check(False, f"{mode} {name}: {type(e).__name__}: "
+                              f"{e}")
+            torch._dynamo.reset()
+    print(f"{'OK' if not results.failed else 'FAILED'}: {results.failed} "
+          f"failed, {time.time() - start:.0f} s", flush=True)
+    return 1 if results.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+/*===- Passes.h - C API of norm-opt's passes and pipelines --------*- C -*-===*
+ *
+ * Part of norm-opt. Generated per pass (mlir-tblgen -gen-pass-capi-header,
+ * as upstream's mlir-c/Dialect/*.h): mlirRegisterNormPasses(),
+ * mlirRegisterNormConversionPasses(), and for each pass
+ * mlirCreateNorm<Pass>() / mlirRegisterNorm<Pass>(), e.g.
+ * mlirCreateNormNormFuseMixedReductions(). After
+ * mlirNormRegisterPassesAndPipelines() every pass and pipeline can be named
+ * in a textual pipeline (mlirParsePassPipeline,
+ * mlirOpPassManagerAddPipeline): "func.func(norm-fuse-mixed-reductions)",
+ * "norm-lower-to-nvvm{chip=sm_80}", ...
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef NORM_C_PASSES_H
+#define NORM_C_PASSES_H
+
+#include "mlir-c/IR.h"
+#include "mlir-c/Pass.h"
+
+#include "norm/Conversion/Passes.capi.h.inc"
+#include "norm/Transforms/Passes.capi.h.inc"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Registers every norm pass and the pipelines --norm-lower-to-cpu and
+   --norm-lower-to-nvvm with the global pass registry, and the upstream
+   passes the pipelines name (canonicalize, cse, the conversions to NVVM and
+   LLVM, ...); idempotent, thread-safe. */
+MLIR_CAPI_EXPORTED void mlirNormRegisterPassesAndPipelines(void);
+
+/* Inserts the upstream dialects norm input and norm-opt's pipelines contain
+   (func, arith, math, linalg, tensor, tosa, scf, gpu, nvvm, llvm, ...) with
+   the interface models the pipelines need (bufferization, NVVM target, LLVM
+   IR translation) into `registry`: what norm-opt itself registers. A host
+   that registers its own dialects does not need it. */
+MLIR_CAPI_EXPORTED void
+mlirNormRegisterUpstreamDialects(MlirDialectRegistry registry);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NORM_C_PASSES_H */

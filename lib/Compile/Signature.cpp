@@ -1,0 +1,175 @@
+//===- Signature.cpp - The JSON signature of a compiled library -----------===//
+//
+// Part of norm-opt. The parameters of a generated launcher (Launcher.cpp,
+// docs/compile.md) are: one pointer per function argument, then per result,
+// rows, cols, one row stride per [rows..., cols] argument then result (index
+// order), the stream. Each tensor's layout follows from the fused op's
+// operand it feeds or result it is:
+//   "rows_by_cols"  full operands/results: [rows..., cols], a row stride,
+//                   unit stride along cols
+//   "rows"          row operands (mean, rstd): contiguous [rows...]
+//   "cols"          column operands, initial values and results: [cols]
+//   "scalar"        a 0-d tensor read by a payload
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Compile/Signature.h"
+
+#include "FunctionOperands.h"
+
+#include "norm/Conversion/NormToGPU.h"
+#include "norm/Dialect/Norm/IR/NormOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+namespace {
+
+/// Layout per "argN" / "resN" of one function; empty when it has no fused
+/// op (no launcher).
+FailureOr<llvm::StringMap<StringRef>> layouts(func::FuncOp fn) {
+  llvm::StringMap<StringRef> layout;
+  bool any = false;
+  auto note = [&](std::optional<unsigned> index, StringRef prefix,
+                  StringRef kind, Operation *op) -> LogicalResult {
+    if (!index)
+      return op->emitError() << "compile: an operand or result of a fused op "
+                                "is not a parameter of @"
+                             << fn.getSymName();
+    layout[(prefix + Twine(*index)).str()] = kind;
+    return success();
+  };
+  WalkResult walk = fn.walk([&](MixedReductionOp op) {
+    any = true;
+    using compile_detail::argumentOf;
+    using compile_detail::resultOf;
+    for (Value v : op.getFull())
+      if (failed(note(argumentOf(v), "arg", "rows_by_cols", op)))
+        return WalkResult::interrupt();
+    for (Value v : op.getRow())
+      if (failed(note(argumentOf(v), "arg", "rows", op)))
+        return WalkResult::interrupt();
+    for (Value v : op.getCol())
+      if (failed(note(argumentOf(v), "arg", "cols", op)))
+        return WalkResult::interrupt();
+    for (tensor::ExtractOp e : getCapturedScalars(op))
+      if (failed(note(argumentOf(e.getTensor()), "arg", "scalar", op)))
+        return WalkResult::interrupt();
+    for (Value v : op.getColInit())
+      if (!getConstantColumnInit(v) &&
+          failed(note(argumentOf(v), "arg", "cols", op)))
+        return WalkResult::interrupt();
+    for (Value v : op.getFullResults())
+      if (failed(note(resultOf(v), "res", "rows_by_cols", op)))
+        return WalkResult::interrupt();
+    for (Value v : op.getColResults()) {
+      Value out = v;
+      if (linalg::GenericOp e = getColumnEpilogue(v))
+        out = e->getResult(0);
+      if (failed(note(resultOf(out), "res", "cols", op)))
+        return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (!any)
+    layout.clear();
+  return layout;
+}
+
+void tensorEntry(llvm::json::OStream &j, StringRef name, StringRef role,
+                 unsigned index, Type type, StringRef layout) {
+  j.object([&] {
+    j.attribute("name", name);
+    j.attribute("role", role);
+    j.attribute("index", index);
+    j.attribute("type", compile_detail::typeString(type));
+    auto shaped = dyn_cast<RankedTensorType>(type);
+    Type element = shaped ? shaped.getElementType() : type;
+    j.attribute("dtype", compile_detail::typeString(element));
+    j.attribute("element_bytes", elementBytes(element));
+    if (shaped)
+      j.attributeArray("shape", [&] {
+        for (int64_t d : shaped.getShape())
+          j.value(ShapedType::isDynamic(d) ? int64_t(-1) : d);
+      });
+    j.attribute("layout", layout.empty() ? StringRef("unused") : layout);
+    if (layout == "rows_by_cols")
+      j.attribute("row_stride", (name + "_row_stride").str());
+  });
+}
+
+} // namespace
+
+FailureOr<std::string>
+mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
+  // Every function with a launcher and its layouts, before writing anything.
+  SmallVector<std::pair<func::FuncOp, llvm::StringMap<StringRef>>> functions;
+  for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
+    FailureOr<llvm::StringMap<StringRef>> layout = layouts(fn);
+    if (failed(layout))
+      return failure();
+    if (!layout->empty())
+      functions.emplace_back(fn, std::move(*layout));
+  }
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::json::OStream j(os, /*IndentSize=*/1);
+  j.object([&] {
+    j.attribute("format", "norm-opt-library");
+    j.attribute("version", 1);
+    j.attribute("library", info.library);
+    j.attribute("header", info.header);
+    j.attribute("chip", info.chip);
+    j.attribute("features", info.features);
+    j.attributeArray("functions", [&] {
+      for (auto &[fn, layout] : functions) {
+        FunctionType type = fn.getFunctionType();
+        auto layoutOf = [&, &layout = layout](const std::string &name) {
+          auto it = layout.find(name);
+          return it == layout.end() ? StringRef() : it->second;
+        };
+        auto strided = [&](StringRef prefix, unsigned count) {
+          for (unsigned i = 0; i < count; ++i)
+            if (layoutOf(prefix.str() + std::to_string(i)) == "rows_by_cols")
+              j.value(prefix.str() + std::to_string(i) + "_row_stride");
+        };
+        j.object([&] {
+          j.attribute("name", fn.getSymName());
+          j.attributeArray("tensors", [&] {
+            for (auto [i, t] : llvm::enumerate(type.getInputs())) {
+              std::string n = "arg" + std::to_string(i);
+              tensorEntry(j, n, "input", i, t, layoutOf(n));
+            }
+            for (auto [i, t] : llvm::enumerate(type.getResults())) {
+              std::string n = "res" + std::to_string(i);
+              tensorEntry(j, n, "output", i, t, layoutOf(n));
+            }
+          });
+          // The C parameters in order (Launcher.cpp).
+          j.attributeArray("params", [&] {
+            for (unsigned i = 0; i < type.getNumInputs(); ++i)
+              j.value("arg" + std::to_string(i));
+            for (unsigned i = 0; i < type.getNumResults(); ++i)
+              j.value("res" + std::to_string(i));
+            j.value("rows");
+            j.value("cols");
+            strided("arg", type.getNumInputs());
+            strided("res", type.getNumResults());
+            j.value("stream");
+          });
+        });
+      }
+    });
+  });
+  os << "\n";
+  return text;
+}

@@ -1,0 +1,132 @@
+#===- compiler.py - norm_opt.compile: run `norm-opt compile` --------------===#
+"""compile(): `norm-opt compile` from Python. The executable comes from the
+`norm_opt=` argument, else $NORM_OPT, else `norm-opt` on PATH."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+from .errors import CompileError, NormOptNotFoundError
+from .library import Library
+
+# Python keyword -> `norm-opt compile` flag (docs/compile.md).
+PLAN_OPTIONS = {
+    "threads_per_row": "--threads-per-row",
+    "rows_per_cta": "--rows-per-cta",
+    "vector_bytes": "--vector-bytes",
+    "programs_per_sm": "--programs-per-sm",
+    "max_resident_elements": "--max-resident-elements",
+    "prefetch": "--prefetch",
+    "async_stages": "--async-stages",
+    "single_launch": "--single-launch",
+}
+EMIT_KINDS = {"lib": ".so", "ptx": ".ptx", "cubin": ".cubin"}
+
+
+def find_norm_opt(norm_opt=None):
+    """The norm-opt executable to run (an absolute path)."""
+    for where, candidate in (("the norm_opt argument", norm_opt),
+                             ("$NORM_OPT", os.environ.get("NORM_OPT"))):
+        if not candidate:
+            continue
+        path = shutil.which(str(candidate))
+        if path:
+            return os.path.abspath(path)
+        raise NormOptNotFoundError(
+            f"norm-opt not found: {candidate!s} (from {where}) is not an "
+            "executable file")
+    path = shutil.which("norm-opt")
+    if path:
+        return os.path.abspath(path)
+    raise NormOptNotFoundError(
+        "norm-opt not found: pass norm_opt=PATH, set $NORM_OPT, or put "
+        "norm-opt on PATH (e.g. build/bin of a norm-opt build)")
+
+
+def _flag_value(key, value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    raise TypeError(f"compile(): plan option {key} must be an int or a bool, "
+                    f"got {type(value).__name__}")
+
+
+def compile_command(source_path, output, *, chip="sm_90a", emit="lib",
+                    norm_opt=None, features=None, opt_level=None,
+                    ptxas=None, cc=None, runtime_library=None,
+                    **plan_options):
+    """The argv of `norm-opt compile` for these arguments (validated)."""
+    if emit not in EMIT_KINDS:
+        raise ValueError(f"compile(): emit must be one of "
+                         f"{', '.join(EMIT_KINDS)}, got {emit!r}")
+    argv = [find_norm_opt(norm_opt), "compile", str(source_path),
+            f"--chip={chip}", f"--emit={emit}", "-o", str(output)]
+    if features is not None:
+        argv.append(f"--features={features}")
+    if opt_level is not None:
+        argv.append(f"--opt-level={int(opt_level)}")
+    for key, value in (("ptxas", ptxas), ("cc", cc),
+                       ("runtime-library", runtime_library)):
+        if value is not None:
+            argv.append(f"--{key}={value}")
+    for key in sorted(plan_options):
+        if key not in PLAN_OPTIONS:
+            raise TypeError(f"compile(): unknown plan option '{key}' (known: "
+                            f"{', '.join(sorted(PLAN_OPTIONS))})")
+        argv.append(f"{PLAN_OPTIONS[key]}="
+                    f"{_flag_value(key, plan_options[key])}")
+    return argv
+
+
+def _looks_like_mlir(text):
+    return "\n" in text or "func.func" in text or "{" in text
+
+
+def compile(source, chip="sm_90a", emit="lib", output=None, *, norm_opt=None,
+            timeout=None, **options):
+    """Compiles `source` (a path to a .mlir file, or MLIR text) with
+    `norm-opt compile` and returns a Library (emit="lib") or the path of the
+    PTX / cubin. `output` defaults to a new temporary directory. Other
+    keywords: features, opt_level, ptxas, cc, runtime_library and the plan
+    options (threads_per_row, rows_per_cta, vector_bytes, programs_per_sm,
+    max_resident_elements, prefetch, async_stages, single_launch)."""
+    workdir = None
+    if isinstance(source, (str, os.PathLike)) and not (
+            isinstance(source, str) and _looks_like_mlir(source)):
+        source_path = pathlib.Path(source)
+        if not source_path.is_file():
+            raise FileNotFoundError(f"compile(): no source file {source_path}")
+        stem = source_path.stem
+    elif isinstance(source, str):
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix="norm_opt_"))
+        source_path = workdir / "input.mlir"
+        source_path.write_text(source)
+        stem = "kernels"
+    else:
+        raise TypeError("compile(): source must be a path or MLIR text, got "
+                        f"{type(source).__name__}")
+    if output is None:
+        if workdir is None:
+            workdir = pathlib.Path(tempfile.mkdtemp(prefix="norm_opt_"))
+        prefix = "lib" if emit == "lib" else ""
+        output = workdir / f"{prefix}{stem}{EMIT_KINDS.get(emit, '')}"
+    output = pathlib.Path(output)
+    argv = compile_command(source_path, output, chip=chip, emit=emit,
+                           norm_opt=norm_opt, **options)
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"norm-opt compile timed out after {timeout} s: "
+                           f"{' '.join(argv)}", argv) from None
+    if done.returncode != 0:
+        diagnostics = (done.stderr + done.stdout).strip()
+        raise CompileError(
+            f"norm-opt compile failed (exit {done.returncode}) for "
+            f"{source_path}:\n{diagnostics}", argv, done.returncode,
+            diagnostics)
+    return Library(output) if emit == "lib" else output

@@ -1,0 +1,196 @@
+#===- kernels.py - LayerNorm / RMSNorm backward libraries, cached ---------===#
+"""The backward kernels norm_opt.torch calls, without torch: the MLIR source
+of `layer_norm_backward` / `rms_norm_backward` for a hidden size N and the
+activation / weight dtypes, and a disk cache of the compiled libraries keyed
+by the source, the compile options and the chip.
+
+Lookup order for a library: the directories of $NORM_OPT_LIBRARY_PATH
+(os.pathsep-separated, read-only: libraries compiled ahead of time), the
+package's own prebuilt/ directory, then the cache ($NORM_OPT_CACHE_DIR, else
+~/.cache/norm_opt), compiling into the cache on a miss when norm-opt is
+available. Precompile a set ahead of time (for a machine without norm-opt):
+
+    python3 -m norm_opt.kernels --out DIR --chip sm_90a \\
+        --kind layer,rms --hidden 768,1024 --dtype bf16,f32
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+
+from . import __version__
+from .compiler import compile as _compile
+from .errors import NormOptError, NormOptNotFoundError
+from .library import Library
+
+FORMAT = 1  # bump when the sources' calling convention changes
+KINDS = ("layer", "rms")
+# Short names -> MLIR element types.
+DTYPES = {"bf16": "bf16", "bfloat16": "bf16", "f16": "f16", "float16": "f16",
+          "half": "f16", "f32": "f32", "float32": "f32", "float": "f32"}
+
+
+def mlir_dtype(dtype):
+    """"bf16" for torch.bfloat16 / "bfloat16" / "bf16"."""
+    text = str(dtype)
+    text = text[len("torch."):] if text.startswith("torch.") else text
+    if text not in DTYPES:
+        raise ValueError(f"unsupported dtype {dtype} (supported: bfloat16, "
+                         "float16, float32)")
+    return DTYPES[text]
+
+
+FUNCTION_NAMES = {"layer": "layer_norm_backward", "rms": "rms_norm_backward"}
+
+
+def function_name(kind):
+    if kind not in FUNCTION_NAMES:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return FUNCTION_NAMES[kind]
+
+
+def source(kind, n, dtype, weight_dtype=None):
+    """The MLIR of one backward function with dynamic rows, static N.
+    layer: (dy, x, mean, rstd, weight, bias) -> (dx, dweight, dbias);
+    rms:   (dy, x, rstd, weight) -> (dx, dweight)."""
+    x, w = mlir_dtype(dtype), mlir_dtype(weight_dtype or dtype)
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"hidden size must be >= 1, got {n}")
+    name = function_name(kind)
+    full, vec = f"tensor<?x{n}x{x}>", f"tensor<{n}x{w}>"
+    if kind == "layer":
+        return f"""func.func @{name}(%dy: {full}, %x: {full},
+    %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %w: {vec}, %b: {vec})
+    -> ({full}, {vec}, {vec}) {{
+  %dx, %dw, %db = norm.layer_norm_grad %dy, %x, %mean, %rstd
+      weight(%w : {vec}) bias(%b : {vec})
+      : {full}, tensor<?xf32> -> {full}, {vec}, {vec}
+  return %dx, %dw, %db : {full}, {vec}, {vec}
+}}
+"""
+    return f"""func.func @{name}(%dy: {full}, %x: {full}, %rstd: tensor<?xf32>,
+    %w: {vec}) -> ({full}, {vec}) {{
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : {vec})
+      : {full}, tensor<?xf32> -> {full}, {vec}
+  return %dx, %dw : {full}, {vec}
+}}
+"""
+
+
+def cache_key(text, chip, options):
+    # The package version stands for the compiler's: they ship together.
+    blob = json.dumps({"format": FORMAT, "version": __version__,
+                       "source": text, "chip": chip, "options": options},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def entry_name(kind, n, dtype, weight_dtype, chip, options):
+    """The directory name of one library: readable, and the key."""
+    x, w = mlir_dtype(dtype), mlir_dtype(weight_dtype or dtype)
+    key = cache_key(source(kind, n, dtype, weight_dtype), chip, options)
+    return f"{kind}-{n}-{x}-{w}-{chip}-{key}"
+
+
+def cache_dir():
+    env = os.environ.get("NORM_OPT_CACHE_DIR")
+    if env:
+        return pathlib.Path(env)
+    return pathlib.Path.home() / ".cache" / "norm_opt"
+
+
+def search_path():
+    dirs = [pathlib.Path(p) for p in
+            os.environ.get("NORM_OPT_LIBRARY_PATH", "").split(os.pathsep) if p]
+    dirs.append(pathlib.Path(__file__).parent / "prebuilt")
+    return dirs
+
+
+def build(kind, n, dtype, weight_dtype, chip, options, into, norm_opt=None):
+    """Compiles one library into the directory `into`/<entry> (atomically:
+    a concurrent build of the same entry is harmless). Returns its path."""
+    name = entry_name(kind, n, dtype, weight_dtype, chip, options)
+    final = pathlib.Path(into) / name
+    lib = final / f"lib{function_name(kind)}.so"
+    if lib.is_file():
+        return lib
+    pathlib.Path(into).mkdir(parents=True, exist_ok=True)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}.", dir=into))
+    try:
+        _compile(source(kind, n, dtype, weight_dtype), chip=chip, emit="lib",
+                 output=scratch / lib.name, norm_opt=norm_opt, **options)
+        try:
+            os.rename(scratch, final)
+        except OSError:
+            if not lib.is_file():  # not someone else's identical entry
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return lib
+
+
+def library(kind, n, dtype, weight_dtype=None, chip="sm_90a", options=None,
+            norm_opt=None):
+    """The Library of one backward kernel: found ahead of time, cached, or
+    compiled now (see the module docstring)."""
+    options = dict(options or {})
+    name = entry_name(kind, n, dtype, weight_dtype, chip, options)
+    libname = f"lib{function_name(kind)}.so"
+    for d in search_path() + [cache_dir()]:
+        if (d / name / libname).is_file():
+            return Library(d / name / libname)
+    try:
+        return Library(build(kind, n, dtype, weight_dtype, chip, options,
+                             cache_dir(), norm_opt))
+    except NormOptNotFoundError as e:
+        looked = ", ".join(str(d) for d in search_path() + [cache_dir()])
+        raise NormOptNotFoundError(
+            f"no compiled {function_name(kind)} for N={n}, "
+            f"dtype={mlir_dtype(dtype)}, weight={mlir_dtype(weight_dtype or dtype)}, "
+            f"chip={chip} (looked for {name}/ in {looked}), and it cannot be "
+            f"compiled now: {e}") from None
+
+
+def _csv(text):
+    return [t for t in text.split(",") if t]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python3 -m norm_opt.kernels",
+        description="Compile backward kernels ahead of time into a directory "
+                    "for $NORM_OPT_LIBRARY_PATH.")
+    p.add_argument("--out", required=True, help="directory to fill")
+    p.add_argument("--chip", default="sm_90a")
+    p.add_argument("--kind", default="layer,rms", help="layer,rms")
+    p.add_argument("--hidden", required=True, help="hidden sizes: 768,1024")
+    p.add_argument("--dtype", default="bf16",
+                   help="activation dtypes: bf16,f16,f32")
+    p.add_argument("--weight-dtype", default="",
+                   help="weight dtype (default: the activation's)")
+    p.add_argument("--norm-opt", default=None, help="norm-opt to run")
+    args = p.parse_args(argv)
+    count = 0
+    for kind in _csv(args.kind):
+        for n in _csv(args.hidden):
+            for dtype in _csv(args.dtype):
+                lib = build(kind, int(n), dtype, args.weight_dtype or None,
+                            args.chip, {}, args.out, args.norm_opt)
+                print(f"{lib}")
+                count += 1
+    print(f"{count} libraries in {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except NormOptError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,343 @@
+#===- library.py - A compiled library and its checked functions -----------===#
+"""Library: a shared library `norm-opt compile --emit=lib` wrote, loaded with
+ctypes, each C function exposed as a Python callable that validates its
+tensors (count, dtype, shape, strides, alignment, device) before the call and
+raises NormRuntimeError with normrt_last_error() when the call fails.
+
+Tensors are any objects with `shape`, `stride()`, `dtype`, `data_ptr()` and
+`device` (torch tensors; tests use a stand-in). The caller passes the
+function's inputs then its outputs, in order:
+
+    lib = Library("librms.so")
+    lib.rms_norm_backward(dy, x, rstd, w, dx, dw, stream=s)
+"""
+
+import ctypes
+import os
+import pathlib
+import sys
+
+from .errors import (ArgumentError, LibraryNotFoundError, NormRuntimeError,
+                     SignatureError)
+from . import signature as _signature
+
+_STATUS_NAMES = {
+    0: "NORMRT_SUCCESS", 1: "NORMRT_ERROR_NO_DRIVER",
+    2: "NORMRT_ERROR_NO_DEVICE", 3: "NORMRT_ERROR_INVALID_ARGUMENT",
+    4: "NORMRT_ERROR_MISALIGNED", 5: "NORMRT_ERROR_OUT_OF_RANGE",
+    6: "NORMRT_ERROR_MODULE", 7: "NORMRT_ERROR_LAUNCH",
+    8: "NORMRT_ERROR_OUT_OF_MEMORY", 9: "NORMRT_ERROR_DRIVER",
+}
+
+
+def _dtype_name(dtype):
+    """"bfloat16" for torch.bfloat16, numpy's dtype('float32'), "float32"."""
+    text = str(dtype)
+    return text[len("torch."):] if text.startswith("torch.") else text
+
+
+def _device_of(t):
+    """("cuda", index) / ("cpu", None) from a tensor-like's `device`."""
+    device = getattr(t, "device", None)
+    if device is None:
+        return None
+    kind = getattr(device, "type", None)
+    index = getattr(device, "index", None)
+    if kind is None:
+        text = str(device)
+        kind, _, rest = text.partition(":")
+        index = int(rest) if rest.isdigit() else None
+    return kind, index
+
+
+def _stream_handle(stream, tensors):
+    """The CUstream to launch on: the argument (an int, None, or an object
+    with `cuda_stream`), else torch's current stream of the tensors' device
+    when they are torch tensors, else 0 (the legacy default stream)."""
+    if stream is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and tensors and isinstance(tensors[0],
+                                                        torch.Tensor):
+            return torch.cuda.current_stream(tensors[0].device).cuda_stream
+        return 0
+    if hasattr(stream, "cuda_stream"):
+        return int(stream.cuda_stream)
+    if isinstance(stream, int):
+        return stream
+    raise ArgumentError(f"stream must be an int (CUstream), None or a "
+                        f"torch.cuda.Stream, got {type(stream).__name__}",
+                        "stream")
+
+
+class Function:
+    """One C launcher of a Library; call it with the inputs then the outputs
+    (see the module docstring)."""
+
+    def __init__(self, library, sig, cfunc):
+        self.library = library
+        self.signature = sig
+        self._cfunc = cfunc
+        n_tensors = len(sig.tensors)
+        n_ints = len(sig.params) - n_tensors - 1
+        cfunc.argtypes = ([ctypes.c_void_p] * n_tensors +
+                          [ctypes.c_int64] * n_ints + [ctypes.c_void_p])
+        cfunc.restype = ctypes.c_int
+
+    @property
+    def name(self):
+        return self.signature.name
+
+    def __repr__(self):
+        args = ", ".join(t.describe() for t in self.signature.tensors)
+        return f"<norm_opt function {self.name}({args})>"
+
+    def arguments(self, *tensors, stream=None):
+        """The C arguments for `tensors` (validated), without calling."""
+        sig = self.signature
+        fn = sig.name
+        if len(tensors) != len(sig.tensors):
+            ins = ", ".join(t.describe() for t in sig.inputs)
+            outs = ", ".join(t.describe() for t in sig.outputs)
+            raise ArgumentError(
+                f"{fn} takes {len(sig.tensors)} tensors ({len(sig.inputs)} "
+                f"inputs: {ins}; then {len(sig.outputs)} outputs: {outs}), "
+                f"got {len(tensors)}", None)
+        facts = [self._facts(spec, t) for spec, t in zip(sig.tensors,
+                                                         tensors)]
+        self._check_devices(facts)
+        rows, cols = self._domain(facts)
+        strides = {}
+        for spec, shape, stride, _, _ in facts:
+            where = f"{fn}: {spec.describe()}"
+            if spec.layout == "rows_by_cols":
+                strides[spec.row_stride] = self._row_stride(
+                    where, spec, shape, stride, rows, cols)
+            elif spec.layout != "unused" and not self._contiguous(shape,
+                                                                  stride):
+                raise ArgumentError(
+                    f"{where} must be contiguous; got shape {shape} with "
+                    f"strides {stride}", spec.name)
+        for spec, shape, _, ptr, _ in facts:
+            numel = 1
+            for d in shape:
+                numel *= d
+            if numel and not ptr:
+                raise ArgumentError(f"{fn}: {spec.describe()} has a null "
+                                    "data pointer", spec.name)
+            if ptr % spec.element_bytes:
+                raise ArgumentError(
+                    f"{fn}: {spec.describe()}: data pointer {ptr:#x} is not "
+                    f"aligned to {spec.element_bytes} bytes (its element "
+                    "size)", spec.name)
+        values = [f[3] for f in facts] + [rows, cols]
+        values += [strides[t.row_stride] for t in sig.strided]
+        values.append(_stream_handle(stream, tensors))
+        return values
+
+    def __call__(self, *tensors, stream=None):
+        status = self._cfunc(*self.arguments(*tensors, stream=stream))
+        if status:
+            raise NormRuntimeError(self.name, status,
+                                   self.library.status_string(status),
+                                   self.library.last_error())
+
+    # -- checks ------------------------------------------------------------
+
+    def _facts(self, spec, t):
+        """(spec, shape, strides, data pointer, device) of one tensor."""
+        where = f"{self.name}: {spec.describe()}"
+        try:
+            shape = tuple(int(d) for d in t.shape)
+            stride = t.stride() if callable(t.stride) else t.stride
+            stride = tuple(int(s) for s in stride)
+            ptr = t.data_ptr() if callable(t.data_ptr) else t.data_ptr
+            ptr = int(ptr)
+            dtype = t.dtype
+        except (AttributeError, TypeError) as e:
+            raise ArgumentError(
+                f"{where}: expected a tensor (shape, stride(), dtype, "
+                f"data_ptr(), device), got {type(t).__name__} ({e})",
+                spec.name) from None
+        if _dtype_name(dtype) != spec.dtype_name:
+            raise ArgumentError(f"{where}: dtype must be {spec.dtype_name}, "
+                                f"got {_dtype_name(dtype)}", spec.name)
+        if spec.layout != "unused" and len(shape) != len(spec.shape):
+            raise ArgumentError(f"{where}: expected rank {len(spec.shape)}, "
+                                f"got shape {shape}", spec.name)
+        for i, (want, got) in enumerate(zip(spec.shape, shape)):
+            if spec.layout != "unused" and want >= 0 and want != got:
+                raise ArgumentError(f"{where}: dim {i} must be {want}, got "
+                                    f"shape {shape}", spec.name)
+        return spec, shape, stride, ptr, _device_of(t)
+
+    def _check_devices(self, facts):
+        first = None
+        for spec, _, _, _, device in facts:
+            where = f"{self.name}: {spec.describe()}"
+            if device is None:
+                raise ArgumentError(f"{where}: has no device", spec.name)
+            if device[0] != "cuda":
+                raise ArgumentError(f"{where} is on '{device[0]}'; every "
+                                    "tensor must be on the GPU (cuda)",
+                                    spec.name)
+            if first is None:
+                first = (spec, device)
+            elif device != first[1]:
+                raise ArgumentError(
+                    f"{where} is on cuda:{device[1]} but "
+                    f"{first[0].name} is on cuda:{first[1][1]}; all tensors "
+                    "must be on one device", spec.name)
+
+    def _domain(self, facts):
+        """(rows, cols) from the [rows..., cols] tensors, which must agree;
+        the other tensors must fit them."""
+        fn = self.name
+        lead = cols = None
+        owner = None
+        for spec, shape, _, _, _ in facts:
+            if spec.layout != "rows_by_cols":
+                continue
+            if lead is None:
+                lead, cols, owner = shape[:-1], shape[-1], spec
+            elif shape != lead + (cols,):
+                raise ArgumentError(
+                    f"{fn}: {spec.describe()} has shape {shape} but "
+                    f"{owner.name} has {lead + (cols,)}; the [rows..., cols] "
+                    "tensors must have one shape", spec.name)
+        rows = 1
+        for d in lead:
+            rows *= d
+        for spec, shape, _, _, _ in facts:
+            where = f"{fn}: {spec.describe()}"
+            if spec.layout == "rows" and shape != lead:
+                raise ArgumentError(f"{where} must have shape {lead} (the "
+                                    f"rows of {owner.name}), got {shape}",
+                                    spec.name)
+            if spec.layout == "cols" and shape != (cols,):
+                raise ArgumentError(f"{where} must have shape ({cols},) (the "
+                                    f"cols of {owner.name}), got {shape}",
+                                    spec.name)
+            if spec.layout == "rows_or_cols" and shape not in ((rows,),
+                                                               (cols,)):
+                raise ArgumentError(f"{where} must have shape ({rows},) or "
+                                    f"({cols},), got {shape}", spec.name)
+            if spec.layout == "scalar" and shape != ():
+                raise ArgumentError(f"{where} must be 0-d, got {shape}",
+                                    spec.name)
+        if cols < 1:
+            raise ArgumentError(f"{fn}: {owner.describe()}: the last dim "
+                                "must be >= 1", owner.name)
+        return rows, cols
+
+    @staticmethod
+    def _contiguous(shape, stride):
+        expected = 1
+        for d, s in reversed(list(zip(shape, stride))):
+            if d != 1 and s != expected:
+                return False
+            expected *= d
+        return True
+
+    @staticmethod
+    def _row_stride(where, spec, shape, stride, rows, cols):
+        """The one row stride (elements) of a [rows..., cols] tensor: unit
+        stride along cols, the leading dims collapsible into rows."""
+        if cols > 1 and stride[-1] != 1:
+            raise ArgumentError(
+                f"{where}: the last dim must be contiguous (stride 1), got "
+                f"strides {stride}; call .contiguous()", spec.name)
+        row = None
+        expected = None
+        for d, s in reversed(list(zip(shape[:-1], stride[:-1]))):
+            if d == 1:
+                continue
+            if row is None:
+                row = expected = s
+            elif s != expected:
+                raise ArgumentError(
+                    f"{where}: the leading dims {shape[:-1]} with strides "
+                    f"{stride[:-1]} do not collapse into rows with one row "
+                    "stride; call .contiguous()", spec.name)
+            expected *= d
+        if row is None:  # at most one row: any stride will do
+            row = cols
+        if row < cols:
+            raise ArgumentError(f"{where}: row stride {row} is smaller than "
+                                f"the row ({cols}): rows overlap", spec.name)
+        return row
+
+
+class Library:
+    """A compiled library: `Library("libX.so")` loads it and its signature
+    (libX.json, else libX.h); each launcher is an attribute and in
+    `functions`."""
+
+    def __init__(self, path, signature=None):
+        self.path = pathlib.Path(path)
+        if not self.path.is_file():
+            raise LibraryNotFoundError(f"no compiled library at {self.path}")
+        self.signature_path = self._find_signature(signature)
+        text = self.signature_path.read_text()
+        if self.signature_path.suffix == ".json":
+            sigs = _signature.parse_json(text, str(self.signature_path))
+        else:
+            sigs = _signature.parse_header(text, str(self.signature_path))
+        try:
+            self._dll = ctypes.CDLL(str(self.path.resolve()))
+        except OSError as e:
+            raise LibraryNotFoundError(f"cannot load {self.path}: {e}") \
+                from None
+        self._last_error = self._dll.normrt_last_error
+        self._last_error.restype = ctypes.c_char_p
+        self._last_error.argtypes = []
+        self._status_string = getattr(self._dll, "normrt_status_string",
+                                      None)
+        if self._status_string is not None:
+            self._status_string.restype = ctypes.c_char_p
+            self._status_string.argtypes = [ctypes.c_int]
+        self.functions = {}
+        for name, sig in sigs.items():
+            try:
+                cfunc = getattr(self._dll, name)
+            except AttributeError:
+                raise SignatureError(
+                    f"{self.signature_path} lists {name}, which "
+                    f"{self.path} does not export") from None
+            self.functions[name] = Function(self, sig, cfunc)
+
+    def _find_signature(self, given):
+        if given is not None:
+            p = pathlib.Path(given)
+            if not p.is_file():
+                raise LibraryNotFoundError(f"no signature file at {p}")
+            return p
+        for suffix in (".json", ".h"):
+            p = self.path.with_suffix(suffix)
+            if p.is_file():
+                return p
+        raise LibraryNotFoundError(
+            f"no signature for {self.path}: neither "
+            f"{self.path.with_suffix('.json').name} nor "
+            f"{self.path.with_suffix('.h').name} beside it")
+
+    def __getattr__(self, name):
+        functions = self.__dict__.get("functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"{self.path.name} has no function '{name}' "
+                             f"(it has: {', '.join(functions) or 'none'})")
+
+    def __getitem__(self, name):
+        return getattr(self, name)
+
+    def __repr__(self):
+        return f"<norm_opt.Library {self.path} ({', '.join(self.functions)})>"
+
+    def last_error(self):
+        """normrt_last_error() of the calling thread."""
+        return self._last_error().decode(errors="replace")
+
+    def status_string(self, status):
+        if self._status_string is not None:
+            return self._status_string(status).decode()
+        return _STATUS_NAMES.get(status, "NORMRT_ERROR_UNKNOWN")

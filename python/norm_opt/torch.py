@@ -1,0 +1,219 @@
+#===- torch.py - norm-opt's backward kernels as PyTorch ops ---------------===#
+"""PyTorch integration (needs torch; the rest of norm_opt does not).
+
+* Custom ops (torch.library.custom_op, with register_fake for meta/fake
+  tensors, so torch.compile traces them without a graph break):
+    torch.ops.norm_opt.layer_norm_backward(dy, x, mean, rstd, weight)
+        -> (dx, dweight, dbias)
+    torch.ops.norm_opt.rms_norm_backward(dy, x, rstd, weight)
+        -> (dx, dweight)
+  x / dy: [..., N]; mean / rstd: the fp32 statistics of the forward, one per
+  row ([...] or [..., 1]); weight: [N]. They launch on torch's current
+  stream, so they work inside CUDA graphs (torch.compile
+  mode="reduce-overhead", torch.cuda.graph) once warmed up.
+* layer_norm / rms_norm (functional) and LayerNorm / RMSNorm (drop-in
+  subclasses of torch.nn's): the forward is torch's, the backward ours.
+  Inputs our kernels do not cover (CPU tensors, no weight, more than one
+  normalized dim, other dtypes, no grad needed) take torch's path.
+
+Libraries come from norm_opt.kernels: compiled ahead of time
+($NORM_OPT_LIBRARY_PATH), cached, or compiled on first use when norm-opt is
+available (the chip from the device, or $NORM_OPT_CHIP). preload() loads
+them before a CUDA-graph capture or a timed region.
+"""
+
+import math
+import os
+import threading
+
+import torch
+import torch.nn.functional as F
+
+from . import kernels
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+_functions = {}
+_lock = threading.Lock()
+# Calls of our backward kernels from Python (eager and torch.compile; a
+# CUDA-graph replay runs no Python): tests check that they ran.
+launches = 0
+
+
+def chip_of(device):
+    """The --chip for a CUDA device: sm_90a on Hopper (9.0), else sm_XY."""
+    env = os.environ.get("NORM_OPT_CHIP")
+    if env:
+        return env
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+
+
+def kernel(kind, n, dtype, weight_dtype, device):
+    """The norm_opt.Function of one backward kernel (loaded once)."""
+    chip = chip_of(device)
+    key = (kind, int(n), kernels.mlir_dtype(dtype),
+           kernels.mlir_dtype(weight_dtype), chip)
+    fn = _functions.get(key)
+    if fn is None:
+        with _lock:
+            fn = _functions.get(key)
+            if fn is None:
+                lib = kernels.library(kind, n, dtype, weight_dtype, chip)
+                fn = lib[kernels.function_name(kind)]
+                _functions[key] = fn
+    return fn
+
+
+def preload(hidden_sizes, dtypes=(torch.bfloat16,), weight_dtypes=None,
+            kinds=kernels.KINDS, device=None):
+    """Loads (compiling if needed) the kernels for these sizes and dtypes."""
+    device = torch.device(device or "cuda")
+    for kind in kinds:
+        for n in hidden_sizes:
+            for dtype in dtypes:
+                for wdtype in (weight_dtypes or (dtype,)):
+                    kernel(kind, n, dtype, wdtype, device)
+
+
+def _as_rows(t, rows, n):
+    """t as [rows, n] with unit stride along n and one row stride >= n."""
+    t2 = t.reshape(rows, n)
+    if (n > 1 and t2.stride(1) != 1) or (rows > 1 and t2.stride(0) < n):
+        t2 = t2.contiguous()
+    return t2
+
+
+def _stats(t, rows):
+    return t.reshape(rows).to(torch.float32).contiguous()
+
+
+@torch.library.custom_op("norm_opt::layer_norm_backward", mutates_args=(),
+                         device_types="cuda")
+def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor,
+                        mean: torch.Tensor, rstd: torch.Tensor,
+                        weight: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    n = x.shape[-1]
+    rows = math.prod(x.shape[:-1])
+    w = weight.contiguous()
+    # Outputs are fresh tensors (custom ops must not return views).
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dw, db = torch.empty_like(w), torch.empty_like(w)
+    fn = kernel("layer", n, x.dtype, w.dtype, x.device)
+    global launches
+    launches += 1
+    with torch.cuda.device(x.device):
+        # bias is not read by the kernel (dbias = sum of dy): pass weight.
+        fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
+           _stats(mean, rows), _stats(rstd, rows), w, w,
+           dx.view(rows, n), dw, db,
+           stream=torch.cuda.current_stream(x.device).cuda_stream)
+    return dx, dw, db
+
+
+@layer_norm_backward.register_fake
+def _(dy, x, mean, rstd, weight):
+    return (x.new_empty(x.shape), weight.new_empty(weight.shape),
+            weight.new_empty(weight.shape))
+
+
+@torch.library.custom_op("norm_opt::rms_norm_backward", mutates_args=(),
+                         device_types="cuda")
+def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
+                      weight: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    n = x.shape[-1]
+    rows = math.prod(x.shape[:-1])
+    w = weight.contiguous()
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dw = torch.empty_like(w)
+    fn = kernel("rms", n, x.dtype, w.dtype, x.device)
+    global launches
+    launches += 1
+    with torch.cuda.device(x.device):
+        fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
+           _stats(rstd, rows), w, dx.view(rows, n), dw,
+           stream=torch.cuda.current_stream(x.device).cuda_stream)
+    return dx, dw
+
+
+@rms_norm_backward.register_fake
+def _(dy, x, rstd, weight):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape)
+
+
+class _LayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        y, mean, rstd = torch.ops.aten.native_layer_norm(
+            x, [x.shape[-1]], weight, bias, eps)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        dx, dw, db = torch.ops.norm_opt.layer_norm_backward(dy, x, mean, rstd,
+                                                            weight)
+        return dx, dw, (db if ctx.has_bias else None), None
+
+
+class _RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y = F.rms_norm(x, (x.shape[-1],), weight, eps)
+        # The statistic torch's forward does not return; fp32, per row.
+        rstd = torch.rsqrt(x.to(torch.float32).pow(2).mean(-1) + eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dw = torch.ops.norm_opt.rms_norm_backward(dy, x, rstd, weight)
+        return dx, dw, None
+
+
+def _covered(x, normalized_shape, weight):
+    """Whether our backward handles this call (else torch's path)."""
+    shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+             else tuple(normalized_shape))
+    return (x.is_cuda and weight is not None and len(shape) == 1
+            and x.dim() >= 1 and shape[0] == x.shape[-1]
+            and x.dtype in SUPPORTED_DTYPES
+            and weight.dtype in SUPPORTED_DTYPES
+            and torch.is_grad_enabled()
+            and (x.requires_grad or weight.requires_grad))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm with our backward."""
+    if _covered(x, normalized_shape, weight):
+        return _LayerNormFunction.apply(x, weight, bias, eps)
+    return F.layer_norm(x, normalized_shape, weight, bias, eps)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """torch.nn.functional.rms_norm with our backward."""
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    if _covered(x, normalized_shape, weight):
+        return _RMSNormFunction.apply(x, weight, eps)
+    return F.rms_norm(x, normalized_shape, weight, eps)
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """torch.nn.LayerNorm whose backward runs norm-opt's kernel."""
+
+    def forward(self, x):
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias,
+                          self.eps)
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    """torch.nn.RMSNorm whose backward runs norm-opt's kernel."""
+
+    def forward(self, x):
+        return rms_norm(x, self.normalized_shape, self.weight, self.eps)

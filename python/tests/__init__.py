@@ -1,0 +1,1 @@
+#===- __init__.py - norm_opt's tests (standard library only) --------------===#

@@ -1,0 +1,117 @@
+#===- test_compile.py - norm_opt.compile and finding norm-opt -------------===#
+"""compile() runs `norm-opt compile` found by argument, $NORM_OPT or PATH,
+returns a Library (or the PTX path), and reports norm-opt's diagnostics."""
+
+import os
+import pathlib
+import sys
+import unittest
+from unittest import mock
+
+import norm_opt
+from norm_opt import CompileError, NormOptNotFoundError
+from tests.support import require_env, scratch
+
+RMS = """
+func.func @rms(%dy: tensor<?x128xf32>, %x: tensor<?x128xf32>,
+               %rstd: tensor<?xf32>, %w: tensor<128xf32>)
+    -> (tensor<?x128xf32>, tensor<128xf32>) {
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<128xf32>)
+      : tensor<?x128xf32>, tensor<?xf32> -> tensor<?x128xf32>, tensor<128xf32>
+  return %dx, %dw : tensor<?x128xf32>, tensor<128xf32>
+}
+"""
+
+
+class FindNormOpt(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_env("NORM_OPT")
+        cls.exe = os.path.abspath(os.environ["NORM_OPT"])
+
+    def test_argument_environment_path(self):
+        with mock.patch.dict(os.environ, {"NORM_OPT": "/nonexistent/x"}):
+            # The argument wins over the environment.
+            self.assertEqual(norm_opt.find_norm_opt(self.exe), self.exe)
+            with self.assertRaisesRegex(NormOptNotFoundError,
+                                        r"/nonexistent/x \(from \$NORM_OPT\)"):
+                norm_opt.find_norm_opt()
+        with self.assertRaisesRegex(NormOptNotFoundError,
+                                    "/no/norm-opt \\(from the norm_opt "
+                                    "argument\\)"):
+            norm_opt.find_norm_opt("/no/norm-opt")
+        env = {"PATH": os.path.dirname(self.exe)}
+        with mock.patch.dict(os.environ, env):
+            os.environ.pop("NORM_OPT", None)
+            self.assertEqual(norm_opt.find_norm_opt(), self.exe)
+        with mock.patch.dict(os.environ, {"PATH": "/nonexistent"}):
+            os.environ.pop("NORM_OPT", None)
+            with self.assertRaisesRegex(NormOptNotFoundError,
+                                        r"set \$NORM_OPT, or put norm-opt "
+                                        "on PATH"):
+                norm_opt.compile(RMS)
+
+    def test_command(self):
+        argv = norm_opt.compile_command("in.mlir", "out.so", chip="sm_80",
+                                        norm_opt=self.exe, threads_per_row=8,
+                                        single_launch=False, opt_level=2)
+        self.assertEqual(argv, [self.exe, "compile", "in.mlir",
+                                "--chip=sm_80", "--emit=lib", "-o", "out.so",
+                                "--opt-level=2", "--single-launch=false",
+                                "--threads-per-row=8"])
+        with self.assertRaisesRegex(TypeError, "unknown plan option "
+                                    "'threads' .*threads_per_row"):
+            norm_opt.compile_command("a", "b", norm_opt=self.exe, threads=8)
+        with self.assertRaisesRegex(TypeError, "rows_per_cta must be an int"):
+            norm_opt.compile_command("a", "b", norm_opt=self.exe,
+                                     rows_per_cta="4")
+        with self.assertRaisesRegex(ValueError, "emit must be one of"):
+            norm_opt.compile_command("a", "b", norm_opt=self.exe,
+                                     emit="so")
+
+
+class Compile(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_env("NORM_OPT")
+        cls.dir = scratch("compile")
+
+    def test_library_from_text(self):
+        lib = norm_opt.compile(RMS, output=self.dir / "librms.so")
+        self.assertIsInstance(lib, norm_opt.Library)
+        self.assertEqual(lib.signature_path, self.dir / "librms.json")
+        self.assertEqual(lib.rms.signature.params[-1], "stream")
+        self.assertTrue((self.dir / "librms.h").is_file())
+
+    def test_ptx_from_file_with_plan_options(self):
+        src = self.dir / "rms.mlir"
+        src.write_text(RMS)
+        ptx = norm_opt.compile(src, chip="sm_80", emit="ptx",
+                               threads_per_row=32)
+        self.assertEqual(ptx.name, "rms.ptx")
+        text = ptx.read_text()
+        self.assertIn(".target sm_80", text)
+        self.assertIn(".entry rms_0_main(", text)
+
+    def test_diagnostics(self):
+        with self.assertRaises(CompileError) as cm:
+            norm_opt.compile(RMS.replace("norm.rms_norm_grad",
+                                         "norm.rms_norm_gradd"))
+        self.assertEqual(cm.exception.returncode, 1)
+        self.assertIn("error:", cm.exception.diagnostics)
+        self.assertIn("norm.rms_norm_gradd", str(cm.exception))
+
+    def test_bad_plan_option_value(self):
+        with self.assertRaisesRegex(CompileError, "threads-per-row"):
+            norm_opt.compile(RMS, emit="ptx", threads_per_row=3)
+
+    def test_missing_source(self):
+        with self.assertRaisesRegex(FileNotFoundError, "no source file"):
+            norm_opt.compile(pathlib.Path("/nonexistent/in.mlir"))
+
+    def test_import_needs_no_torch(self):
+        self.assertNotIn("torch", sys.modules)
+
+
+if __name__ == "__main__":
+    unittest.main()

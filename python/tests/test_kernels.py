@@ -1,0 +1,86 @@
+#===- test_kernels.py - Backward kernels: sources, lookup, disk cache -----===#
+"""norm_opt.kernels finds a library ahead of time ($NORM_OPT_LIBRARY_PATH),
+in the cache, or compiles it into the cache; the key follows the source, the
+options and the chip; with neither a library nor norm-opt the error says
+what was looked for and where."""
+
+import os
+import unittest
+from unittest import mock
+
+from norm_opt import NormOptNotFoundError, kernels
+from tests.support import require_env, scratch
+
+
+class Sources(unittest.TestCase):
+    def test_key(self):
+        a = kernels.entry_name("rms", 512, "bf16", None, "sm_90a", {})
+        self.assertTrue(a.startswith("rms-512-bf16-bf16-sm_90a-"))
+        self.assertEqual(a, kernels.entry_name("rms", 512, "torch.bfloat16",
+                                               "bfloat16", "sm_90a", {}))
+        others = {
+            kernels.entry_name("rms", 512, "bf16", None, "sm_80", {}),
+            kernels.entry_name("rms", 512, "bf16", "f32", "sm_90a", {}),
+            kernels.entry_name("rms", 1024, "bf16", None, "sm_90a", {}),
+            kernels.entry_name("layer", 512, "bf16", None, "sm_90a", {}),
+            kernels.entry_name("rms", 512, "bf16", None, "sm_90a",
+                               {"threads_per_row": 8}),
+        }
+        self.assertEqual(len(others), 5)
+        self.assertNotIn(a, others)
+
+    def test_source(self):
+        text = kernels.source("layer", 768, "bf16", "f32")
+        self.assertIn("func.func @layer_norm_backward(", text)
+        self.assertIn("%x: tensor<?x768xbf16>", text)
+        self.assertIn("weight(%w : tensor<768xf32>)", text)
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(ValueError, "unsupported dtype int8"):
+            kernels.source("rms", 64, "int8")
+        with self.assertRaisesRegex(ValueError, "kind must be one of"):
+            kernels.source("batch", 64, "f32")
+        with self.assertRaisesRegex(ValueError, "hidden size must be >= 1"):
+            kernels.source("rms", 0, "f32")
+
+
+class Lookup(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_env("NORM_OPT", "NORM_OPT_LIBRARY_PATH")
+
+    def test_ahead_of_time_library_needs_no_norm_opt(self):
+        with mock.patch.dict(os.environ, {"NORM_OPT": "/nonexistent/norm-opt",
+                                          "NORM_OPT_CACHE_DIR":
+                                          str(scratch("empty-cache"))}):
+            lib = kernels.library("layer", 256, "bf16", chip="sm_90a")
+        self.assertEqual(str(lib.path.parent.parent),
+                         os.environ["NORM_OPT_LIBRARY_PATH"])
+
+    def test_missing_everywhere(self):
+        cache = scratch("no-cache")
+        with mock.patch.dict(os.environ, {"NORM_OPT": "/nonexistent/norm-opt",
+                                          "NORM_OPT_CACHE_DIR": str(cache)}):
+            with self.assertRaisesRegex(
+                    NormOptNotFoundError,
+                    r"no compiled rms_norm_backward for N=320, dtype=f16, "
+                    r"weight=f16, chip=sm_90a \(looked for "
+                    r"rms-320-f16-f16-sm_90a-\w+/ in .*" + str(cache) +
+                    r"\), and it cannot be compiled now: norm-opt not "
+                    r"found: /nonexistent/norm-opt \(from \$NORM_OPT\)"):
+                kernels.library("rms", 320, "f16", chip="sm_90a")
+
+    def test_compiled_on_first_use_then_cached(self):
+        cache = scratch("cache")
+        with mock.patch.dict(os.environ, {"NORM_OPT_CACHE_DIR": str(cache)}):
+            lib = kernels.library("rms", 64, "f32", chip="sm_90a")
+            self.assertEqual(lib.path.parent.parent, cache)
+            os.environ["NORM_OPT"] = "/nonexistent/norm-opt"
+            again = kernels.library("rms", 64, "f32", chip="sm_90a")
+        self.assertEqual(again.path, lib.path)
+        self.assertEqual([p.name for p in cache.iterdir()],
+                         [lib.path.parent.name])  # no scratch left behind
+
+
+if __name__ == "__main__":
+    unittest.main()
