@@ -94,6 +94,26 @@ def ptxas_report(text):
     return report
 
 
+# Front-end (linalg) inputs with riders, one library each (gpu_check.py):
+# (input in bench/inputs, library, the function's signature entry).
+RIDERS = [
+    # A training-step backward: dynamic rows and N, a 0-d loss scale, a
+    # residual, dW accumulated.
+    ("training_riders.mlir", "libriders.so", {
+        "name": "training_riders_dynamic", "kind": "riders", "config": "f32",
+        "n": 0, "x": "f32", "w": "f32",
+        "args": ["x", "dy", "rstd", "w", "scale", "dres", "prev_dw"],
+        "results": ["dx", "dw", "db"], "strides": ["x", "dy", "dres", "dx"]}),
+    # Issue 11's crash: the bf16 RMSNorm riders backward, static 16384x5120
+    # (constant loss scale, residual, dW accumulated into an f32 buffer).
+    ("rms_riders_bf16.mlir", "libriders_bf16.so", {
+        "name": "rms_riders_bf16", "kind": "riders_bf16", "config": "bf16",
+        "n": 5120, "x": "bf16", "w": "bf16",
+        "args": ["x", "dy", "rstd", "w", "dres", "dw_in"],
+        "results": ["dx", "dw"], "strides": ["x", "dy", "dres", "dx"]}),
+]
+
+
 def compile_command(norm_opt, src, lib, chip, extra):
     return [norm_opt, "compile", src, f"--chip={chip}", "--emit=lib",
             "--ptxas-verbose", "-o", lib] + list(extra)
@@ -126,33 +146,14 @@ def build(norm_opt, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
                           "functions": sigs}))
 
     if riders:
-        # A front-end (linalg) training-step backward with riders: dynamic
-        # rows and N, a 0-d loss scale, a residual, dW accumulated
-        # (gpu_check.py).
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                           "inputs", "training_riders.mlir")
-        lib = os.path.join(out, "libriders.so")
-        work.append((compile_command(norm_opt, src, lib, chip, extra), {
-            "library": "libriders.so", "functions": [{
-                "name": "training_riders_dynamic", "kind": "riders",
-                "config": "f32", "n": 0, "x": "f32", "w": "f32",
-                "args": ["x", "dy", "rstd", "w", "scale", "dres", "prev_dw"],
-                "results": ["dx", "dw", "db"],
-                "strides": ["x", "dy", "dres", "dx"]}]}))
-
-        # Issue 11's crash: the bf16 RMSNorm riders backward, static
-        # 16384x5120 (constant loss scale, residual, dW accumulated into an
-        # f32 buffer).
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                           "inputs", "rms_riders_bf16.mlir")
-        lib = os.path.join(out, "libriders_bf16.so")
-        work.append((compile_command(norm_opt, src, lib, chip, extra), {
-            "library": "libriders_bf16.so", "functions": [{
-                "name": "rms_riders_bf16", "kind": "riders_bf16",
-                "config": "bf16", "n": 5120, "x": "bf16", "w": "bf16",
-                "args": ["x", "dy", "rstd", "w", "dres", "dw_in"],
-                "results": ["dx", "dw"],
-                "strides": ["x", "dy", "dres", "dx"]}]}))
+        inputs = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "inputs")
+        for source, library, signature in RIDERS:
+            work.append((compile_command(norm_opt,
+                                         os.path.join(inputs, source),
+                                         os.path.join(out, library), chip,
+                                         extra),
+                         {"library": library, "functions": [signature]}))
 
     if not compile_libraries:
         return [], {"libraries": [e for _, e in work]}
