@@ -97,13 +97,17 @@ class CustomOps(unittest.TestCase):
                     torch.Tensor((N,), torch.float16))
 
     def test_reaches_the_driver(self):
+        args = (torch.Tensor((4, N)), torch.Tensor((4, N)),
+                torch.Tensor((4,)), torch.Tensor((N,)))
+        if os.environ["NORMRT_TEST_SCENARIO"] == "fake":
+            # The fake driver loads the library's cubin and takes the
+            # launches (it runs no kernel): the call succeeds.
+            dx, dw = nt.rms_norm_backward(*args)
+            self.assertEqual((dx.shape, dw.shape), ((4, N), (N,)))
+            return
         with self.assertRaises(NormRuntimeError) as cm:
-            nt.rms_norm_backward(torch.Tensor((4, N)), torch.Tensor((4, N)),
-                                 torch.Tensor((4,)), torch.Tensor((N,)))
-        expected = {"no-driver": "NORMRT_ERROR_NO_DRIVER",
-                    "fake": "NORMRT_ERROR_MODULE"}
-        self.assertEqual(cm.exception.status_name,
-                         expected[os.environ["NORMRT_TEST_SCENARIO"]])
+            nt.rms_norm_backward(*args)
+        self.assertEqual(cm.exception.status_name, "NORMRT_ERROR_NO_DRIVER")
 
     def test_fake_functions(self):
         x = torch.Tensor((2, 3, N), torch.bfloat16)
