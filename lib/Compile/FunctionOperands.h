@@ -10,7 +10,10 @@
 #ifndef NORM_LIB_COMPILE_FUNCTIONOPERANDS_H
 #define NORM_LIB_COMPILE_FUNCTIONOPERANDS_H
 
+#include "norm/Conversion/NormToGPU.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -50,6 +53,15 @@ inline std::optional<unsigned> resultOf(Value v) {
     v = use.getOwner()->getResult(0);
   }
   return std::nullopt;
+}
+
+/// The value a column initial value is read from: the input of the
+/// prologue the kernels absorb (the extf of a 16-bit previous gradient),
+/// else the initial value itself.
+inline Value columnInitSource(Value init) {
+  if (linalg::GenericOp prologue = getColumnInitPrologue(init))
+    return prologue.getDpsInputOperand(0)->get();
+  return init;
 }
 
 /// `t` as MLIR prints it ("tensor<?x256xf32>"), for generated sources.

@@ -148,10 +148,8 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   for (Value v : op.getColInit()) {
     if (getConstantColumnInit(v))
       continue;
-    // An absorbed prologue (extf of a 16-bit previous gradient): its input.
-    if (linalg::GenericOp prologue = getColumnInitPrologue(v))
-      v = prologue.getDpsInputOperand(0)->get();
-    FailureOr<unsigned> a = needArg(v, "column initial value");
+    FailureOr<unsigned> a =
+        needArg(compile_detail::columnInitSource(v), "column initial value");
     if (failed(a))
       return failure();
     launch.initIn.push_back("arg" + std::to_string(*a));

@@ -63,7 +63,8 @@ FailureOr<llvm::StringMap<StringRef>> layouts(func::FuncOp fn) {
         return WalkResult::interrupt();
     for (Value v : op.getColInit())
       if (!getConstantColumnInit(v) &&
-          failed(note(argumentOf(v), "arg", "cols", op)))
+          failed(note(argumentOf(compile_detail::columnInitSource(v)), "arg",
+                      "cols", op)))
         return WalkResult::interrupt();
     for (Value v : op.getFullResults())
       if (failed(note(resultOf(v), "res", "rows_by_cols", op)))
