@@ -39,8 +39,10 @@ configure_and_build() {
     local args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release)
     [ -n "${MLIR_DIR:-}" ] && args+=(-DMLIR_DIR="$MLIR_DIR")
     [ -n "${CUDAToolkit_ROOT:-}" ] && args+=(-DCUDAToolkit_ROOT="$CUDAToolkit_ROOT")
-    cmake "${args[@]}" >"$build.configure.log" 2>&1 ||
-      { cat "$build.configure.log"; exit 1; }
+    # The log lives in the build directory (cmake creates it).
+    mkdir -p "$build"
+    cmake "${args[@]}" >"$build/configure.log" 2>&1 ||
+      { cat "$build/configure.log"; exit 1; }
   fi
   if ninja -C "$build" -n 2>/dev/null | grep -q '^\['; then log "building $build"; fi
   local out

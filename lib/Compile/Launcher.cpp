@@ -57,7 +57,6 @@ struct OpLaunch {
   int64_t finalThreads = 512;
   int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
   int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
-  bool splitSingleLaunch = false;
 };
 
 class LauncherWriter {
@@ -105,8 +104,6 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   launch.columnGroups = get("column_groups");
   launch.splitColumnGroups = get("split_column_groups");
   launch.splitSharedBytes = get("split_shared_bytes");
-  launch.splitSingleLaunch =
-      cast<BoolAttr>(gpuAttr.get("split_single_launch")).getValue();
 
   auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
     if (std::optional<unsigned> a = argumentOf(v))
@@ -327,7 +324,6 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       }
     };
     src << "    int vec = " << (p.vector > 1 ? "1" : "0") << ";\n";
-    SmallVector<int64_t> rowBytes(l.rowIn.size(), 4);
     ptrs(l.fullIn, l.fullInBytes, false);
     ptrs(l.fullOut, l.fullOutBytes, false);
     ptrs(l.colIn, l.colInBytes, false);
@@ -345,7 +341,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     }
     int64_t R = p.rowsPerCTA;
     const bool anyTail =
-        numCol > 0 && (p.singleLaunch || l.splitSingleLaunch);
+        numCol > 0 && p.singleLaunch;
     src << "    void *fn;\n"
         << "    unsigned smem = " << p.dynamicSharedBytes << ";\n";
     if (anyTail)
@@ -361,9 +357,9 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
           << "    if (split) {\n"
           << "      cg = " << l.splitColumnGroups << ";\n"
           << "      smem = " << l.splitSharedBytes << ";\n"
-          << (anyTail ? std::string("      single = ") +
-                            (l.splitSingleLaunch ? "1" : "0") + ";\n"
-                      : std::string())
+          << (anyTail ? "      single = 0; /* the split kernels have no "
+                        "tail */\n"
+                      : "")
           << "    }\n"
           << "    if ((st = normrt_get_function(norm_image, split ? (vec ? \""
           << l.kernel << "_main_split\" : \"" << l.kernel

@@ -82,6 +82,7 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
   gpu.prefetch = options.prefetch;
   gpu.singleLaunch = options.singleLaunch;
   gpu.asyncStages = options.asyncStages;
+  gpu.chip = options.chip;
   pm.addPass(createConvertNormToGPU(gpu));
   addUpstream(pm, (llvm::Twine("nvvm-attach-target{chip=") + options.chip +
                    " features=" + options.features +

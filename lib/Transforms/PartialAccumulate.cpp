@@ -24,6 +24,7 @@
 
 #include "norm/Dialect/Norm/IR/NormOps.h"
 #include "norm/Transforms/Passes.h"
+#include "norm/Utils/PayloadUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -72,15 +73,9 @@ private:
   Value zeroF32() {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
   }
-  Value toF32(OpBuilder &nb, Value v) {
-    if (v.getType() == f32)
-      return v;
-    return arith::ExtFOp::create(nb, loc, f32, v);
-  }
+  Value toF32(OpBuilder &nb, Value v) { return norm::toF32(nb, loc, v); }
   Value fromF32(OpBuilder &nb, Value v, Type to) {
-    if (to == f32)
-      return v;
-    return arith::TruncFOp::create(nb, loc, to, v);
+    return norm::fromF32(nb, loc, v, to);
   }
 
   /// Block arguments shared by every region at (row, col): the elements of
@@ -94,21 +89,6 @@ private:
     for (Value v : op.getCol())
       args.push_back(tensor::ExtractOp::create(nb, loc, v, col));
     return args;
-  }
-
-  /// Clones `region`'s body with its block arguments bound to `args`;
-  /// returns the yielded values.
-  SmallVector<Value> inlineRegion(OpBuilder &nb, Region &region,
-                                  ValueRange args) {
-    Block &block = region.front();
-    IRMapping mapping;
-    mapping.map(block.getArguments(), args.take_front(block.getNumArguments()));
-    for (Operation &inner : block.without_terminator())
-      nb.clone(inner, mapping);
-    SmallVector<Value> yielded;
-    for (Value v : block.getTerminator()->getOperands())
-      yielded.push_back(mapping.lookupOrDefault(v));
-    return yielded;
   }
 
   RewriterBase &b;

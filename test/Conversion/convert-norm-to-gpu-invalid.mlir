@@ -1,9 +1,12 @@
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu -verify-diagnostics
 // RUN: not norm-opt %s --convert-norm-to-gpu="threads-per-row=3" 2>&1 | FileCheck %s --check-prefix=OPT
 // RUN: not norm-opt %s --convert-norm-to-gpu="vector-bytes=12" 2>&1 | FileCheck %s --check-prefix=VEC
+// RUN: not norm-opt %s --convert-norm-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // OPT: 'threads-per-row' must be a power of two in [1, 1024], got 3
 // VEC: 'vector-bytes' must be 1, 2, 4, 8 or 16, got 12
+// The kernel plan needs the chip's limits (GpuTarget.h).
+// CHIP: error: convert-norm-to-gpu: unknown chip 'sm_75' (known: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100 sm_100a sm_120)
 
 // A payload may capture constants, sizes of the domain and 0-d tensor
 // reads; a scalar function argument cannot be moved into a kernel.

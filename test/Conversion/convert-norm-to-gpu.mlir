@@ -11,7 +11,7 @@
 
 // CHECK-LABEL: func.func @rms
 // CHECK:         norm.mixed_reduction
-// CHECK:         norm.gpu = {async_stages = 3 : i64, block = 256 : i64, chunks_per_thread = 4 : i64, column_groups = 0 : i64, combine_in_cta = true, dynamic_shared_bytes = 131072 : i64, final_threads = 256 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, single_launch = true, split_column_groups = 0 : i64, split_shared_bytes = 0 : i64, split_single_launch = false, threads_per_row = 2 : i64, vector = 8 : i64}
+// CHECK:         norm.gpu = {async_stages = 3 : i64, block = 256 : i64, chunks_per_thread = 4 : i64, column_groups = 0 : i64, combine_in_cta = true, dynamic_shared_bytes = 131072 : i64, final_threads = 256 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, single_launch = true, split_column_groups = 0 : i64, split_shared_bytes = 0 : i64, threads_per_row = 2 : i64, vector = 8 : i64}
 // CHECK:       gpu.module @norm_kernels
 // The dynamic shared memory (accumulators, then the cp.async ring): an
 // external declaration, 16-byte aligned (`.extern .shared .align 16 .b8

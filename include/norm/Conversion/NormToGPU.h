@@ -9,6 +9,7 @@
 #ifndef NORM_CONVERSION_NORMTOGPU_H
 #define NORM_CONVERSION_NORMTOGPU_H
 
+#include "norm/Conversion/NormToGPU/GpuTarget.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -74,7 +75,6 @@ struct KernelPlan {
   // them when there are too few rows to fill the SMs.
   int64_t splitColumnGroups = 0;
   int64_t splitSharedBytes = 0;
-  bool splitSingleLaunch = false;
   // Looped: ask ptxas for two CTAs per SM (<= 64 registers at 512
   // threads) in the vector kernel.
   bool twoCTAsPerSM = false;
@@ -90,21 +90,29 @@ struct KernelPlan {
     return blockThreads() % kFinalColumnsPerCTA == 0 ? blockThreads() : 512;
   }
   bool resident() const { return chunksPerThread > 0; }
+  /// Looped: chunks per iteration of the loops over a row, for the kernel
+  /// of `vector` columns per access (the vector or the scalar kernel).
+  int64_t loopUnroll(MixedReductionOp op, int64_t vector) const;
 };
 
-/// Dynamic shared memory one CTA may use for accumulators (bytes); the
-/// rest of the 227 KiB stays for a second CTA's worth of occupancy.
-constexpr int64_t kMaxAccumulatorSharedBytes = 160 * 1024;
+/// Dynamic shared memory one CTA may use for accumulators (and the
+/// cp.async ring) on `target`: 160 KiB where the CTA may have 227 (the
+/// rest stays for a second CTA's worth of occupancy; measured on the H100),
+/// and 3 KiB below the CTA's limit (its static arrays) elsewhere.
+int64_t maxAccumulatorSharedBytes(const GpuTarget &target);
 
 /// The looped variant's accumulators per CTA when it aims at two CTAs per
-/// SM (KernelPlan::twoCTAsPerSM).
-constexpr int64_t kLoopedSharedBytes = 100 * 1024;
+/// SM (KernelPlan::twoCTAsPerSM): 100 KiB on the H100, at most half an SM's
+/// shared memory less 14 KiB (static arrays, the reserved 1 KiB per CTA).
+int64_t loopedSharedBytes(const GpuTarget &target);
 
 /// Bytes of one element of `t` (or of its element type, for shaped types).
 int64_t elementBytes(Type t);
 
-/// Picks the kernel shape for `op` (see docs/gpu.md for the rules).
-KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options);
+/// Picks the kernel shape for `op` on `target` (see docs/gpu.md for the
+/// rules).
+KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options,
+                      const GpuTarget &target);
 
 /// The elementwise epilogue of a column result that the final kernel
 /// absorbs (the narrowing truncf of dW/dB): its only use, a 1-D parallel

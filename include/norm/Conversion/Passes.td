@@ -15,32 +15,47 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
                 "(gpu.module of gpu.func, LLVM pointers, f32 math)";
   let description = [{
     For every `norm.mixed_reduction` in the module's functions this pass
-    writes three kernels into the module's `gpu.module @norm_kernels`:
+    makes a kernel plan and writes the plan's kernels into the module's
+    `gpu.module @norm_kernels` (names: `<func>_<i>` plus the suffixes of
+    `include/norm/Conversion/NormToGPU/KernelNames.h`):
 
-    - `<func>_<i>_main`: the persistent row loop with 16-byte loads and
-      stores. Programs are CTAs (or, for short rows, groups of lanes inside
-      a CTA); each program walks rows `prog, prog + P, ...`; a row is
-      spread over `threads-per-row` lanes and every lane owns the same
-      columns for every row it touches, so its column partials stay in
-      registers across rows (the "resident" variant) or, for rows too long
-      for registers, in the program's own row of the partial buffer (the
-      "looped" variant, which re-reads the row for each reduction stage).
-      Row reductions are f32 `gpu.shuffle xor` butterflies plus a
-      workgroup buffer across warps, so every lane gets the same sum.
-    - `<func>_<i>_main_scalar`: the same loop with element-wide accesses,
-      for base pointers or row strides that are not 16-byte multiples and
-      for N that is not a multiple of the vector width.
-    - `<func>_<i>_final`: the fixed-order reduction of the [P, N] fp32
-      partial buffer (per column: 16 strided slices summed in order, then
-      the slices in order), plus the initial value, plus a trailing
-      elementwise epilogue of the column result (the narrowing `truncf`
-      of dW/dB) when it has one.
+    - `_main`: the persistent row loop with 16-byte loads and stores.
+      Programs are CTAs (or, for short rows, groups of lanes inside a
+      CTA); each program walks rows `prog, prog + P, ...`; a row is spread
+      over `threads-per-row` lanes and every lane owns the same columns for
+      every row it touches. The "resident" variant keeps the lane's part of
+      the row and its column accumulators in registers (the next row's
+      inputs arrive by a register prefetch or a `cp.async` ring in shared
+      memory); rows too long for registers take the "looped" variant,
+      which re-reads the row for each reduction stage and keeps the
+      accumulators in shared memory (or in its row of the partial buffer),
+      with up to 8 CTAs per row (column groups). Row reductions are f32
+      `gpu.shuffle xor` butterflies plus per-warp slots in shared memory,
+      so every lane gets the same sum. Partials go to an fp32 buffer
+      [C, P, N]; with `single-launch` the kernel then reduces it itself
+      after a grid barrier (cooperative launch).
+    - `_main_scalar`: the same loop with element-wide accesses, for base
+      pointers or row strides that are not 16-byte multiples and for N
+      that is not a multiple of the vector width.
+    - `_main_split`, `_main_split_scalar` (looped plans whose accumulators
+      fit in fewer than 4 column groups): the same with 4 CTAs per row,
+      for few rows.
+    - `_final`: the fixed-order reduction of the partial buffer (the
+      two-launch path; the same order as the single-launch tail), plus the
+      initial value, plus a trailing elementwise epilogue of the column
+      result (the narrowing `truncf` of dW/dB) when it has one.
 
-    The host function is left as it was; the op gets a `norm.gpu`
-    dictionary naming its kernels and launch shape (block size, rows per
-    CTA, vector width, programs per SM). `norm-opt compile` reads it to
-    write the host launcher. Kernel parameters are LLVM pointers (address
-    space 1) and i64 sizes/strides: all index math is 64-bit.
+    The plan is made from the target description of `chip` (registers and
+    shared memory per thread, CTA and SM; cp.async, bulk-copy and cluster
+    support; `GpuTarget.h`); the SM count is read at run time. The host
+    function is left as it was; the op gets a `norm.gpu` kernel plan
+    attribute (kernel prefix, vector width, lanes per row, rows per CTA,
+    chunks per lane, shared-memory bytes, launch mode, column groups, ...)
+    that `norm-opt compile` reads to write the host launcher. Kernel
+    parameters are LLVM pointers (address space 1) and i64 sizes/strides:
+    all index math is 64-bit. The dynamic shared memory is one extern
+    array, and every shared array accessed with vectors is 16-byte
+    aligned. See docs/gpu.md.
   }];
   let options = [
     Option<"threadsPerRow", "threads-per-row", "int64_t", /*default=*/"0",
@@ -72,6 +87,10 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "barrier (one cooperative launch instead of two kernels; the "
            "launcher falls back to the final kernel where a cooperative "
            "launch is not possible)">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "The GPU the kernel plan is made for (one of the chips of "
+           "GpuTarget.h: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, "
+           "sm_100a, sm_120)">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

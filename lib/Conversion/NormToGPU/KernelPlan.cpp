@@ -31,8 +31,19 @@ int64_t mlir::norm::elementBytes(Type t) {
                                   8);
 }
 
+int64_t mlir::norm::maxAccumulatorSharedBytes(const GpuTarget &target) {
+  return std::min<int64_t>(160 * 1024, target.sharedBytesPerBlock - 3 * 1024);
+}
+
+int64_t mlir::norm::loopedSharedBytes(const GpuTarget &target) {
+  return std::min<int64_t>(100 * 1024,
+                           target.sharedBytesPerSM / 2 - 14 * 1024);
+}
+
 KernelPlan mlir::norm::planKernel(MixedReductionOp op,
-                                  const KernelPlanOptions &options) {
+                                  const KernelPlanOptions &options,
+                                  const GpuTarget &target) {
+  const int64_t maxAccumulatorBytes = maxAccumulatorSharedBytes(target);
   KernelPlan plan;
   int64_t n = op.getDomainShape().back();
   if (!ShapedType::isDynamic(n))
@@ -66,16 +77,17 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
     prefetchPerColumn += elementBytes(v.getType()) / 4.0;
   auto budgetFor = [&](int64_t group) {
     // A CTA of `group` lanes (or 256 when rows share a CTA) and at least
-    // one CTA per SM within the 64K-register file; at most 255 per lane.
+    // one CTA per SM within the register file (64K); at most 255 per lane.
     int64_t block = std::max<int64_t>(group, 256);
-    return std::min<int64_t>(255, 65536 / block);
+    return std::min<int64_t>(target.registersPerThread,
+                             target.registersPerSM / block);
   };
 
   int64_t chunks = plan.staticCols ? *plan.staticCols / plan.vector : -1;
   int64_t maxResident = options.maxResidentElements;
   plan.chunksPerThread = 0;
   if (chunks > 0) {
-    for (int64_t g = 1; g <= 1024; g *= 2) {
+    for (int64_t g = 1; g <= target.maxThreadsPerBlock; g *= 2) {
       if (options.threadsPerRow && g != options.threadsPerRow)
         continue;
       int64_t k = (chunks + g - 1) / g;
@@ -84,7 +96,8 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       // CTAs per SM; only the widest group may go past that.
       bool fits = maxResident ? columns <= maxResident
                               : registersFor(columns) <= budgetFor(g) &&
-                                    (columns <= 32 || g == 1024 ||
+                                    (columns <= 32 ||
+                                     g == target.maxThreadsPerBlock ||
                                      options.threadsPerRow);
       if (fits) {
         plan.threadsPerRow = g;
@@ -123,7 +136,7 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   if (plan.staticCols && numCol > 0) {
     int64_t row = numCol * *plan.staticCols * 4;
     if (plan.resident() && plan.rowsPerCTA > 1 &&
-        plan.rowsPerCTA * row <= kMaxAccumulatorSharedBytes) {
+        plan.rowsPerCTA * row <= maxAccumulatorBytes) {
       plan.combineInCTA = true;
       plan.dynamicSharedBytes = plan.rowsPerCTA * row;
     } else if (!plan.resident()) {
@@ -134,10 +147,10 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       // most 100 KiB and a 64-register cap (LayerNorm bf16 2048x16384:
       // 127 -> 107 us). Elsewhere the cap spills and the extra column
       // groups re-read rows: measured slower (perf-notes v6).
+      const int64_t twoPerSMBytes = loopedSharedBytes(target);
       bool twoPerSM = widest < 4 && *plan.staticCols <= 16384 &&
-                      row <= 2 * kLoopedSharedBytes;
-      int64_t budget =
-          twoPerSM ? kLoopedSharedBytes : kMaxAccumulatorSharedBytes;
+                      row <= 2 * twoPerSMBytes;
+      int64_t budget = twoPerSM ? twoPerSMBytes : maxAccumulatorBytes;
       int64_t groups = (row + budget - 1) / budget;
       if (groups <= kMaxColumnGroups) {
         plan.twoCTAsPerSM = twoPerSM;
@@ -169,14 +182,15 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   // vs 91 us); 32-bit rows have twice the copies per lane and lose 2-8%
   // with the ring.
   bool wideRow = plan.threadsPerRow >= 256;
-  if (plan.resident() && plan.vector > 1 && options.asyncStages >= 2 &&
+  if (target.hasAsyncCopy && plan.resident() && plan.vector > 1 &&
+      options.asyncStages >= 2 &&
       (plan.threadsPerRow <= 32 ||
        (widest < 4 && (!plan.prefetch || wideRow)))) {
     int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
     int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
                        plan.blockThreads();
     for (int64_t s = options.asyncStages; s >= 2; --s) {
-      if (offset + s * perStage > kMaxAccumulatorSharedBytes)
+      if (offset + s * perStage > maxAccumulatorBytes)
         continue;
       plan.asyncStages = s;
       plan.asyncRingOffset = offset;
@@ -202,10 +216,31 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
                       plan.blockThreads() % kFinalColumnsPerCTA == 0;
   // The split kernels (few rows) could finish in one launch too, but
   // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes v6): their
-  // tail is latency-bound over few partial rows. Kept off; the code path
-  // is the resident one's.
-  plan.splitSingleLaunch = false;
+  // tail is latency-bound over few partial rows; they take two launches.
   return plan;
+}
+
+/// Bytes of loads per lane the looped variant's loops over a row issue
+/// before their first use (chunks per iteration = this / chunk bytes, at
+/// least 2): enough in flight to stream a row instead of paying one memory
+/// latency per chunk.
+constexpr int64_t kLoopBytesInFlight = 16 * 4;
+/// The scalar kernel (rows not 16-byte aligned, e.g. odd N) issues narrow
+/// loads: up to 24 values (all full inputs) per loop iteration, so a
+/// 17389-wide row of x and dy takes three iterations of 512 lanes instead
+/// of five (each costs a memory latency); more spills at 128 registers.
+constexpr int64_t kScalarLoopValuesInFlight = 24;
+
+int64_t KernelPlan::loopUnroll(MixedReductionOp op, int64_t vector) const {
+  int64_t chunkBytes = 0;
+  for (Value v : op.getFull())
+    chunkBytes = std::max(chunkBytes, elementBytes(v.getType()) * vector);
+  int64_t fullInputs = op.getFull().size();
+  return std::clamp<int64_t>(
+      kLoopBytesInFlight / chunkBytes, 2,
+      vector == 1
+          ? std::max<int64_t>(2, kScalarLoopValuesInFlight / fullInputs)
+          : 8);
 }
 
 /// A 1-D parallel linalg.generic of one input into a fresh tensor.empty,

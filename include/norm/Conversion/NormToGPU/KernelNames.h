@@ -1,0 +1,37 @@
+//===- KernelNames.h - Names of the GPU kernels and symbols -----*- C++ -*-===//
+//
+// Part of norm-opt. The names --convert-norm-to-gpu gives the kernels of
+// one norm.mixed_reduction (`<prefix><suffix>`, prefix = the kernel_plan's
+// `kernel` field) and the module-level symbols; the launcher writer
+// (lib/Compile/Launcher.cpp) looks the kernels up by these names.
+// test/Conversion/check_ptx.py keeps a Python copy of the suffixes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_CONVERSION_NORMTOGPU_KERNELNAMES_H
+#define NORM_CONVERSION_NORMTOGPU_KERNELNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::norm {
+
+/// The vector main kernel (16-byte accesses; N a multiple of the vector).
+inline constexpr llvm::StringLiteral kMainKernelSuffix = "_main";
+/// The scalar main kernel (any N, strides and base pointers).
+inline constexpr llvm::StringLiteral kMainScalarKernelSuffix = "_main_scalar";
+/// The looped variant's kernels with more CTAs per row (few rows).
+inline constexpr llvm::StringLiteral kMainSplitKernelSuffix = "_main_split";
+inline constexpr llvm::StringLiteral kMainSplitScalarKernelSuffix =
+    "_main_split_scalar";
+/// The final reduction of the partial buffer (two-launch path).
+inline constexpr llvm::StringLiteral kFinalKernelSuffix = "_final";
+
+/// The gpu.module holding every kernel.
+inline constexpr llvm::StringLiteral kKernelModuleName = "norm_kernels";
+/// The dynamic shared memory of every kernel (an extern shared array).
+inline constexpr llvm::StringLiteral kDynamicSharedMemoryName =
+    "norm_dynamic_smem";
+
+} // namespace mlir::norm
+
+#endif // NORM_CONVERSION_NORMTOGPU_KERNELNAMES_H

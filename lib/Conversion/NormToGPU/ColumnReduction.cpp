@@ -1,0 +1,196 @@
+//===- ColumnReduction.cpp - Partial buffer -> column results -------------===//
+//
+// Part of norm-opt. The fixed-order reduction of the fp32 partial buffer
+// [C, P, N] into the column results (dW, dB), written by the final kernel
+// (two-launch path) and by the main kernel's single-launch tail, with the
+// same threads so both paths sum in the same order.
+//
+//   shapeSlices         threads = W columns x S slices of the P programs
+//   for each tile of W columns (CTA-strided):
+//     sumSliceOfPrograms  slice s sums programs s, s + S, ... in order
+//     (slot in shared memory, barrier)
+//     finishColumn        slice 0 adds the slices in order, the initial
+//                         value, the column epilogue; stores the result
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+#include "MainKernel.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+/// S is the smallest power of two with at most kFinalProgramsPerSlice
+/// programs per slice (and at most threads / 32, so W >= 32), from P at
+/// run time: few partial rows (few rows) take wide tiles of one or two
+/// slices instead of many 32-column tiles.
+KernelBuilderBase::SliceShape
+KernelBuilderBase::shapeSlices(int64_t threads, Value programs) {
+  const int64_t maxSlices = threads / kFinalColumnsPerCTA;
+  Value perSlice = arith::CeilDivUIOp::create(b, loc, programs,
+                                              c64(kFinalProgramsPerSlice));
+  SliceShape shape;
+  shape.slices = c64(1);
+  for (int64_t c = 2; c <= maxSlices; c *= 2)
+    shape.slices = arith::SelectOp::create(b, loc, ult(c64(c / 2), perSlice),
+                                           c64(c), shape.slices);
+  shape.width = arith::DivUIOp::create(b, loc, c64(threads), shape.slices);
+  Value tid = threadId();
+  shape.column = arith::RemUIOp::create(b, loc, tid, shape.width);
+  shape.slice = arith::DivUIOp::create(b, loc, tid, shape.width);
+  return shape;
+}
+
+/// Programs sy, sy + S, ... of column result `c` in order. The step is
+/// known only at run time, so the loop is unrolled by hand (8 loads in
+/// flight, added in the same order), then the rest one by one.
+Value KernelBuilderBase::sumSliceOfPrograms(unsigned c,
+                                            const SliceShape &shape,
+                                            Value partial, Value programs,
+                                            Value cols, Value colClamped) {
+  Value S = shape.slices, sy = shape.slice;
+  auto partAt = [&](Value q) {
+    Value index = add(mul(add(mul(c64(c), programs), q), cols), colClamped);
+    return load(partial, f32, index, 1)[0];
+  };
+  constexpr int64_t kUnroll = 8;
+  Value count = arith::SelectOp::create(
+      b, loc, ult(sy, programs),
+      arith::CeilDivUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, programs, sy), S),
+      c64(0));
+  Value full =
+      mul(arith::DivUIOp::create(b, loc, count, c64(kUnroll)), c64(kUnroll));
+  auto unrolled = scf::ForOp::create(
+      b, loc, c64(0), full, c64(kUnroll), ValueRange{zeroF32()},
+      [&](OpBuilder &, Location, Value i, ValueRange acc) {
+        SmallVector<Value> parts;
+        for (int64_t u = 0; u < kUnroll; ++u)
+          parts.push_back(partAt(add(sy, mul(add(i, c64(u)), S))));
+        Value sum = acc[0];
+        for (Value part : parts)
+          sum = arith::AddFOp::create(b, loc, sum, part);
+        scf::YieldOp::create(b, loc, ValueRange{sum});
+      });
+  auto rest = scf::ForOp::create(
+      b, loc, full, count, c64(1), ValueRange{unrolled.getResult(0)},
+      [&](OpBuilder &, Location, Value i, ValueRange acc) {
+        Value part = partAt(add(sy, mul(i, S)));
+        scf::YieldOp::create(
+            b, loc, ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
+      });
+  return rest.getResult(0);
+}
+
+/// Slice 0: the slices of column result `c` in order, plus the initial
+/// value (a constant, or read from `inits[c]`), narrowed to the result
+/// type, through the column epilogue (truncf of dW), stored.
+void KernelBuilderBase::finishColumn(MixedReductionOp op, unsigned c,
+                                     const SliceShape &shape, Value smem,
+                                     Value col, ArrayRef<Value> inits,
+                                     ArrayRef<Value> outs) {
+  Value S = shape.slices, W = shape.width, tx = shape.column;
+  auto slices = scf::ForOp::create(
+      b, loc, c64(0), S, c64(1), ValueRange{zeroF32()},
+      [&](OpBuilder &, Location, Value y, ValueRange acc) {
+        Value slot = add(mul(add(mul(c64(c), S), y), W), tx);
+        Value part =
+            memref::LoadOp::create(b, loc, smem, ValueRange{toIndex(slot)});
+        scf::YieldOp::create(
+            b, loc, ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
+      });
+  Value total = slices.getResult(0);
+  Value init;
+  Value initValue = op.getColInit()[c];
+  if (auto constant = getConstantColumnInit(initValue)) {
+    init = arith::ConstantOp::create(b, loc, cast<TypedAttr>(*constant));
+  } else if (linalg::GenericOp prologue = getColumnInitPrologue(initValue)) {
+    // The previous gradient as stored (e.g. bf16), then the prologue's body
+    // (its extf) per column.
+    Value raw = load(inits[c],
+                     elementTypeOf(prologue.getDpsInputOperand(0)->get()), col,
+                     1)[0];
+    init = inlineRegion(prologue.getRegion(), {raw, raw})[0];
+  } else {
+    init = load(inits[c], elementTypeOf(initValue), col, 1)[0];
+  }
+  Type outType = elementTypeOf(op.getColResults()[c]);
+  Value result =
+      fromF32(arith::AddFOp::create(b, loc, toF32(init), total), outType);
+  if (linalg::GenericOp e = getColumnEpilogue(op.getColResults()[c])) {
+    result = inlineRegion(e.getRegion(), {result, result})[0];
+    outType = result.getType();
+  }
+  store(outs[c], outType, col, result);
+}
+
+/// A CTA takes tiles firstTile, firstTile + tileStride, ...; `inits[c]` is
+/// null where the initial value is a constant.
+void KernelBuilderBase::emitColumnReduction(
+    MixedReductionOp op, int64_t threads, Value partial, ArrayRef<Value> inits,
+    ArrayRef<Value> outs, Value programs, Value cols, Value smem,
+    Value firstTile, Value tileStride) {
+  unsigned numCol = op.getColResults().size();
+  SliceShape shape = shapeSlices(threads, programs);
+  Value tiles = arith::CeilDivUIOp::create(b, loc, cols, shape.width);
+  scf::ForOp::create(
+      b, loc, firstTile, tiles, tileStride, ValueRange{},
+      [&](OpBuilder &, Location, Value tile, ValueRange) {
+        Value col = add(mul(tile, shape.width), shape.column);
+        Value valid = ult(col, cols);
+        Value colClamped =
+            minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
+        for (unsigned c = 0; c < numCol; ++c) {
+          Value sum = sumSliceOfPrograms(c, shape, partial, programs, cols,
+                                         colClamped);
+          Value slot = add(
+              mul(add(mul(c64(c), shape.slices), shape.slice), shape.width),
+              shape.column);
+          memref::StoreOp::create(b, loc, sum, smem,
+                                  ValueRange{toIndex(slot)});
+        }
+        gpu::BarrierOp::create(b, loc);
+        Value writer = arith::AndIOp::create(
+            b, loc, valid,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                  shape.slice, c64(0)));
+        ifThen(writer, [&] {
+          for (unsigned c = 0; c < numCol; ++c)
+            finishColumn(op, c, shape, smem, col, inits, outs);
+        });
+        gpu::BarrierOp::create(b, loc); // smem is reused by the next tile
+        scf::YieldOp::create(b, loc);
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// The final kernel
+//===----------------------------------------------------------------------===//
+
+SmallVector<Type> FinalKernelBuilder::parameterTypes() {
+  SmallVector<Type> types{ptr};
+  appendColumnResultTypes(op, types);
+  types.append(2, i64);
+  return types;
+}
+
+LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  ValueRange args = entry.getArguments();
+  Value partial = args[0];
+  args = args.drop_front();
+  SmallVector<Value> inits, outs;
+  takeColumnResultArgs(op, args, inits, outs);
+  Value programs = args[0], cols = args[1];
+  dimCols = cols;
+  if (failed(cloneEpilogueCaptures(op)))
+    return failure();
+  emitColumnReduction(op, threads, partial, inits, outs, programs, cols,
+                      func.getWorkgroupAttributions().front(), blockId(),
+                      gridDim());
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}

@@ -1,0 +1,227 @@
+//===- KernelBuilder.cpp - Shared helpers of the GPU kernel builders ------===//
+//
+// Part of norm-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+
+#include "norm/Conversion/NormToGPU/KernelNames.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+/// `.extern .shared .align 16 .b8 norm_dynamic_smem[]` in the PTX. It must
+/// be an external declaration: a zero-sized *internal* global (what the
+/// upstream lowering of gpu.dynamic_shared_memory makes when it finds none)
+/// is printed as a 1-byte static `.shared` variable, which ptxas may place
+/// before the kernel's static arrays; the "dynamic" region then overlaps
+/// them and shifts them off their 16-byte alignment (issue 11: a 16-byte
+/// read of the warp slots at 0x404). The upstream lowering reuses this
+/// global for gpu.dynamic_shared_memory (a zero-sized shared array of the
+/// same alignment), so the accumulators and the cp.async ring share it.
+LLVM::GlobalOp mlir::norm::getDynamicSharedMemory(OpBuilder &b,
+                                                  gpu::GPUModuleOp module) {
+  if (auto global =
+          module.lookupSymbol<LLVM::GlobalOp>(kDynamicSharedMemoryName))
+    return global;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  return LLVM::GlobalOp::create(
+      b, module.getLoc(), LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+      /*isConstant=*/false, LLVM::Linkage::External, kDynamicSharedMemoryName,
+      Attribute(), kSharedAlignment, /*addrSpace=*/3);
+}
+
+//===----------------------------------------------------------------------===//
+// Global memory
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilderBase::loadRaw(Value base, Type elem, Value index,
+                                 int64_t count) {
+  Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
+  unsigned align = accessAlignment(elem, count);
+  if (count == 1)
+    return LLVM::LoadOp::create(b, loc, elem, at, align);
+  auto vecType = VectorType::get({count}, elem);
+  return LLVM::LoadOp::create(b, loc, vecType, at, align);
+}
+
+SmallVector<Value> KernelBuilderBase::split(Value raw, int64_t count) {
+  if (count == 1)
+    return {raw};
+  SmallVector<Value> elems;
+  for (int64_t i = 0; i < count; ++i)
+    elems.push_back(vector::ExtractOp::create(b, loc, raw, i));
+  return elems;
+}
+
+void KernelBuilderBase::store(Value base, Type elem, Value index,
+                              ValueRange values) {
+  Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
+  unsigned align = accessAlignment(elem, values.size());
+  if (values.size() == 1) {
+    LLVM::StoreOp::create(b, loc, values[0], at, align);
+    return;
+  }
+  auto vecType = VectorType::get({int64_t(values.size())}, elem);
+  Value vec = vector::FromElementsOp::create(b, loc, vecType, values);
+  LLVM::StoreOp::create(b, loc, vec, at, align);
+}
+
+//===----------------------------------------------------------------------===//
+// Captured values
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelBuilderBase::cloneCapturedValues(Operation *op, int64_t domainRank) {
+  auto visit = [&](Operation *inner) {
+    for (Value operand : inner->getOperands()) {
+      Region *home = operand.getParentRegion();
+      if (op->isAncestor(home->getParentOp()))
+        continue;
+      if (failed(cloneCaptured(operand, domainRank))) {
+        inner->emitError("convert-norm-to-gpu: a payload uses a value "
+                         "defined outside the op that is neither a "
+                         "constant nor computed from the domain's sizes");
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  };
+  for (Region &region : op->getRegions())
+    if (region.walk(visit).wasInterrupted())
+      return failure();
+  return success();
+}
+
+LogicalResult KernelBuilderBase::cloneCaptured(Value v, int64_t domainRank) {
+  if (above.contains(v))
+    return success();
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return failure();
+  if (matchPattern(v, m_Constant())) {
+    above.map(v, b.clone(*def)->getResult(0));
+    return success();
+  }
+  if (auto extract = dyn_cast<tensor::ExtractOp>(def)) {
+    Value pointer = scalarPointers.lookup(v);
+    if (!pointer)
+      return failure();
+    above.map(v, LLVM::LoadOp::create(b, loc, v.getType(), pointer,
+                                      elementBytes(v.getType())));
+    return success();
+  }
+  if (auto dim = dyn_cast<tensor::DimOp>(def)) {
+    std::optional<int64_t> index = dim.getConstantIndex();
+    auto type = dyn_cast<RankedTensorType>(dim.getSource().getType());
+    if (!index || !type || type.getRank() != domainRank)
+      return failure();
+    Value size;
+    if (*index == domainRank - 1)
+      size = dimCols;
+    else if (domainRank == 2 && *index == 0)
+      size = dimRows;
+    if (!size)
+      return failure();
+    above.map(v, arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
+                                              size));
+    return success();
+  }
+  if (!isPure(def) || def->getNumRegions() != 0 ||
+      !isa<arith::ArithDialect>(def->getDialect()))
+    return failure();
+  for (Value operand : def->getOperands())
+    if (failed(cloneCaptured(operand, domainRank)))
+      return failure();
+  Operation *clone = b.clone(*def, above);
+  above.map(def->getResults(), clone->getResults());
+  return success();
+}
+
+LogicalResult KernelBuilderBase::cloneEpilogueCaptures(MixedReductionOp op) {
+  for (Value r : op.getColResults())
+    if (linalg::GenericOp e = getColumnEpilogue(r))
+      if (failed(cloneCapturedValues(e, op.getDomainShape().size())))
+        return failure();
+  for (Value init : op.getColInit())
+    if (linalg::GenericOp p = getColumnInitPrologue(init))
+      if (failed(cloneCapturedValues(p, op.getDomainShape().size())))
+        return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Column results' parameters and the grid barrier
+//===----------------------------------------------------------------------===//
+
+void KernelBuilderBase::appendColumnResultTypes(MixedReductionOp op, SmallVector<Type> &types) {
+  for (Value init : op.getColInit())
+    if (!getConstantColumnInit(init))
+      types.push_back(ptr);
+  types.append(op.getColResults().size(), ptr);
+}
+
+void KernelBuilderBase::takeColumnResultArgs(MixedReductionOp op,
+                                             ValueRange &args,
+                                             SmallVector<Value> &inits,
+                                             SmallVector<Value> &outs) {
+  for (Value init : op.getColInit()) {
+    if (getConstantColumnInit(init)) {
+      inits.push_back(nullptr);
+      continue;
+    }
+    inits.push_back(args.front());
+    args = args.drop_front();
+  }
+  size_t numCol = op.getColResults().size();
+  outs.append(args.begin(), args.begin() + numCol);
+  args = args.drop_front(numCol);
+}
+
+/// Every CTA must be resident (the launcher uses a cooperative launch). The
+/// arrival counter is the one of cooperative groups: CTA 0 adds
+/// 2^31 - (grid - 1), the others 1, so the top bit flips once all have
+/// arrived and the low bits return to where they were; the word needs no
+/// reset between launches.
+void KernelBuilderBase::gridBarrier(Value counter) {
+  gpu::BarrierOp::create(b, loc);
+  Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         threadId(), c64(0));
+  ifThen(isLeader, [&] {
+    auto gpuScope = NVVM::MemScopeKindAttr::get(b.getContext(),
+                                                NVVM::MemScopeKind::GPU);
+    NVVM::MembarOp::create(b, loc, gpuScope);
+    auto c32 = [&](int32_t v) -> Value {
+      return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+    };
+    Value grid = arith::TruncIOp::create(b, loc, i32, gridDim());
+    Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          blockId(), c64(0));
+    Value top = c32(int32_t(0x80000000u));
+    Value firstInc = arith::SubIOp::create(
+        b, loc, top, arith::SubIOp::create(b, loc, grid, c32(1)));
+    Value inc = arith::SelectOp::create(b, loc, isFirst, firstInc, c32(1));
+    Value old = LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                                          counter, inc,
+                                          LLVM::AtomicOrdering::monotonic);
+    auto spin = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+    b.createBlock(&spin.getBefore());
+    Value now = LLVM::LoadOp::create(b, loc, i32, counter, /*alignment=*/4,
+                                     /*isVolatile=*/true);
+    Value flipped = arith::AndIOp::create(
+        b, loc, arith::XOrIOp::create(b, loc, old, now), top);
+    Value waiting = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          flipped, c32(0));
+    scf::ConditionOp::create(b, loc, waiting, ValueRange{});
+    b.createBlock(&spin.getAfter());
+    scf::YieldOp::create(b, loc);
+    b.setInsertionPointAfter(spin);
+    NVVM::MembarOp::create(b, loc, gpuScope);
+  });
+  gpu::BarrierOp::create(b, loc);
+}

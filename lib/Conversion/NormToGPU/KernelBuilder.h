@@ -1,0 +1,170 @@
+//===- KernelBuilder.h - Shared helpers of the GPU kernel builders -*- C++ -*-//
+//
+// Part of norm-opt. KernelBuilderBase: what every kernel of
+// --convert-norm-to-gpu builds with (i64 index math, global loads and
+// stores through LLVM pointers, the f32 compute type, payload cloning,
+// captured values, the grid barrier, the column results' parameters and
+// the fixed-order column reduction).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_LIB_CONVERSION_NORMTOGPU_KERNELBUILDER_H
+#define NORM_LIB_CONVERSION_NORMTOGPU_KERNELBUILDER_H
+
+#include "norm/Conversion/NormToGPU.h"
+#include "norm/Utils/PayloadUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::norm {
+
+/// Vector accesses to shared memory are at most this wide; every region of
+/// shared memory that is accessed with vectors starts at a multiple of it.
+constexpr int64_t kSharedAlignment = 16;
+
+inline Type elementTypeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+/// The dynamic shared memory of the module's kernels (see
+/// KernelBuilder.cpp for why it is an external declaration).
+LLVM::GlobalOp getDynamicSharedMemory(OpBuilder &b, gpu::GPUModuleOp module);
+
+class KernelBuilderBase {
+public:
+  KernelBuilderBase(OpBuilder &b, Location loc)
+      : b(b), loc(loc), i64(b.getI64Type()), i32(b.getI32Type()),
+        f32(b.getF32Type()),
+        ptr(LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1)) {}
+
+protected:
+  //===--------------------------------------------------------------===//
+  // Index math (i64) and thread ids
+  //===--------------------------------------------------------------===//
+  Value c64(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value minU(Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); }
+  Value toIndex(Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  }
+  Value threadId() { return dim(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x)); }
+  Value blockId() { return dim(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)); }
+  Value gridDim() { return dim(gpu::GridDimOp::create(b, loc, gpu::Dimension::x)); }
+  Value dim(Value index) {
+    return arith::IndexCastUIOp::create(b, loc, i64, index);
+  }
+  void ifThen(Value cond, function_ref<void()> body) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    body();
+  }
+
+  //===--------------------------------------------------------------===//
+  // f32 compute type and payloads
+  //===--------------------------------------------------------------===//
+  Value zeroF32() {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+  }
+  Value toF32(Value v) { return norm::toF32(b, loc, v); }
+  Value fromF32(Value v, Type to) { return norm::fromF32(b, loc, v, to); }
+  /// Clones `region`'s body with its arguments bound to `args`; values from
+  /// above (constants, captured scalars) come from `above`.
+  SmallVector<Value> inlineRegion(Region &region, ValueRange args) {
+    return norm::inlineRegion(b, region, args, above);
+  }
+
+  //===--------------------------------------------------------------===//
+  // Global memory
+  //===--------------------------------------------------------------===//
+  /// The alignment an access of `count` elements may claim: its size, up
+  /// to 16 bytes. The launcher checks pointers to that (and N and the
+  /// strides to the vector width), and a workspace set by the caller need
+  /// only be 16-byte aligned, so a 32-byte access (8 f32 of the partial
+  /// buffer) must not claim more.
+  unsigned accessAlignment(Type elem, int64_t count) {
+    return std::min<int64_t>(elementBytes(elem) * count, kSharedAlignment);
+  }
+  /// `count` consecutive elements at base[index] as one access (a
+  /// vector<count x elem>, or one elem), which the callers keep aligned.
+  Value loadRaw(Value base, Type elem, Value index, int64_t count);
+  /// The elements of a raw access.
+  SmallVector<Value> split(Value raw, int64_t count);
+  SmallVector<Value> load(Value base, Type elem, Value index, int64_t count) {
+    return split(loadRaw(base, elem, index, count), count);
+  }
+  void store(Value base, Type elem, Value index, ValueRange values);
+
+  //===--------------------------------------------------------------===//
+  // Values the payloads capture from above the op
+  //===--------------------------------------------------------------===//
+  /// Clones, at the kernel's entry, the values defined above `op` that its
+  /// regions use: constants, captured 0-d tensor reads (scalarPointers),
+  /// and pure scalar arithmetic on them and on the domain's sizes. Fails
+  /// (with an error) on anything else, e.g. a scalar function argument.
+  LogicalResult cloneCapturedValues(Operation *op, int64_t domainRank);
+  /// Clones what the column epilogues and init prologues capture
+  /// (constants) to the entry.
+  LogicalResult cloneEpilogueCaptures(MixedReductionOp op);
+
+  //===--------------------------------------------------------------===//
+  // Column results: parameters, grid barrier, fixed-order reduction
+  //===--------------------------------------------------------------===//
+  /// The column results' parameters shared by the final kernel and the
+  /// single-launch tail: a pointer per initial value that is not a
+  /// constant, then one per column result.
+  void appendColumnResultTypes(MixedReductionOp op, SmallVector<Type> &types);
+  /// Takes those parameters off the front of `args`: `inits` (null where
+  /// the initial value is a constant) and `outs`.
+  void takeColumnResultArgs(MixedReductionOp op, ValueRange &args,
+                            SmallVector<Value> &inits,
+                            SmallVector<Value> &outs);
+  /// A barrier across the whole grid (cooperative launch).
+  void gridBarrier(Value counter);
+  /// The fixed-order reduction of the fp32 partial buffer [C, P, N] into
+  /// the column results (ColumnReduction.cpp).
+  void emitColumnReduction(MixedReductionOp op, int64_t threads, Value partial,
+                           ArrayRef<Value> inits, ArrayRef<Value> outs,
+                           Value programs, Value cols, Value smem,
+                           Value firstTile, Value tileStride);
+
+  Value dimRows, dimCols; // i64 sizes for captured tensor.dim, if known
+  // Captured 0-d tensor reads and the kernel pointers that hold them.
+  DenseMap<Value, Value> scalarPointers;
+  OpBuilder &b;
+  Location loc;
+  Type i64, i32, f32, ptr;
+  IRMapping above;
+
+private:
+  LogicalResult cloneCaptured(Value v, int64_t domainRank);
+  /// The column reduction's steps (ColumnReduction.cpp).
+  struct SliceShape {
+    Value slices;   // S: programs per column are split into S slices
+    Value width;    // W = threads / S columns per tile
+    Value column;   // tx = tid % W
+    Value slice;    // sy = tid / W
+  };
+  SliceShape shapeSlices(int64_t threads, Value programs);
+  Value sumSliceOfPrograms(unsigned c, const SliceShape &shape,
+                           Value partial, Value programs, Value cols,
+                           Value colClamped);
+  void finishColumn(MixedReductionOp op, unsigned c, const SliceShape &shape,
+                    Value smem, Value col, ArrayRef<Value> inits,
+                    ArrayRef<Value> outs);
+};
+
+} // namespace mlir::norm
+
+#endif // NORM_LIB_CONVERSION_NORMTOGPU_KERNELBUILDER_H

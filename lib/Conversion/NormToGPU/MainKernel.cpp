@@ -1,0 +1,241 @@
+//===- MainKernel.cpp - Steps shared by the main kernels ------------------===//
+//
+// Part of norm-opt. The prologue (arguments, captured values, shared
+// memory, program ids), the loads, the elementwise part and the
+// single-launch tail of the main kernels; the row loop itself is written
+// by ResidentKernelBuilder and LoopedKernelBuilder.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MainKernel.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+MainKernelBuilder::MainKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                                     const KernelPlan &plan, int64_t vector)
+    : KernelBuilderBase(b, op.getLoc()), op(op), plan(plan), V(vector),
+      G(plan.threadsPerRow), R(plan.rowsPerCTA),
+      numCol(op.getColResults().size()) {}
+
+std::unique_ptr<MainKernelBuilder>
+mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                                  const KernelPlan &plan, int64_t vector) {
+  if (plan.resident())
+    return std::make_unique<ResidentKernelBuilder>(b, op, plan, vector);
+  return std::make_unique<LoopedKernelBuilder>(b, op, plan, vector);
+}
+
+SmallVector<Type> MainKernelBuilder::parameterTypes() {
+  SmallVector<Type> types;
+  unsigned pointers = op.getFull().size() + op.getRow().size() +
+                      op.getCol().size() + op.getFullResults().size() + 1;
+  types.append(pointers, ptr);
+  types.append(2 + op.getFull().size() + op.getFullResults().size(), i64);
+  types.append(getCapturedScalars(op).size(), ptr);
+  // The single-launch tail (in every kernel's signature; read where
+  // plan.singleLaunch).
+  if (numCol > 0) {
+    types.push_back(ptr);
+    appendColumnResultTypes(op, types);
+    types.push_back(i64);
+  }
+  return types;
+}
+
+//===----------------------------------------------------------------------===//
+// Prologue
+//===----------------------------------------------------------------------===//
+
+void MainKernelBuilder::unpackArguments(gpu::GPUFuncOp func) {
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  ValueRange args = entry.getArguments();
+  auto take = [&](SmallVector<Value> &into, size_t n) {
+    into.append(args.begin(), args.begin() + n);
+    args = args.drop_front(n);
+  };
+  take(fullIn, op.getFull().size());
+  take(rowIn, op.getRow().size());
+  take(colIn, op.getCol().size());
+  take(fullOut, op.getFullResults().size());
+  partial = args[0];
+  rows = args[1];
+  cols = plan.staticCols ? c64(*plan.staticCols) : args[2];
+  args = args.drop_front(3);
+  take(strideIn, op.getFull().size());
+  take(strideOut, op.getFullResults().size());
+  SmallVector<tensor::ExtractOp> scalars = getCapturedScalars(op);
+  for (auto [extract, pointer] : llvm::zip(scalars, args))
+    scalarPointers[extract.getResult()] = pointer;
+  args = args.drop_front(scalars.size());
+  if (numCol > 0) {
+    barrierWord = args[0];
+    args = args.drop_front();
+    takeColumnResultArgs(op, args, finalInits, finalOuts);
+    finalize = args[0];
+  }
+}
+
+LogicalResult MainKernelBuilder::cloneCaptures() {
+  dimRows = rows;
+  dimCols = cols;
+  if (failed(cloneCapturedValues(op, op.getDomainShape().size())) ||
+      failed(cloneEpilogueCaptures(op)))
+    return failure();
+  return success();
+}
+
+void MainKernelBuilder::layoutSharedMemory(gpu::GPUFuncOp func) {
+  if (G > 32)
+    smem = func.getWorkgroupAttributions().front();
+  if (plan.dynamicSharedBytes == 0)
+    return;
+  Attribute workgroup = gpu::AddressSpaceAttr::get(
+      b.getContext(), gpu::AddressSpace::Workgroup);
+  Value bytes = gpu::DynamicSharedMemoryOp::create(
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                      MemRefLayoutAttrInterface{}, workgroup));
+  Value zeroIdx = arith::ConstantIndexOp::create(b, loc, 0);
+  Value count =
+      arith::ConstantIndexOp::create(b, loc, plan.dynamicSharedBytes / 4);
+  accSmem = memref::ViewOp::create(
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, f32, MemRefLayoutAttrInterface{},
+                      workgroup),
+      bytes, zeroIdx, ValueRange{count});
+}
+
+void MainKernelBuilder::computeProgramIds() {
+  tid = threadId();
+  lane = arith::RemUIOp::create(b, loc, tid, c64(G));
+  group = arith::DivUIOp::create(b, loc, tid, c64(G));
+  for (Region &stage : op.getRowStages())
+    maxSums = std::max<int64_t>(
+        maxSums, stage.front().getTerminator()->getNumOperands());
+  prog = add(mul(blockId(), c64(R)), group);
+  programs = mul(gridDim(), c64(R));
+  chunks = arith::DivUIOp::create(b, loc, cols, c64(V));
+}
+
+void MainKernelBuilder::computeRowBounds() {
+  iters = arith::CeilDivUIOp::create(b, loc, rows, rowPrograms);
+  lastRow = arith::SubIOp::create(b, loc, rows, c64(1));
+  zero64 = c64(0);
+  one64 = c64(1);
+}
+
+//===----------------------------------------------------------------------===//
+// Loads
+//===----------------------------------------------------------------------===//
+
+Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
+  Chunk chunk;
+  Value c = add(mul(k, c64(G)), lane);
+  Value end = chunks;
+  if (inPart) {
+    c = add(c, partBegin);
+    end = partEnd;
+  }
+  chunk.valid = ult(c, end);
+  Value last = arith::SubIOp::create(b, loc, end, c64(1));
+  chunk.column = mul(minU(c, last), c64(V));
+  for (Value in : colIn)
+    chunk.col.push_back(load(in, elementTypeOf(op.getCol()[chunk.col.size()]),
+                             chunk.column, V));
+  return chunk;
+}
+
+ChunkValues MainKernelBuilder::loadFull(const RowState &row,
+                                        const Chunk &chunk) {
+  ChunkValues vals;
+  for (auto [i, in] : llvm::enumerate(fullIn)) {
+    Value index = add(mul(row.clamped, strideIn[i]), chunk.column);
+    vals.push_back(load(in, elementTypeOf(op.getFull()[i]), index, V));
+  }
+  return vals;
+}
+
+SmallVector<Value> MainKernelBuilder::loadRowInputs(Value rowIndex) {
+  SmallVector<Value> vals;
+  for (auto [j, in] : llvm::enumerate(rowIn))
+    vals.push_back(load(in, elementTypeOf(op.getRow()[j]), rowIndex, 1)[0]);
+  return vals;
+}
+
+SmallVector<Value> MainKernelBuilder::loadShared(Value index, int64_t count) {
+  SmallVector<Value> vals;
+  for (int64_t e = 0; e < count; ++e)
+    vals.push_back(memref::LoadOp::create(
+        b, loc, accSmem, ValueRange{toIndex(add(index, c64(e)))}));
+  return vals;
+}
+
+void MainKernelBuilder::storeShared(Value index, ValueRange vals) {
+  for (auto [e, v] : llvm::enumerate(vals))
+    memref::StoreOp::create(b, loc, v, accSmem,
+                            ValueRange{toIndex(add(index, c64(e)))});
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise part
+//===----------------------------------------------------------------------===//
+
+SmallVector<Value>
+MainKernelBuilder::regionArgs(const RowState &row,
+                              ArrayRef<SmallVector<Value>> fullVals,
+                              const Chunk &chunk, int64_t e) {
+  SmallVector<Value> args;
+  for (const auto &vals : fullVals)
+    args.push_back(vals[e]);
+  llvm::append_range(args, row.inputs);
+  for (const auto &vals : chunk.col)
+    args.push_back(vals[e]);
+  llvm::append_range(args, row.results);
+  return args;
+}
+
+MainKernelBuilder::ChunkResults
+MainKernelBuilder::computeElementwise(const RowState &row, const Chunk &chunk,
+                                      ArrayRef<SmallVector<Value>> vals) {
+  ChunkResults results;
+  results.outs.resize(fullOut.size());
+  results.contribs.resize(numCol);
+  for (int64_t e = 0; e < V; ++e) {
+    SmallVector<Value> a = regionArgs(row, vals, chunk, e);
+    for (auto [i, v] : llvm::enumerate(inlineRegion(op.getElementwise(), a)))
+      results.outs[i].push_back(v);
+    for (auto [c, v] : llvm::enumerate(inlineRegion(op.getColumns(), a)))
+      results.contribs[c].push_back(toF32(v));
+  }
+  return results;
+}
+
+void MainKernelBuilder::storeFullResults(const RowState &row,
+                                         const Chunk &chunk,
+                                         ArrayRef<SmallVector<Value>> outs) {
+  for (auto [i, out] : llvm::enumerate(fullOut)) {
+    Value index = add(mul(row.clamped, strideOut[i]), chunk.column);
+    store(out, elementTypeOf(op.getFullResults()[i]), index, outs[i]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Single-launch tail
+//===----------------------------------------------------------------------===//
+
+void MainKernelBuilder::emitSingleLaunchTail(gpu::GPUFuncOp func,
+                                             Value partialRows) {
+  Value on = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, finalize,
+                                   c64(0));
+  ifThen(on, [&] {
+    gridBarrier(barrierWord);
+    emitColumnReduction(op, plan.finalThreads(), partial, finalInits,
+                        finalOuts, partialRows, cols,
+                        func.getWorkgroupAttributions().back(), blockId(),
+                        gridDim());
+  });
+}

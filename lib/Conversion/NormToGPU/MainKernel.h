@@ -1,0 +1,263 @@
+//===- MainKernel.h - The kernels of one norm.mixed_reduction ---*- C++ -*-===//
+//
+// Part of norm-opt. The main kernel is the persistent row loop of
+// --norm-partial-accumulate mapped onto the GPU (docs/gpu.md):
+//
+//   prog = block_id * R + lane / G;  P = grid_dim * R
+//   for it in [0, ceil(M / P)):          // the same trip count for every
+//     row = it * P + prog                // lane, so shuffles and barriers
+//     (masked rows load row M-1;         // never diverge
+//      their stores and contributions are dropped)
+//     row stages: per-lane f32 sums -> shuffle-xor butterfly -> shared
+//                 memory across warps -> every lane holds the row result
+//     elementwise: results stored with 16-byte stores; column
+//                  contributions into fp32 accumulators
+//   the accumulators -> the fp32 partial buffer [C, P, N]
+//
+// Two builders share the steps of MainKernelBuilder:
+//   ResidentKernelBuilder (ResidentKernel.cpp): a lane keeps its K chunks
+//     of the row in registers; row loading is plain, a register prefetch
+//     of the next row, or a cp.async ring in shared memory.
+//   LoopedKernelBuilder (LoopedKernel.cpp): rows too long for registers;
+//     loops over the row per stage, accumulators in shared memory or the
+//     partial buffer, column groups (CTAs per row).
+// The final kernel (FinalKernelBuilder, ColumnReduction.cpp) reduces the
+// partial buffer when the main kernel does not (two-launch path).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_LIB_CONVERSION_NORMTOGPU_MAINKERNEL_H
+#define NORM_LIB_CONVERSION_NORMTOGPU_MAINKERNEL_H
+
+#include "KernelBuilder.h"
+
+#include <memory>
+
+namespace mlir::norm {
+
+/// Chunk k of a lane: `vector` consecutive columns of the row.
+struct Chunk {
+  Value valid;  // the chunk lies inside the row (or the program's part)
+  Value column; // its first column (clamped into the row)
+  SmallVector<SmallVector<Value>> col; // column inputs: [input][element]
+};
+
+/// The full inputs of one chunk: [full input][element].
+using ChunkValues = SmallVector<SmallVector<Value>>;
+
+/// What the steps of one row iteration share.
+struct RowState {
+  Value iteration;               // it
+  Value row;                     // it * rowPrograms + progRow
+  Value valid;                   // row < rows
+  Value clamped;                 // min(row, rows - 1)
+  SmallVector<Value> inputs;     // the row inputs (mean, rstd)
+  SmallVector<Value> results;    // the row stages' results so far
+};
+
+/// Shared steps of the resident and the looped main kernels.
+class MainKernelBuilder : public KernelBuilderBase {
+public:
+  MainKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
+                    int64_t vector);
+  virtual ~MainKernelBuilder() = default;
+
+  /// Parameters: full inputs, row inputs, col inputs, full results,
+  /// partial, rows, cols, one row stride per full input then full result,
+  /// the captured scalars, then (with column results) the single-launch
+  /// tail's: barrier word, non-constant inits, column outputs, finalize.
+  SmallVector<Type> parameterTypes();
+
+  /// Writes the kernel's body into `func`.
+  virtual LogicalResult build(gpu::GPUFuncOp func) = 0;
+
+protected:
+  //===--------------------------------------------------------------===//
+  // Prologue steps (MainKernel.cpp)
+  //===--------------------------------------------------------------===//
+  /// Binds the kernel's arguments to fullIn, rowIn, ... (in parameter
+  /// order); the insertion point goes to the entry block.
+  void unpackArguments(gpu::GPUFuncOp func);
+  /// Clones the captured constants / scalars / sizes to the entry.
+  LogicalResult cloneCaptures();
+  /// The warp slots (static) and the accumulators' view of the dynamic
+  /// shared memory (plan.dynamicSharedBytes, as f32).
+  void layoutSharedMemory(gpu::GPUFuncOp func);
+  /// lane, group, prog, programs, chunks.
+  void computeProgramIds();
+  /// iters = ceil(rows / rowPrograms), lastRow.
+  void computeRowBounds();
+
+  //===--------------------------------------------------------------===//
+  // Loads
+  //===--------------------------------------------------------------===//
+  /// Chunk k of the lane (its column inputs loaded): of the whole row, or
+  /// of the program's column part (looped variant with column groups).
+  Chunk chunkAt(Value k, bool inPart = false);
+  ChunkValues loadFull(const RowState &row, const Chunk &chunk);
+  SmallVector<Value> loadRowInputs(Value rowIndex);
+
+  //===--------------------------------------------------------------===//
+  // Row reductions (RowReduction.cpp)
+  //===--------------------------------------------------------------===//
+  /// Adds the contributions of `chunk` to the stage's per-lane sums
+  /// (reduce within the thread).
+  void accumulateStage(Region &stage, const RowState &row, const Chunk &chunk,
+                       ArrayRef<SmallVector<Value>> vals,
+                       SmallVector<Value> &sums);
+  /// The lanes' sums -> the row's: reduceWithinWarp, then
+  /// reduceAcrossWarps; appended (narrowed) to row.results.
+  void finishStage(Region &stage, SmallVector<Value> sums, RowState &row);
+  /// Butterfly (shuffle xor) inside the warp: every lane ends with the
+  /// same sum, in a fixed order.
+  void reduceWithinWarp(SmallVector<Value> &sums);
+  /// The warps of a row (G > 32): lane 0 of each writes the program's
+  /// slots, every lane reads its program's slots in warp order.
+  void reduceAcrossWarps(SmallVector<Value> &sums);
+
+  //===--------------------------------------------------------------===//
+  // Elementwise part and column contributions (MainKernel.cpp)
+  //===--------------------------------------------------------------===//
+  struct ChunkResults {
+    SmallVector<SmallVector<Value>> outs;     // [full result][element]
+    SmallVector<SmallVector<Value>> contribs; // [column result][element]
+  };
+  /// The elementwise and column regions at every element of the chunk.
+  ChunkResults computeElementwise(const RowState &row, const Chunk &chunk,
+                                  ArrayRef<SmallVector<Value>> vals);
+  /// rowValid && chunk.valid: the chunk's stores and contributions count.
+  Value isLive(const RowState &row, const Chunk &chunk) {
+    return arith::AndIOp::create(b, loc, row.valid, chunk.valid);
+  }
+  void storeFullResults(const RowState &row, const Chunk &chunk,
+                        ArrayRef<SmallVector<Value>> outs);
+  /// Region arguments at element e: full, row, col inputs, row results.
+  SmallVector<Value> regionArgs(const RowState &row,
+                                ArrayRef<SmallVector<Value>> fullVals,
+                                const Chunk &chunk, int64_t e);
+
+  //===--------------------------------------------------------------===//
+  // Epilogue
+  //===--------------------------------------------------------------===//
+  /// Index of (column result c, column) in the program's partial row.
+  Value partialIndex(unsigned c, Value column) {
+    return add(mul(add(mul(c64(c), rowPrograms), progRow), cols), column);
+  }
+  /// Single launch: once every CTA's partial row is written (grid
+  /// barrier), the CTAs reduce the partial buffer in the final kernel's
+  /// fixed order. `partialRows`: rows of the partial buffer.
+  void emitSingleLaunchTail(gpu::GPUFuncOp func, Value partialRows);
+
+  /// Shared-memory accumulators (f32 view of the dynamic shared memory).
+  SmallVector<Value> loadShared(Value index, int64_t count);
+  void storeShared(Value index, ValueRange vals);
+  Value select(Value cond, Value v) {
+    return arith::SelectOp::create(b, loc, cond, v, zeroF32());
+  }
+
+  MixedReductionOp op;
+  const KernelPlan &plan;
+  int64_t V, G, R;
+  unsigned numCol;
+  // Kernel arguments.
+  SmallVector<Value> fullIn, rowIn, colIn, fullOut, strideIn, strideOut;
+  Value partial, rows, cols;
+  SmallVector<Value> finalInits, finalOuts;
+  Value barrierWord, finalize;
+  // Program ids: lane in [0, G), group (program of the CTA), prog of
+  // programs; chunks = N / V.
+  Value tid, lane, group, prog, programs, chunks;
+  // Column groups (looped): `colGroups` programs share a row, each owning
+  // the chunks [partBegin, partEnd) for the elementwise pass and the column
+  // sums; rows go to the rowPrograms = programs / colGroups groups (the
+  // resident kernel: one program per row, the whole row).
+  Value progRow, rowPrograms, partBegin, partEnd, partChunks;
+  Value iters, lastRow;
+  Value zero64, one64; // loop bounds and steps
+  int64_t maxSums = 1; // row results per stage, at most
+  Value smem;          // warp slots (G > 32)
+  Value accSmem;       // dynamic shared memory as f32
+};
+
+/// A lane keeps its K chunks of the row in registers (ResidentKernel.cpp).
+class ResidentKernelBuilder : public MainKernelBuilder {
+public:
+  using MainKernelBuilder::MainKernelBuilder;
+  LogicalResult build(gpu::GPUFuncOp func) override;
+
+private:
+  void initAccumulators();
+  // Row loading: plain loads, a register prefetch of the next row, or the
+  // cp.async ring (plan.asyncStages).
+  void startAsyncRing(gpu::GPUFuncOp func);
+  void issueAsyncCopies(Value rowIndex, Value stage);
+  Value asyncSlot(Value stage, int64_t k, int64_t i);
+  SmallVector<Value> loadRawRow(Value rowIndex);
+  SmallVector<ChunkValues> loadRow(const RowState &row, ValueRange current);
+  void reduceRowStages(RowState &row, ArrayRef<ChunkValues> fullVals);
+  void finishChunks(const RowState &row, ArrayRef<ChunkValues> fullVals,
+                    SmallVector<Value> &accs);
+  // Partials: combined in the CTA, or one partial row per program.
+  void combinePartialsInCTA(scf::ForOp rowLoop);
+  void writePartials(scf::ForOp rowLoop);
+  Value accumulator(scf::ForOp rowLoop, unsigned c, int64_t k, int64_t e) {
+    return rowLoop.getResult((c * K + k) * V + e);
+  }
+
+  int64_t K = 0;      // chunks per lane
+  int64_t stages = 0; // rows of the cp.async ring (0: none)
+  bool prefetch = false;
+  SmallVector<Chunk> owned;
+  SmallVector<Value> accInit;
+  Value ring;
+};
+
+/// Rows too long for registers (LoopedKernel.cpp).
+class LoopedKernelBuilder : public MainKernelBuilder {
+public:
+  using MainKernelBuilder::MainKernelBuilder;
+  LogicalResult build(gpu::GPUFuncOp func) override;
+
+private:
+  void computeColumnParts();
+  void zeroAccumulators();
+  void reduceRowStages(RowState &row);
+  void finishRow(const RowState &row);
+  void accumulateColumns(const Chunk &chunk,
+                         ArrayRef<SmallVector<Value>> contribs);
+  void copySharedAccumulators();
+  /// Index of (column result c, column) in the shared accumulators of the
+  /// program's part.
+  Value sharedIndex(unsigned c, Value column) {
+    return add(mul(c64(c), partCols),
+               arith::SubIOp::create(b, loc, column, partFirstCol));
+  }
+
+  Value colGroups, partCols, partFirstCol, loopedChunks, partLoopedChunks;
+  int64_t unroll = 2; // chunks per loop iteration
+};
+
+/// Creates the builder of the main kernel for `plan`.
+std::unique_ptr<MainKernelBuilder>
+makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
+                      int64_t vector);
+
+/// The final kernel: partial [C, P, N] -> column results, in a fixed order
+/// (the two-launch path, when a cooperative launch is not available).
+class FinalKernelBuilder : public KernelBuilderBase {
+public:
+  FinalKernelBuilder(OpBuilder &b, MixedReductionOp op, int64_t threads)
+      : KernelBuilderBase(b, op.getLoc()), op(op), threads(threads) {}
+
+  /// Parameters: partial, the non-constant inits, the outputs, P, cols.
+  SmallVector<Type> parameterTypes();
+  LogicalResult build(gpu::GPUFuncOp func);
+
+private:
+  MixedReductionOp op;
+  int64_t threads;
+};
+
+} // namespace mlir::norm
+
+#endif // NORM_LIB_CONVERSION_NORMTOGPU_MAINKERNEL_H

@@ -1,0 +1,295 @@
+//===- ResidentKernel.cpp - The register-resident main kernel -------------===//
+//
+// Part of norm-opt. A lane owns K chunks of the row and keeps them in
+// registers between the row stages and the elementwise pass; its column
+// accumulators (one per owned column and column result) are loop-carried.
+//
+//   build:
+//     prologue (unpack, captures, shared memory, program ids)
+//     initAccumulators      column inputs loaded once, accumulators = 0
+//     startAsyncRing        cp.async ring: the first stages - 1 rows
+//     row loop (RowState):
+//       next row's loads    register prefetch / ring copies / row inputs
+//       loadRow             this row's full inputs into registers
+//       reduceRowStages     per stage: within thread, warp, across warps
+//       finishChunks        elementwise results, column contributions
+//     combinePartialsInCTA  R > 1: the CTA's programs add in shared memory
+//     | writePartials       else: one partial row per program
+//     single-launch tail
+//
+//===----------------------------------------------------------------------===//
+
+#include "MainKernel.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
+  // The scalar kernel owns as many columns per lane as the vector one.
+  K = plan.chunksPerThread * (plan.vector / V);
+  unpackArguments(func);
+  if (failed(cloneCaptures()))
+    return failure();
+  layoutSharedMemory(func);
+  computeProgramIds();
+  progRow = prog;
+  rowPrograms = programs;
+  partEnd = partChunks = chunks;
+  computeRowBounds();
+  initAccumulators();
+
+  // Row loading: the cp.async ring (vector kernel), else the register
+  // prefetch of the next row (when the plan has room for it), else plain.
+  stages = V > 1 ? plan.asyncStages : 0;
+  if (stages > 0)
+    startAsyncRing(func);
+  prefetch = plan.prefetch && stages == 0;
+  SmallVector<Value> loopInit(accInit);
+  if (prefetch)
+    llvm::append_range(loopInit, loadRawRow(minU(prog, lastRow)));
+  size_t numAcc = accInit.size();
+  size_t numRaw = loopInit.size() - numAcc;
+  // The row inputs (mean, rstd) are loaded one row ahead and carried: each
+  // row's first use of them would otherwise wait a full memory latency,
+  // which the full inputs' prefetch or ring does not cover (perf-notes v6).
+  llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
+
+  auto rowLoop = scf::ForOp::create(
+      b, loc, zero64, iters, one64, loopInit,
+      [&](OpBuilder &, Location, Value it, ValueRange carried) {
+        RowState row;
+        row.iteration = it;
+        row.row = add(mul(it, rowPrograms), progRow);
+        row.valid = ult(row.row, rows);
+        row.clamped = minU(row.row, lastRow);
+        SmallVector<Value> nextRaw;
+        if (prefetch)
+          nextRaw = loadRawRow(minU(add(row.row, programs), lastRow));
+        if (stages > 0) {
+          // Row it + stages - 1 into the stage row it - 1 used; then wait
+          // until this row's group (stages - 1 groups ago) has landed.
+          Value ahead = add(row.row, mul(c64(stages - 1), programs));
+          issueAsyncCopies(minU(ahead, lastRow),
+                           arith::RemUIOp::create(
+                               b, loc, add(it, c64(stages - 1)), c64(stages)));
+          NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 1);
+        }
+        row.inputs.assign(carried.begin() + numAcc + numRaw, carried.end());
+        SmallVector<Value> nextRowInputs =
+            loadRowInputs(minU(add(row.row, programs), lastRow));
+
+        SmallVector<ChunkValues> fullVals =
+            loadRow(row, carried.drop_front(numAcc));
+        reduceRowStages(row, fullVals);
+        SmallVector<Value> next(carried.take_front(numAcc));
+        finishChunks(row, fullVals, next);
+        llvm::append_range(next, nextRaw);
+        llvm::append_range(next, nextRowInputs);
+        scf::YieldOp::create(b, loc, next);
+      });
+
+  if (stages > 0) // no copy may still be writing the ring at exit
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  if (plan.combineInCTA)
+    combinePartialsInCTA(rowLoop);
+  else
+    writePartials(rowLoop);
+  if (plan.singleLaunch)
+    emitSingleLaunchTail(func, plan.combineInCTA ? gridDim() : rowPrograms);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+void ResidentKernelBuilder::initAccumulators() {
+  for (int64_t k = 0; k < K; ++k)
+    owned.push_back(chunkAt(c64(k)));
+  accInit.assign(numCol * K * V, zeroF32());
+}
+
+//===----------------------------------------------------------------------===//
+// Row loading
+//===----------------------------------------------------------------------===//
+
+/// The full inputs of the next stages - 1 rows stream into a per-thread
+/// ring in dynamic shared memory (after the accumulators, at
+/// plan.asyncRingOffset) while this row is reduced, without holding
+/// registers. Each thread reads back only the slots it filled itself, so
+/// waiting for its own copy groups is enough (no barrier).
+void ResidentKernelBuilder::startAsyncRing(gpu::GPUFuncOp func) {
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  Value base = LLVM::AddressOfOp::create(
+      b, loc,
+      getDynamicSharedMemory(b, func->getParentOfType<gpu::GPUModuleOp>()));
+  ring = LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), base,
+                             ValueRange{c64(plan.asyncRingOffset)});
+  for (int64_t s = 0; s + 1 < stages; ++s)
+    issueAsyncCopies(minU(add(prog, mul(c64(s), programs)), lastRow), c64(s));
+}
+
+/// Slot (stage, k, input) of thread t is 16 bytes at
+/// ((stage * K + k) * F + input) * T + t: a warp's accesses to one slot
+/// index are contiguous (no bank conflicts).
+Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
+  const int64_t F = fullIn.size(), T = plan.blockThreads();
+  Value index =
+      add(mul(add(mul(stage, c64(K * F)), c64(k * F + i)), c64(T)), tid);
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  return LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), ring,
+                             ValueRange{mul(index, c64(kSharedAlignment))})
+      .getResult();
+}
+
+/// One commit group: the row's chunks of every full input.
+void ResidentKernelBuilder::issueAsyncCopies(Value rowIndex, Value stage) {
+  for (auto [k, chunk] : llvm::enumerate(owned))
+    for (auto [i, in] : llvm::enumerate(fullIn)) {
+      Type elem = elementTypeOf(op.getFull()[i]);
+      Value src = LLVM::GEPOp::create(
+          b, loc, ptr, elem, in,
+          ValueRange{add(mul(rowIndex, strideIn[i]), chunk.column)});
+      int64_t bytes = elementBytes(elem) * V;
+      auto modifier = NVVM::LoadCacheModifierKindAttr::get(
+          b.getContext(), bytes == 16 ? NVVM::LoadCacheModifierKind::CG
+                                      : NVVM::LoadCacheModifierKind::CA);
+      NVVM::CpAsyncOp::create(b, loc, asyncSlot(stage, k, i), src,
+                              b.getI32IntegerAttr(bytes), modifier, Value());
+    }
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+}
+
+/// The row's full inputs as raw accesses (the register prefetch carries
+/// them through the loop).
+SmallVector<Value> ResidentKernelBuilder::loadRawRow(Value rowIndex) {
+  SmallVector<Value> raws;
+  for (const Chunk &chunk : owned)
+    for (auto [i, in] : llvm::enumerate(fullIn))
+      raws.push_back(loadRaw(in, elementTypeOf(op.getFull()[i]),
+                             add(mul(rowIndex, strideIn[i]), chunk.column),
+                             V));
+  return raws;
+}
+
+/// This row's full inputs, [chunk][input][element]: from the prefetched
+/// raw accesses (`current`), the ring, or plain loads.
+SmallVector<ChunkValues> ResidentKernelBuilder::loadRow(const RowState &row,
+                                                        ValueRange current) {
+  SmallVector<ChunkValues> fullVals;
+  if (prefetch) {
+    for (size_t k = 0; k < owned.size(); ++k) {
+      ChunkValues vals;
+      for (size_t i = 0; i < fullIn.size(); ++i)
+        vals.push_back(split(current[k * fullIn.size() + i], V));
+      fullVals.push_back(vals);
+    }
+  } else if (stages > 0) {
+    Value stage = arith::RemUIOp::create(b, loc, row.iteration, c64(stages));
+    for (int64_t k = 0; k < K; ++k) {
+      ChunkValues vals;
+      for (size_t i = 0; i < fullIn.size(); ++i) {
+        Type elem = elementTypeOf(op.getFull()[i]);
+        Value raw = LLVM::LoadOp::create(b, loc, VectorType::get({V}, elem),
+                                         asyncSlot(stage, k, i),
+                                         elementBytes(elem) * V);
+        vals.push_back(split(raw, V));
+      }
+      fullVals.push_back(vals);
+    }
+  } else {
+    for (const Chunk &chunk : owned)
+      fullVals.push_back(loadFull(row, chunk));
+  }
+  return fullVals;
+}
+
+//===----------------------------------------------------------------------===//
+// Row stages and the elementwise part
+//===----------------------------------------------------------------------===//
+
+void ResidentKernelBuilder::reduceRowStages(RowState &row,
+                                            ArrayRef<ChunkValues> fullVals) {
+  for (Region &stage : op.getRowStages()) {
+    SmallVector<Value> sums(stage.front().getTerminator()->getNumOperands(),
+                            zeroF32());
+    for (auto [k, chunk] : llvm::enumerate(owned))
+      accumulateStage(stage, row, chunk, fullVals[k], sums);
+    finishStage(stage, sums, row);
+  }
+}
+
+/// Per owned chunk: the elementwise results (stored), and the column
+/// contributions added to the chunk's accumulators in `accs` (masked rows
+/// and chunks add zero).
+void ResidentKernelBuilder::finishChunks(const RowState &row,
+                                         ArrayRef<ChunkValues> fullVals,
+                                         SmallVector<Value> &accs) {
+  for (auto [k, chunk] : llvm::enumerate(owned)) {
+    ChunkResults results = computeElementwise(row, chunk, fullVals[k]);
+    Value live = isLive(row, chunk);
+    ifThen(live, [&] { storeFullResults(row, chunk, results.outs); });
+    for (unsigned c = 0; c < numCol; ++c)
+      for (int64_t e = 0; e < V; ++e) {
+        Value &acc = accs[(c * K + k) * V + e];
+        acc = arith::AddFOp::create(b, loc, acc,
+                                    select(live, results.contribs[c][e]));
+      }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Partials
+//===----------------------------------------------------------------------===//
+
+/// The CTA's R programs add their accumulators in shared memory, in program
+/// order; one partial row per CTA (P = grid_dim).
+void ResidentKernelBuilder::combinePartialsInCTA(scf::ForOp rowLoop) {
+  for (auto [k, chunk] : llvm::enumerate(owned))
+    ifThen(chunk.valid, [&] {
+      for (unsigned c = 0; c < numCol; ++c) {
+        SmallVector<Value> vals;
+        for (int64_t e = 0; e < V; ++e)
+          vals.push_back(accumulator(rowLoop, c, k, e));
+        storeShared(add(mul(add(mul(group, c64(numCol)), c64(c)), cols),
+                        chunk.column),
+                    vals);
+      }
+    });
+  gpu::BarrierOp::create(b, loc);
+  Value total = mul(c64(numCol), cols);
+  Value ctas = gridDim();
+  scf::ForOp::create(
+      b, loc, tid, total, c64(G * R), ValueRange{},
+      [&](OpBuilder &, Location, Value j, ValueRange) {
+        Value sum;
+        for (int64_t g = 0; g < R; ++g) {
+          Value part = memref::LoadOp::create(
+              b, loc, accSmem, ValueRange{toIndex(add(mul(c64(g), total), j))});
+          sum = sum ? arith::AddFOp::create(b, loc, sum, part).getResult()
+                    : part;
+        }
+        // j = c * N + col -> partial[(c * CTAs + block) * N + col].
+        Value c = arith::DivUIOp::create(b, loc, j, cols);
+        Value col = arith::RemUIOp::create(b, loc, j, cols);
+        Value index = add(mul(add(mul(c, ctas), blockId()), cols), col);
+        store(partial, f32, index, sum);
+        scf::YieldOp::create(b, loc);
+      });
+}
+
+/// The accumulators become row `prog` of the partial buffer.
+void ResidentKernelBuilder::writePartials(scf::ForOp rowLoop) {
+  Value progValid = ult(prog, programs);
+  for (auto [k, chunk] : llvm::enumerate(owned)) {
+    Value live = arith::AndIOp::create(b, loc, progValid, chunk.valid);
+    ifThen(live, [&] {
+      for (unsigned c = 0; c < numCol; ++c) {
+        SmallVector<Value> vals;
+        for (int64_t e = 0; e < V; ++e)
+          vals.push_back(accumulator(rowLoop, c, k, e));
+        store(partial, f32, partialIndex(c, chunk.column), vals);
+      }
+    });
+  }
+}

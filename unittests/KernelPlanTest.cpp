@@ -1,0 +1,193 @@
+//===- KernelPlanTest.cpp - planKernel over (op, shape, dtype, chip) ------===//
+//
+// Part of norm-opt. The kernel plan of LayerNorm / RMSNorm backward ops
+// (fused from norm.*_grad as the pipeline does) per chip: a table of
+// expected plans, and invariants every plan keeps (its shared memory fits
+// the chip's CTA limit; the cp.async ring starts 16-byte aligned).
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Conversion/NormToGPU.h"
+#include "norm/InitNorm.h"
+#include "norm/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace mlir::norm;
+
+namespace {
+
+struct Expected {
+  int64_t vector, threadsPerRow, rowsPerCTA, chunksPerThread, asyncStages;
+  bool prefetch, combineInCTA, singleLaunch;
+  int64_t columnGroups, splitColumnGroups, dynamicSharedBytes,
+      splitSharedBytes;
+};
+
+struct Case {
+  const char *kind; // "layer" or "rms"
+  const char *config;
+  int64_t n;
+  const char *chip;
+  Expected plan;
+};
+
+// (op, activation/weight dtype, N, chip) -> plan, as bench/
+// build_gpu_kernels.py writes the ops (dynamic rows, static N).
+const Case kCases[] = {
+    // Short rows: several rows per CTA, partials combined in the CTA.
+    {"rms", "bf16", 384, "sm_90a", {8, 16, 16, 3, 3, false, true, true, 0, 0, 98304, 0}},
+    {"rms", "bf16", 1024, "sm_90a", {8, 32, 8, 4, 3, false, true, true, 0, 0, 131072, 0}},
+    // Rows of 256 lanes: the cp.async ring behind no accumulators.
+    {"rms", "bf16", 5120, "sm_90a", {8, 256, 1, 3, 3, false, false, true, 0, 0, 73728, 0}},
+    {"rms", "bf16", 8192, "sm_90a", {8, 256, 1, 4, 3, false, false, true, 0, 0, 98304, 0}},
+    // Looped: column groups and the split kernels for few rows.
+    {"rms", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 65536, 16384}},
+    {"rms", "bf16", 17389, "sm_90a", {1, 512, 1, 0, 0, false, false, false, 1, 4, 69556, 17392}},
+    {"rms", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 131072, 32768}},
+    {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
+    {"layer", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
+    {"layer", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
+    {"layer", "f32", 4096, "sm_90a", {4, 128, 1, 8, 0, false, false, true, 0, 0, 0, 0}},
+    {"layer", "f32", 32768, "sm_90a", {4, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
+    {"layer", "bf16w32", 4096, "sm_90a", {8, 128, 1, 4, 3, false, false, true, 0, 0, 49152, 0}},
+    // sm_80: 163 KiB per CTA still holds 160 KiB of accumulators; the
+    // looped variant's two CTAs per SM get 68 KiB parts (164 KiB per SM).
+    {"rms", "bf16", 5120, "sm_80", {8, 256, 1, 3, 3, false, false, true, 0, 0, 73728, 0}},
+    {"layer", "bf16", 2048, "sm_80", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
+    {"layer", "bf16", 16384, "sm_80", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
+    // sm_86: 99 KiB per CTA: no room for a ring beside 64 KiB of
+    // accumulators.
+    {"layer", "bf16", 2048, "sm_86", {8, 64, 4, 4, 0, false, true, true, 0, 0, 65536, 0}},
+    {"rms", "bf16", 384, "sm_86", {8, 16, 16, 3, 3, false, true, true, 0, 0, 98304, 0}},
+    {"layer", "bf16", 16384, "sm_86", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
+};
+
+std::string source(const Case &c) {
+  std::string x = c.config == std::string("f32") ? "f32" : "bf16";
+  std::string w = c.config == std::string("bf16w32") || x == "f32" ? "f32"
+                                                                   : "bf16";
+  std::string n = std::to_string(c.n);
+  std::string full = "tensor<?x" + n + "x" + x + ">";
+  std::string vec = "tensor<" + n + "x" + w + ">";
+  if (c.kind == std::string("layer"))
+    return "func.func @f(%dy: " + full + ", %x: " + full +
+           ", %mean: tensor<?xf32>, %rstd: tensor<?xf32>, %w: " + vec +
+           ", %b: " + vec + ") -> (" + full + ", " + vec + ", " + vec +
+           ") {\n  %dx, %dw, %db = norm.layer_norm_grad %dy, %x, %mean, "
+           "%rstd weight(%w : " + vec + ") bias(%b : " + vec + ") : " + full +
+           ", tensor<?xf32> -> " + full + ", " + vec + ", " + vec +
+           "\n  return %dx, %dw, %db : " + full + ", " + vec + ", " + vec +
+           "\n}\n";
+  return "func.func @f(%dy: " + full + ", %x: " + full +
+         ", %rstd: tensor<?xf32>, %w: " + vec + ") -> (" + full + ", " + vec +
+         ") {\n  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : " +
+         vec + ") : " + full + ", tensor<?xf32> -> " + full + ", " + vec +
+         "\n  return %dx, %dw : " + full + ", " + vec + "\n}\n";
+}
+
+class KernelPlanTest : public ::testing::TestWithParam<Case> {
+protected:
+  KernelPlanTest() {
+    DialectRegistry registry;
+    registerNormDialect(registry);
+    registry.insert<func::FuncDialect>();
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  /// The fused op of `c`'s function, as the pipeline leaves it.
+  MixedReductionOp fused(const Case &c) {
+    module = parseSourceString<ModuleOp>(source(c), &context);
+    if (!module)
+      return {};
+    PassManager pm(&context);
+    pm.addPass(createNormDecompose());
+    pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(pm.run(*module)))
+      return {};
+    MixedReductionOp op;
+    module->walk([&](MixedReductionOp found) { op = found; });
+    return op;
+  }
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+};
+
+TEST_P(KernelPlanTest, MatchesTable) {
+  const Case &c = GetParam();
+  MixedReductionOp op = fused(c);
+  ASSERT_TRUE(op) << source(c);
+  std::optional<GpuTarget> target = lookupGpuTarget(c.chip);
+  ASSERT_TRUE(target);
+  KernelPlan plan = planKernel(op, KernelPlanOptions(), *target);
+  const Expected &e = c.plan;
+  EXPECT_EQ(plan.vector, e.vector);
+  EXPECT_EQ(plan.threadsPerRow, e.threadsPerRow);
+  EXPECT_EQ(plan.rowsPerCTA, e.rowsPerCTA);
+  EXPECT_EQ(plan.chunksPerThread, e.chunksPerThread);
+  EXPECT_EQ(plan.asyncStages, e.asyncStages);
+  EXPECT_EQ(plan.prefetch, e.prefetch);
+  EXPECT_EQ(plan.combineInCTA, e.combineInCTA);
+  EXPECT_EQ(plan.singleLaunch, e.singleLaunch);
+  EXPECT_EQ(plan.resident() ? 0 : plan.minColumnGroups, e.columnGroups);
+  EXPECT_EQ(plan.splitColumnGroups, e.splitColumnGroups);
+  EXPECT_EQ(plan.dynamicSharedBytes, e.dynamicSharedBytes);
+  EXPECT_EQ(plan.splitSharedBytes, e.splitSharedBytes);
+}
+
+TEST_P(KernelPlanTest, FitsTheChip) {
+  const Case &c = GetParam();
+  MixedReductionOp op = fused(c);
+  ASSERT_TRUE(op);
+  GpuTarget target = *lookupGpuTarget(c.chip);
+  KernelPlan plan = planKernel(op, KernelPlanOptions(), target);
+  // Dynamic shared memory plus the static arrays (warp slots, the tail's
+  // slices: at most 3 KiB) within the CTA's limit.
+  EXPECT_LE(plan.dynamicSharedBytes, maxAccumulatorSharedBytes(target));
+  EXPECT_LE(plan.splitSharedBytes, maxAccumulatorSharedBytes(target));
+  EXPECT_LE(maxAccumulatorSharedBytes(target) + 3 * 1024,
+            target.sharedBytesPerBlock);
+  // The ring is read with 16-byte vectors.
+  EXPECT_EQ(plan.asyncRingOffset % 16, 0);
+  EXPECT_LE(plan.blockThreads(), target.maxThreadsPerBlock);
+  EXPECT_LE(plan.estimatedRegisters, target.registersPerThread);
+  if (plan.twoCTAsPerSM)
+    EXPECT_LE(2 * (plan.dynamicSharedBytes + 3 * 1024),
+              target.sharedBytesPerSM);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, KernelPlanTest, ::testing::ValuesIn(kCases),
+    [](const ::testing::TestParamInfo<Case> &info) {
+      return std::string(info.param.kind) + "_" + info.param.config + "_" +
+             std::to_string(info.param.n) + "_" + info.param.chip;
+    });
+
+TEST(GpuTargetTest, KnownChips) {
+  for (llvm::StringRef chip : knownGpuChips()) {
+    std::optional<GpuTarget> target = lookupGpuTarget(chip);
+    ASSERT_TRUE(target) << chip.str();
+    EXPECT_EQ(target->chip, chip);
+    EXPECT_TRUE(target->hasAsyncCopy);
+  }
+  EXPECT_FALSE(lookupGpuTarget("sm_75"));
+  EXPECT_FALSE(lookupGpuTarget(""));
+  EXPECT_EQ(lookupGpuTarget("sm_80")->sharedBytesPerBlock, 163 * 1024);
+  EXPECT_EQ(lookupGpuTarget("sm_90a")->sharedBytesPerBlock, 227 * 1024);
+  EXPECT_FALSE(lookupGpuTarget("sm_80")->hasBulkCopy);
+  EXPECT_TRUE(lookupGpuTarget("sm_90a")->hasClusters);
+}
+
+} // namespace
