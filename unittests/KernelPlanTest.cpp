@@ -71,6 +71,11 @@ const Case kCases[] = {
     {"layer", "bf16", 16384, "sm_86", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
 };
 
+// Names the case in test output (instead of its bytes).
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << c.kind << " " << c.config << " N=" << c.n << " " << c.chip;
+}
+
 std::string source(const Case &c) {
   std::string x = c.config == std::string("f32") ? "f32" : "bf16";
   std::string w = c.config == std::string("bf16w32") || x == "f32" ? "f32"

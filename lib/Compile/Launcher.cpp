@@ -26,6 +26,7 @@
 
 #include "norm/Compile/Compile.h"
 #include "norm/Conversion/NormToGPU.h"
+#include "norm/Conversion/NormToGPU/KernelNames.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -81,29 +82,24 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
                                        llvm::SmallSet<unsigned, 8> &strided,
                                        llvm::SmallSet<unsigned, 8> &stridedRes,
                                        OpLaunch &launch) {
-  auto gpuAttr = op->getAttrOfType<DictionaryAttr>("norm.gpu");
-  if (!gpuAttr)
+  auto planAttr = op->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
+  if (!planAttr)
     return op.emitError("compile: fused op has no kernels "
                         "(--convert-norm-to-gpu did not run)");
-  auto get = [&](StringRef key) {
-    return cast<IntegerAttr>(gpuAttr.get(key)).getInt();
-  };
   launch.op = op;
-  launch.kernel = cast<StringAttr>(gpuAttr.get("kernel")).str();
-  launch.plan.vector = get("vector");
-  launch.plan.threadsPerRow = get("threads_per_row");
-  launch.plan.rowsPerCTA = get("rows_per_cta");
-  launch.plan.chunksPerThread = get("chunks_per_thread");
-  launch.plan.programsPerSM = get("programs_per_sm");
-  launch.plan.dynamicSharedBytes = get("dynamic_shared_bytes");
-  launch.plan.combineInCTA =
-      cast<BoolAttr>(gpuAttr.get("combine_in_cta")).getValue();
-  launch.plan.singleLaunch =
-      cast<BoolAttr>(gpuAttr.get("single_launch")).getValue();
-  launch.finalThreads = get("final_threads");
-  launch.columnGroups = get("column_groups");
-  launch.splitColumnGroups = get("split_column_groups");
-  launch.splitSharedBytes = get("split_shared_bytes");
+  launch.kernel = planAttr.getKernel().str();
+  launch.plan.vector = planAttr.getVector();
+  launch.plan.threadsPerRow = planAttr.getThreadsPerRow();
+  launch.plan.rowsPerCTA = planAttr.getRowsPerCta();
+  launch.plan.chunksPerThread = planAttr.getChunksPerThread();
+  launch.plan.programsPerSM = planAttr.getProgramsPerSm();
+  launch.plan.dynamicSharedBytes = planAttr.getDynamicSharedBytes();
+  launch.plan.combineInCTA = planAttr.getCombineInCta().getValue();
+  launch.plan.singleLaunch = planAttr.getSingleLaunch().getValue();
+  launch.finalThreads = planAttr.getFinalThreads();
+  launch.columnGroups = planAttr.getColumnGroups();
+  launch.splitColumnGroups = planAttr.getSplitColumnGroups();
+  launch.splitSharedBytes = planAttr.getSplitSharedBytes();
 
   auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
     if (std::optional<unsigned> a = argumentOf(v))
@@ -362,13 +358,14 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
                       : "")
           << "    }\n"
           << "    if ((st = normrt_get_function(norm_image, split ? (vec ? \""
-          << l.kernel << "_main_split\" : \"" << l.kernel
-          << "_main_split_scalar\") : vec ? \"" << l.kernel << "_main\" : \""
-          << l.kernel << "_main_scalar\", &fn)) != 0) return st;\n";
+          << l.kernel << kMainSplitKernelSuffix << "\" : \"" << l.kernel
+          << kMainSplitScalarKernelSuffix << "\") : vec ? \"" << l.kernel
+          << kMainKernelSuffix << "\" : \"" << l.kernel
+          << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
     } else {
       src << "    if ((st = normrt_get_function(norm_image, vec ? \""
-          << l.kernel << "_main\" : \"" << l.kernel
-          << "_main_scalar\", &fn)) != 0) return st;\n";
+          << l.kernel << kMainKernelSuffix << "\" : \"" << l.kernel
+          << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
     }
     // A persistent grid: as many CTAs as are resident at once, unless the
     // kernel was compiled with a fixed programs-per-SM.
@@ -444,7 +441,7 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     if (numCol > 0) {
       src << "    if (!finalize) {\n"
           << "      if ((st = normrt_get_function(norm_image, \"" << l.kernel
-          << "_final\", &fn)) != 0) return st;\n"
+          << kFinalKernelSuffix << "\", &fn)) != 0) return st;\n"
           << "      void *final_args[] = {&ws, ";
       argList(l.initIn);
       argList(l.colOut);

@@ -96,6 +96,8 @@ def main():
                 info = report.get(name, {})
                 spill = info.get("spill", (-1, -1, -1))
                 problems = []
+                # The suffixes of include/norm/Conversion/NormToGPU/
+                # KernelNames.h (kMainKernelSuffix, ...).
                 prefix = re.sub(
                     r"_(main|main_scalar|main_split|main_split_scalar|final)$",
                     "", name)

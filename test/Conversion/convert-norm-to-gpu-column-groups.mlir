@@ -10,7 +10,13 @@
 // read-modify-writing a global partial row for every row.
 
 // CHECK-LABEL: func.func @layer_wide
-// CHECK:         norm.gpu = {async_stages = 0 : i64, block = 512 : i64, chunks_per_thread = 0 : i64, column_groups = 2 : i64, combine_in_cta = false, dynamic_shared_bytes = 131072 : i64
+// The plan: looped (no chunks per lane), 2 CTAs per row with 128 KiB of
+// accumulators each; the split kernels with 4 CTAs per row and 64 KiB.
+// CHECK:         norm.gpu = #norm.kernel_plan<kernel = "layer_wide_0", vector = 8,
+// CHECK-SAME:      threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0,
+// CHECK-SAME:      single_launch = false, async_stages = 0, column_groups = 2,
+// CHECK-SAME:      split_column_groups = 4, split_shared_bytes = 65536,
+// CHECK-SAME:      dynamic_shared_bytes = 131072>
 // CHECK:       gpu.func @layer_wide_0_main(
 // CHECK:         %[[BLOCK:.*]] = arith.index_castui %{{.*}} : index to i64
 // CHECK:         %[[PROG:.*]] = arith.addi %{{.*}}, %{{.*}} : i64

@@ -11,7 +11,15 @@
 
 // CHECK-LABEL: func.func @rms
 // CHECK:         norm.mixed_reduction
-// CHECK:         norm.gpu = {async_stages = 3 : i64, block = 256 : i64, chunks_per_thread = 4 : i64, column_groups = 0 : i64, combine_in_cta = true, dynamic_shared_bytes = 131072 : i64, final_threads = 256 : i64, kernel = "rms_0", programs_per_sm = 0 : i64, rows_per_cta = 128 : i64, single_launch = true, split_column_groups = 0 : i64, split_shared_bytes = 0 : i64, threads_per_row = 2 : i64, vector = 8 : i64}
+// The plan (#norm.kernel_plan, read by the launcher writer): 2 lanes per
+// row, 128 rows per CTA of 256 threads, 8-wide vectors, 4 chunks per lane;
+// the CTA combines its rows' partials (128 KiB of dynamic shared memory)
+// and has a 3-row cp.async ring; one launch.
+// CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_0", vector = 8,
+// CHECK-SAME:      threads_per_row = 2, rows_per_cta = 128, chunks_per_thread = 4,
+// CHECK-SAME:      block = 256, combine_in_cta = true, single_launch = true,
+// CHECK-SAME:      async_stages = 3, column_groups = 0,
+// CHECK-SAME:      final_threads = 256, dynamic_shared_bytes = 131072>
 // CHECK:       gpu.module @norm_kernels
 // The dynamic shared memory (accumulators, then the cp.async ring): an
 // external declaration, 16-byte aligned (`.extern .shared .align 16 .b8
@@ -108,8 +116,8 @@
 // Without the ring (async-stages=0): the register prefetch of the next
 // row rides in the loop's carried values (8 accesses of 16 bytes).
 // PREFETCH-LABEL: func.func @rms
-// PREFETCH:         async_stages = 0 : i64
-// PREFETCH-SAME:    dynamic_shared_bytes = 32768 : i64
+// PREFETCH:         async_stages = 0
+// PREFETCH-SAME:    dynamic_shared_bytes = 32768>
 // PREFETCH:         gpu.func @rms_0_main
 // PREFETCH-NOT:       nvvm.cp.async
 // PREFETCH:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>

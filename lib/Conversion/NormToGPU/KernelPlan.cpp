@@ -40,17 +40,78 @@ int64_t mlir::norm::loopedSharedBytes(const GpuTarget &target) {
                            target.sharedBytesPerSM / 2 - 14 * 1024);
 }
 
-KernelPlan mlir::norm::planKernel(MixedReductionOp op,
-                                  const KernelPlanOptions &options,
-                                  const GpuTarget &target) {
-  const int64_t maxAccumulatorBytes = maxAccumulatorSharedBytes(target);
-  KernelPlan plan;
-  int64_t n = op.getDomainShape().back();
-  if (!ShapedType::isDynamic(n))
-    plan.staticCols = n;
+namespace {
+/// planKernel's steps, in order; each fills its fields of `plan`.
+class KernelPlanner {
+public:
+  KernelPlanner(MixedReductionOp op, const KernelPlanOptions &options,
+                const GpuTarget &target)
+      : op(op), options(options), target(target) {}
 
-  // Widest full element type sets the vector width (16 bytes of it).
-  int64_t widest = 1;
+  KernelPlan run() {
+    int64_t n = op.getDomainShape().back();
+    if (!ShapedType::isDynamic(n))
+      plan.staticCols = n;
+    pickVectorWidth();
+    pickRowGroup();
+    pickRowsPerCTA();
+    pickSharedAccumulators();
+    pickAsyncRing();
+    pickLaunch();
+    return plan;
+  }
+
+private:
+  void pickVectorWidth();
+  void pickRowGroup();
+  void pickRowsPerCTA();
+  void pickSharedAccumulators();
+  void pickAsyncRing();
+  void pickLaunch();
+  int64_t registersFor(int64_t columnsPerLane) const;
+  double prefetchRegistersPerColumn() const;
+  int64_t registerBudget(int64_t group) const;
+
+  mutable MixedReductionOp op; // its accessors are not const
+  const KernelPlanOptions &options;
+  const GpuTarget &target;
+  KernelPlan plan;
+  int64_t widest = 1; // bytes of the widest full element type
+};
+} // namespace
+
+/// 32-bit registers per owned column: ptxas keeps the loaded values as
+/// f32 once converted (whatever their storage type), one accumulator per
+/// column result, and about one f32 intermediate (x-hat) between the row
+/// sums and the elementwise pass. Checked against ptxas -v in
+/// docs/perf-notes.md (within ~5% for LayerNorm/RMSNorm at 32 columns).
+int64_t KernelPlanner::registersFor(int64_t columnsPerLane) const {
+  double perColumn = op.getFull().size() + op.getCol().size() +
+                     op.getColResults().size() + 1;
+  const int64_t overhead = 40;
+  return overhead + static_cast<int64_t>(perColumn * columnsPerLane);
+}
+
+/// The prefetched next row: its raw (packed) accesses, per column.
+double KernelPlanner::prefetchRegistersPerColumn() const {
+  double perColumn = 0;
+  for (Value v : op.getFull())
+    perColumn += elementBytes(v.getType()) / 4.0;
+  return perColumn;
+}
+
+/// A CTA of `group` lanes (or 256 when rows share a CTA) and at least one
+/// CTA per SM within the register file (64K); at most 255 per lane.
+int64_t KernelPlanner::registerBudget(int64_t group) const {
+  int64_t block = std::max<int64_t>(group, 256);
+  return std::min<int64_t>(target.registersPerThread,
+                           target.registersPerSM / block);
+}
+
+/// V: 16 bytes of the widest full element type (the scalar kernel only
+/// when a static N is not a multiple of it).
+void KernelPlanner::pickVectorWidth() {
+  widest = 1;
   for (Value v : op.getFull())
     widest = std::max(widest, elementBytes(v.getType()));
   for (Value v : op.getFullResults())
@@ -59,30 +120,11 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   plan.vector = std::max<int64_t>(1, vectorBytes / widest);
   if (plan.staticCols && *plan.staticCols % plan.vector != 0)
     plan.vector = 1; // the scalar kernel is the only one
+}
 
-  // 32-bit registers per owned column: ptxas keeps the loaded values as
-  // f32 once converted (whatever their storage type), one accumulator per
-  // column result, and about one f32 intermediate (x-hat) between the row
-  // sums and the elementwise pass. Checked against ptxas -v in
-  // docs/perf-notes.md (within ~5% for LayerNorm/RMSNorm at 32 columns).
-  double perColumn = op.getFull().size() + op.getCol().size() +
-                     op.getColResults().size() + 1;
-  const int64_t overhead = 40;
-  auto registersFor = [&](int64_t columnsPerLane) {
-    return overhead + static_cast<int64_t>(perColumn * columnsPerLane);
-  };
-  // The prefetched next row: its raw (packed) accesses, per column.
-  double prefetchPerColumn = 0;
-  for (Value v : op.getFull())
-    prefetchPerColumn += elementBytes(v.getType()) / 4.0;
-  auto budgetFor = [&](int64_t group) {
-    // A CTA of `group` lanes (or 256 when rows share a CTA) and at least
-    // one CTA per SM within the register file (64K); at most 255 per lane.
-    int64_t block = std::max<int64_t>(group, 256);
-    return std::min<int64_t>(target.registersPerThread,
-                             target.registersPerSM / block);
-  };
-
+/// G and K: the smallest power-of-two group of lanes whose share of the row
+/// fits the registers; else the looped variant (512 lanes).
+void KernelPlanner::pickRowGroup() {
   int64_t chunks = plan.staticCols ? *plan.staticCols / plan.vector : -1;
   int64_t maxResident = options.maxResidentElements;
   plan.chunksPerThread = 0;
@@ -95,7 +137,7 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       // Up to 32 columns per lane keeps registers low enough for several
       // CTAs per SM; only the widest group may go past that.
       bool fits = maxResident ? columns <= maxResident
-                              : registersFor(columns) <= budgetFor(g) &&
+                              : registersFor(columns) <= registerBudget(g) &&
                                     (columns <= 32 ||
                                      g == target.maxThreadsPerBlock ||
                                      options.threadsPerRow);
@@ -104,9 +146,9 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
         plan.chunksPerThread = k;
         plan.estimatedRegisters = registersFor(columns);
         int64_t withPrefetch = plan.estimatedRegisters +
-                               static_cast<int64_t>(prefetchPerColumn *
+                               static_cast<int64_t>(prefetchRegistersPerColumn() *
                                                     columns);
-        plan.prefetch = options.prefetch && withPrefetch <= budgetFor(g);
+        plan.prefetch = options.prefetch && withPrefetch <= registerBudget(g);
         if (plan.prefetch)
           plan.estimatedRegisters = withPrefetch;
         break;
@@ -117,7 +159,9 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
     plan.threadsPerRow = options.threadsPerRow ? options.threadsPerRow : 512;
     plan.estimatedRegisters = 64;
   }
+}
 
+void KernelPlanner::pickRowsPerCTA() {
   // Rows of at most 64 lanes: several programs (rows) per CTA of 256
   // threads, so that the CTA can add their partials (P = CTAs). Every lane
   // runs the same number of row iterations and reductions, so the barriers
@@ -130,13 +174,15 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
     plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
   else
     plan.rowsPerCTA = 1;
+}
 
+void KernelPlanner::pickSharedAccumulators() {
   // Shared-memory accumulators where they fit (static N only).
   int64_t numCol = op.getColResults().size();
   if (plan.staticCols && numCol > 0) {
     int64_t row = numCol * *plan.staticCols * 4;
     if (plan.resident() && plan.rowsPerCTA > 1 &&
-        plan.rowsPerCTA * row <= maxAccumulatorBytes) {
+        plan.rowsPerCTA * row <= maxAccumulatorSharedBytes(target)) {
       plan.combineInCTA = true;
       plan.dynamicSharedBytes = plan.rowsPerCTA * row;
     } else if (!plan.resident()) {
@@ -150,7 +196,7 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       const int64_t twoPerSMBytes = loopedSharedBytes(target);
       bool twoPerSM = widest < 4 && *plan.staticCols <= 16384 &&
                       row <= 2 * twoPerSMBytes;
-      int64_t budget = twoPerSM ? twoPerSMBytes : maxAccumulatorBytes;
+      int64_t budget = twoPerSM ? twoPerSMBytes : maxAccumulatorSharedBytes(target);
       int64_t groups = (row + budget - 1) / budget;
       if (groups <= kMaxColumnGroups) {
         plan.twoCTAsPerSM = twoPerSM;
@@ -170,7 +216,9 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       }
     }
   }
+}
 
+void KernelPlanner::pickAsyncRing() {
   // The cp.async ring of the resident vector kernel: the deepest ring up to
   // the requested stages that fits beside the accumulators; it replaces the
   // register prefetch (the loads in flight then cost no registers).
@@ -190,19 +238,21 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
     int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
                        plan.blockThreads();
     for (int64_t s = options.asyncStages; s >= 2; --s) {
-      if (offset + s * perStage > maxAccumulatorBytes)
+      if (offset + s * perStage > maxAccumulatorSharedBytes(target))
         continue;
       plan.asyncStages = s;
       plan.asyncRingOffset = offset;
       plan.dynamicSharedBytes = offset + s * perStage;
       if (plan.prefetch)
         plan.estimatedRegisters -= static_cast<int64_t>(
-            prefetchPerColumn * plan.chunksPerThread * plan.vector);
+            prefetchRegistersPerColumn() * plan.chunksPerThread * plan.vector);
       plan.prefetch = false;
       break;
     }
   }
+}
 
+void KernelPlanner::pickLaunch() {
   // 0: the launcher fills every SM with as many CTAs as the driver's
   // occupancy calculator allows (it knows the real register count).
   plan.programsPerSM = options.programsPerSM;
@@ -217,7 +267,12 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
   // The split kernels (few rows) could finish in one launch too, but
   // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes v6): their
   // tail is latency-bound over few partial rows; they take two launches.
-  return plan;
+}
+
+KernelPlan mlir::norm::planKernel(MixedReductionOp op,
+                                  const KernelPlanOptions &options,
+                                  const GpuTarget &target) {
+  return KernelPlanner(op, options, target).run();
 }
 
 /// Bytes of loads per lane the looped variant's loops over a row issue

@@ -214,35 +214,18 @@ struct ConvertNormToGPUPass
     return final.build(fn);
   }
 
+  /// The plan on the op, for the launcher writer.
   void annotate(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
                 StringRef prefix) {
-    SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr("kernel", b.getStringAttr(prefix)),
-        b.getNamedAttr("vector", b.getI64IntegerAttr(plan.vector)),
-        b.getNamedAttr("threads_per_row",
-                       b.getI64IntegerAttr(plan.threadsPerRow)),
-        b.getNamedAttr("rows_per_cta", b.getI64IntegerAttr(plan.rowsPerCTA)),
-        b.getNamedAttr("chunks_per_thread",
-                       b.getI64IntegerAttr(plan.chunksPerThread)),
-        b.getNamedAttr("programs_per_sm",
-                       b.getI64IntegerAttr(plan.programsPerSM)),
-        b.getNamedAttr("block", b.getI64IntegerAttr(plan.blockThreads())),
-        b.getNamedAttr("combine_in_cta", b.getBoolAttr(plan.combineInCTA)),
-        b.getNamedAttr("single_launch", b.getBoolAttr(plan.singleLaunch)),
-        b.getNamedAttr("async_stages", b.getI64IntegerAttr(plan.asyncStages)),
-        b.getNamedAttr("column_groups",
-                       b.getI64IntegerAttr(plan.resident()
-                                               ? 0
-                                               : plan.minColumnGroups)),
-        b.getNamedAttr("split_column_groups",
-                       b.getI64IntegerAttr(plan.splitColumnGroups)),
-        b.getNamedAttr("split_shared_bytes",
-                       b.getI64IntegerAttr(plan.splitSharedBytes)),
-        b.getNamedAttr("final_threads",
-                       b.getI64IntegerAttr(plan.finalThreads())),
-        b.getNamedAttr("dynamic_shared_bytes",
-                       b.getI64IntegerAttr(plan.dynamicSharedBytes))};
-    op->setAttr("norm.gpu", b.getDictionaryAttr(attrs));
+    op->setAttr(kKernelPlanAttrName,
+                KernelPlanAttr::get(
+                    b.getContext(), prefix, plan.vector, plan.threadsPerRow,
+                    plan.rowsPerCTA, plan.chunksPerThread, plan.programsPerSM,
+                    plan.blockThreads(), b.getBoolAttr(plan.combineInCTA),
+                    b.getBoolAttr(plan.singleLaunch), plan.asyncStages,
+                    plan.resident() ? 0 : plan.minColumnGroups,
+                    plan.splitColumnGroups, plan.splitSharedBytes,
+                    plan.finalThreads(), plan.dynamicSharedBytes));
   }
 };
 

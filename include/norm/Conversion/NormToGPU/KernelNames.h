@@ -26,6 +26,9 @@ inline constexpr llvm::StringLiteral kMainSplitScalarKernelSuffix =
 /// The final reduction of the partial buffer (two-launch path).
 inline constexpr llvm::StringLiteral kFinalKernelSuffix = "_final";
 
+/// The attribute (a #norm.kernel_plan) on each norm.mixed_reduction.
+inline constexpr llvm::StringLiteral kKernelPlanAttrName = "norm.gpu";
+
 /// The gpu.module holding every kernel.
 inline constexpr llvm::StringLiteral kKernelModuleName = "norm_kernels";
 /// The dynamic shared memory of every kernel (an extern shared array).

@@ -25,6 +25,7 @@ def Norm_Dialect : Dialect {
     "::mlir::linalg::LinalgDialect",
     "::mlir::tensor::TensorDialect"
   ];
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Norm_Op<string mnemonic, list<Trait> traits = []>

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "norm/Dialect/Norm/IR/NormAttrs.h"
 #include "norm/Dialect/Norm/IR/NormDialect.h"
 
 #define GET_OP_CLASSES
