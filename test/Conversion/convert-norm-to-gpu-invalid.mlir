@@ -2,8 +2,8 @@
 // RUN: not norm-opt %s --convert-norm-to-gpu="threads-per-row=3" 2>&1 | FileCheck %s --check-prefix=OPT
 // RUN: not norm-opt %s --convert-norm-to-gpu="vector-bytes=12" 2>&1 | FileCheck %s --check-prefix=VEC
 
-// OPT: 'threads-per-row' must be a power of two in [1, 1024], got 3
-// VEC: 'vector-bytes' must be 1, 2, 4, 8 or 16, got 12
+// OPT: error: invalid GPU option 'threads-per-row=3': expected 0 (pick) or a power of two in [1, 1024]
+// VEC: error: invalid GPU option 'vector-bytes=12': expected 1, 2, 4, 8 or 16
 
 // A payload may capture constants, sizes of the domain and 0-d tensor
 // reads; a scalar function argument cannot be moved into a kernel.

@@ -139,7 +139,7 @@ KernelPlan mlir::norm::planKernel(MixedReductionOp op,
       int64_t budget =
           twoPerSM ? kLoopedSharedBytes : kMaxAccumulatorSharedBytes;
       int64_t groups = (row + budget - 1) / budget;
-      if (groups <= kMaxColumnGroups) {
+      if (groups >= 1 && groups <= kMaxColumnGroups) { // N = 0: none
         plan.twoCTAsPerSM = twoPerSM;
         int64_t chunks = *plan.staticCols / plan.vector;
         int64_t partChunks = (chunks + groups - 1) / groups;
