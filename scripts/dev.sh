@@ -113,11 +113,16 @@ sanitize() {
   fi
   if [ ! -f "$asan/build.ninja" ]; then
     log "configuring $asan (ASan + UBSan, libFuzzer)"
-    local san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+    # LLVM_USE_SANITIZER: LLVM's CMake adds the flags (and drops -z defs
+    # from shared libraries: the sanitizer runtime is the executable's).
     CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$asan" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNORM_ENABLE_FUZZER=ON \
-      -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san -fsanitize=fuzzer-no-link" \
-      -DCMAKE_EXE_LINKER_FLAGS="$san" -DCMAKE_SHARED_LINKER_FLAGS="$san" \
+      -DCMAKE_BUILD_TYPE=Release -DNORM_ENABLE_FUZZER=ON \
+      -DLLVM_USE_SANITIZER='Address;Undefined' \
+      -DLLVM_UBSAN_FLAGS="-fsanitize=undefined -fno-sanitize=vptr,function" \
+      -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only -DNDEBUG" \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only -DNDEBUG" \
+      -DCMAKE_C_FLAGS="-fno-sanitize-recover=undefined" \
+      -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link" \
       >"$asan.configure.log" 2>&1 || { cat "$asan.configure.log"; exit 1; }
   fi
   log "building $asan"
