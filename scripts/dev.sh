@@ -5,8 +5,13 @@
 #                                 shipped examples through every stage
 #        scripts/dev.sh test      install what is missing, build, run ctest
 #        scripts/dev.sh build     install what is missing, build
+#        scripts/dev.sh sanitize  the ASan + UBSan build (clang-22) in
+#                                 build-asan/: unit tests, lit, a 60 s fuzz
+#                                 run and the saved corpus (test runs it too)
 #
-# Environment: NORM_BUILD_DIR (default: build/), MLIR_DIR, CUDAToolkit_ROOT.
+# Environment: NORM_BUILD_DIR (default: build/), NORM_ASAN_BUILD_DIR
+# (default: build-asan/), NORM_SANITIZE=0 (test: skip the sanitizer job),
+# NORM_FUZZ_SECONDS (default 60), MLIR_DIR, CUDAToolkit_ROOT.
 # Re-running is fast and quiet when everything is already in place.
 #===----------------------------------------------------------------------===#
 set -euo pipefail
@@ -14,7 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${NORM_BUILD_DIR:-$root/build}
 packages=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-          cmake ninja-build g++ libgtest-dev python3)
+          cmake ninja-build g++ libgtest-dev python3 clang-22 libclang-rt-22-dev)
 
 log() { printf '== %s\n' "$*"; }
 
@@ -98,11 +103,65 @@ run_examples() {
   done
 }
 
+# The ASan + UBSan job (docs/reliability.md): a second build directory with
+# clang, the fuzz target, the unit tests and the lit suite on it, a short
+# fuzz run from the saved corpus and a replay of that corpus.
+sanitize() {
+  local asan=${NORM_ASAN_BUILD_DIR:-$root/build-asan}
+  local seconds=${NORM_FUZZ_SECONDS:-60}
+  if ! command -v clang++-22 >/dev/null; then
+    log "sanitize: clang++-22 not found (apt-get install clang-22 libclang-rt-22-dev)"
+    exit 1
+  fi
+  if [ ! -f "$asan/build.ninja" ]; then
+    log "configuring $asan (ASan + UBSan, libFuzzer)"
+    # LLVM_USE_SANITIZER: LLVM's CMake adds the flags (and drops -z defs
+    # from shared libraries: the sanitizer runtime is the executable's).
+    CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$asan" \
+      -DCMAKE_BUILD_TYPE=Release -DNORM_ENABLE_FUZZER=ON \
+      -DLLVM_USE_SANITIZER='Address;Undefined' \
+      -DLLVM_UBSAN_FLAGS="-fsanitize=undefined -fno-sanitize=vptr,function" \
+      -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only -DNDEBUG" \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only -DNDEBUG" \
+      -DCMAKE_C_FLAGS="-fno-sanitize-recover=undefined" \
+      -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link" \
+      >"$asan.configure.log" 2>&1 || { cat "$asan.configure.log"; exit 1; }
+  fi
+  log "building $asan"
+  local out
+  out=$(ninja -C "$asan" --quiet 2>&1) || { printf '%s\n' "$out"; exit 1; }
+  # LLVM's and MLIR's own static registries are not freed at exit.
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  log "sanitize: unit tests and lit on $asan"
+  # --emit=lib links the instrumented runtime into a plain shared library
+  # with cc, and Python loads it through ctypes: those tests stay on the
+  # plain build (listed in docs/reliability.md).
+  export LIT_FILTER_OUT='norm-opt/compile.test'
+  ctest --test-dir "$asan" --output-on-failure -E 'embedding-package|runtime-ctypes|runtime-linkage' \
+    -j1
+  local corpus="$root/test/fuzz/corpus" fuzz="$asan/bin/norm-fuzz"
+  log "sanitize: replaying the saved corpus ($(ls "$corpus" | wc -l) inputs)"
+  "$fuzz" -runs=0 -timeout=60 "$corpus" 2>&1 | tail -n 2
+  log "sanitize: fuzzing for $seconds s"
+  local work
+  work=$(mktemp -d)
+  "$fuzz" -max_total_time="$seconds" -timeout=60 -max_len=16384 \
+    -dict="$root/test/fuzz/mlir.dict" -artifact_prefix="$work/" "$work" \
+    "$corpus" 2>&1 | grep -E '^(#[0-9]+ *DONE|Done|==|SUMMARY)' || true
+  if ls "$work"/crash-* "$work"/timeout-* "$work"/leak-* >/dev/null 2>&1; then
+    log "sanitize: the fuzzer found failures: $work"; exit 1
+  fi
+  rm -rf "$work"
+}
+
 cmd=${1:-}
 case "$cmd" in
   example) install_missing; configure_and_build; run_examples ;;
   test)    install_missing; configure_and_build
-           ctest --test-dir "$build" --output-on-failure ;;
+           ctest --test-dir "$build" --output-on-failure
+           [ "${NORM_SANITIZE:-1}" = 0 ] || sanitize ;;
+  sanitize) install_missing; sanitize ;;
   build)   install_missing; configure_and_build ;;
   *) sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

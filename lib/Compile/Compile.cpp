@@ -6,6 +6,7 @@
 
 #include "norm/Compile/Compile.h"
 #include "norm/Compile/Signature.h"
+#include "norm/Conversion/GpuOptions.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Pass/PassManager.h"
@@ -14,6 +15,7 @@
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/PrettyStackTrace.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
@@ -46,6 +48,13 @@ LogicalResult writeFile(ModuleOp module, StringRef path, StringRef text) {
     return module.emitError() << "compile: cannot write '" << path
                               << "': " << ec.message();
   os << text;
+  os.close();
+  if (std::error_code error = os.error()) {
+    // Reported here, not by the stream's destructor (a fatal "IO failure").
+    os.clear_error();
+    return module.emitError() << "compile: cannot write '" << path
+                              << "': " << error.message();
+  }
   return success();
 }
 
@@ -107,25 +116,24 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   if (options.output.empty())
     return module.emitError("compile: an output path is required (-o)");
 
+  if (failed(validateGpuOptions(options.gpu, module.getLoc())))
+    return failure();
+
   PassManager pm(module.getContext());
-  NormGPUPipelineOptions pipeline;
-  pipeline.chip = options.chip;
-  pipeline.features = options.features;
-  pipeline.optLevel = options.optLevel;
-  pipeline.threadsPerRow = options.threadsPerRow;
-  pipeline.rowsPerCTA = options.rowsPerCTA;
-  pipeline.vectorBytes = options.vectorBytes;
-  pipeline.programsPerSM = options.programsPerSM;
-  pipeline.maxResidentElements = options.maxResidentElements;
-  pipeline.prefetch = options.prefetch;
-  pipeline.singleLaunch = options.singleLaunch;
-  pipeline.asyncStages = options.asyncStages;
-  buildNormLowerToNVVMPipeline(pm, pipeline);
+  buildNormLowerToNVVMPipeline(pm, options.gpu);
   if (options.configurePassManager &&
       failed(options.configurePassManager(pm)))
     return failure();
-  if (failed(pm.run(module)))
-    return failure();
+  // A crash in the pipeline prints which one ran (with the stack).
+  std::string pipelineText;
+  llvm::raw_string_ostream pipelineStream(pipelineText);
+  pm.printAsTextualPipeline(pipelineStream);
+  {
+    llvm::PrettyStackTraceFormat crashNote(
+        "norm-opt compile: running the pipeline '%s'", pipelineText.c_str());
+    if (failed(pm.run(module)))
+      return failure();
+  }
   FailureOr<std::string> ptx = extractPTX(module);
   if (failed(ptx))
     return failure();
@@ -148,8 +156,8 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   std::string cubinPath = options.emit == EmitKind::Cubin
                               ? options.output
                               : replaceExtension(options.output, "cubin");
-  SmallVector<std::string> ptxasArgs{"-arch=" + options.chip,
-                                     "-O" + std::to_string(options.optLevel),
+  SmallVector<std::string> ptxasArgs{"-arch=" + options.gpu.chip,
+                                     "-O" + std::to_string(options.gpu.optLevel),
                                      std::string(ptxPath), "-o", cubinPath};
   if (options.ptxasVerbose)
     ptxasArgs.insert(ptxasArgs.begin(), "-v");

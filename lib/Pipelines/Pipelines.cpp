@@ -68,37 +68,58 @@ void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
 }
 
 void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
-                                        const NormGPUPipelineOptions &options) {
+                                        const NormGpuOptions &options) {
   addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
   pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions());
   addUpstream(pm, "canonicalize,cse");
-  ConvertNormToGPUOptions gpu;
-  gpu.threadsPerRow = options.threadsPerRow;
-  gpu.rowsPerCTA = options.rowsPerCTA;
-  gpu.vectorBytes = options.vectorBytes;
-  gpu.programsPerSM = options.programsPerSM;
-  gpu.maxResidentElements = options.maxResidentElements;
-  gpu.prefetch = options.prefetch;
-  gpu.singleLaunch = options.singleLaunch;
-  gpu.asyncStages = options.asyncStages;
-  gpu.chip = options.chip;
-  pm.addPass(createConvertNormToGPU(gpu));
+  pm.addPass(createConvertNormToGPU(options));
   addUpstream(pm, (llvm::Twine("nvvm-attach-target{chip=") + options.chip +
                    " features=" + options.features +
-                   " O=" + llvm::Twine(int(options.optLevel)) + "}")
+                   " O=" + llvm::Twine(options.optLevel) + "}")
                       .str());
   addUpstream(pm, "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,"
                   "canonicalize,cse,reconcile-unrealized-casts)");
   addUpstream(pm, "gpu-module-to-binary{format=isa}");
 }
 
+norm::NormGpuOptions norm::NormGPUPipelineOptions::getOptions() const {
+  NormGpuOptions options;
+#define NORM_GPU_OPTION(field, type, argument, initial, description)             \
+  options.field = field;
+#include "norm/Conversion/GpuOptions.h.inc"
+  return options;
+}
+
 void norm::registerNormPipelines() {
-  PassPipelineRegistration<NormGPUPipelineOptions>(
+  // Registered by hand (not PassPipelineRegistration) to check the option
+  // values when the pipeline text is parsed, before anything runs.
+  registerPassPipeline(
       "norm-lower-to-nvvm",
       "Fuse norm backward functions and turn their kernels into PTX "
       "(gpu.binary); host functions keep the annotated fused ops",
-      buildNormLowerToNVVMPipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        NormGPUPipelineOptions parsed;
+        if (failed(parsed.parseFromString(text)))
+          return failure();
+        NormGpuOptions options = parsed.getOptions();
+        std::string problems;
+        if (failed(validateGpuOptions(
+                options, [&](StringRef argument, StringRef value,
+                             const Twine &problem) {
+                  problems += (Twine(problems.empty() ? "" : "; ") +
+                               "invalid option '" + argument + "=" + value +
+                               "' of norm-lower-to-nvvm: " + problem)
+                                  .str();
+                })))
+          return errorHandler(problems);
+        buildNormLowerToNVVMPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optionsHandler) {
+        optionsHandler(NormGPUPipelineOptions());
+      });
   PassPipelineRegistration<NormCPUPipelineOptions>(
       "norm-lower-to-cpu",
       "Fuse, partially accumulate, bufferize and lower norm backward "

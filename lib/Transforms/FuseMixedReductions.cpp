@@ -148,6 +148,9 @@ private:
     llvm::SetVector<Value> fullLeaves;    // external full-domain inputs
     llvm::SetVector<Operation *> rowReductions, colReductions;
     llvm::MapVector<std::pair<Value, unsigned>, Access> externals;
+    // Every elementwise op whose payload the fused op clones (full-domain
+    // and per-row ones).
+    llvm::SetVector<Operation *> clonedPayloads;
     std::string failure;
   };
   void walkSlice(const Access &access, Slice &slice,
@@ -163,6 +166,8 @@ private:
     SmallVector<Operation *> rowReductions, colReductions;
   };
   LogicalResult validate(Group &group, std::string &why);
+  /// No input of the group may depend on the group's own results.
+  LogicalResult checkNoCycle(const Group &group, std::string &why) const;
   LogicalResult fuse(Group &group, std::string &why);
 
   void remark(Operation *op, const Twine &message) {
@@ -445,6 +450,7 @@ void Analysis::walkSlice(const Access &access, Slice &slice,
   case Def::Elementwise:
     if (dims.size() == domain.size())
       slice.fullOps.insert(def.view->op);
+    slice.clonedPayloads.insert(def.view->op);
     walkOperands(*def.view, def.loopToDomain, slice, seen);
     return;
   }
@@ -511,6 +517,8 @@ LogicalResult Analysis::validate(Group &group, std::string &why) {
       break;
     }
   }
+  if (failed(checkNoCycle(group, why)))
+    return failure();
   auto byOrder = [&](Operation *a, Operation *b) {
     return position[a] < position[b];
   };
@@ -527,6 +535,62 @@ LogicalResult Analysis::validate(Group &group, std::string &why) {
   return success();
 }
 
+
+LogicalResult Analysis::checkNoCycle(const Group &group,
+                                     std::string &why) const {
+  // The ops of the block that use a member's result, directly or not.
+  Block *block = group.candidates.front()->getBlock();
+  DenseSet<Operation *> downstream;
+  SmallVector<Operation *> worklist(group.members.begin(),
+                                    group.members.end());
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    for (Operation *user : op->getUsers()) {
+      user = block->findAncestorOpInBlock(*user);
+      if (user && !group.members.contains(user) &&
+          downstream.insert(user).second)
+        worklist.push_back(user);
+    }
+  }
+  // The fused op reads its inputs (and the values its payloads capture)
+  // before it produces its results: none may be computed from them.
+  auto fromResults = [&](Value v) -> Operation * {
+    Operation *def = v.getDefiningOp();
+    def = def ? block->findAncestorOpInBlock(*def) : nullptr;
+    return def && downstream.contains(def) ? def : nullptr;
+  };
+  auto report = [&](Operation *def) {
+    why = "an input of the group ('" + def->getName().getStringRef().str() +
+          "') is computed from one of its results (fusing would make a "
+          "use-def cycle)";
+    return failure();
+  };
+  // Values a cloned payload uses from above (its operands are resolved
+  // through the slice, as inputs or cloned payloads).
+  auto capturedFromResults = [&](Operation *op) -> Operation * {
+    Operation *def = nullptr;
+    for (Region &region : op->getRegions())
+      region.walk([&](Operation *inner) {
+        for (Value operand : inner->getOperands())
+          if (!op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+              (def = fromResults(operand)))
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      });
+    return def;
+  };
+  for (Operation *candidate : group.candidates) {
+    const Slice &slice = slices.find(candidate)->second;
+    for (auto &entry : slice.externals)
+      if (Operation *def = fromResults(entry.second.base))
+        return report(def);
+    for (Operation *op : llvm::concat<Operation *const>(
+             ArrayRef<Operation *>(candidate), slice.clonedPayloads.getArrayRef()))
+      if (Operation *def = capturedFromResults(op))
+        return report(def);
+  }
+  return success();
+}
 
 //===----------------------------------------------------------------------===//
 // Emission
@@ -736,6 +800,35 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
   if (full.empty()) {
     why = "no input spans the whole [rows..., N] domain";
     return failure();
+  }
+  // norm.mixed_reduction computes in f32: wider (f64) or non-float values
+  // stay unfused rather than lose precision (or fail to convert).
+  auto computesInF32 = [](Type t) {
+    t = getElementTypeOrSelf(t);
+    return t.isF32() || t.isF16() || t.isBF16();
+  };
+  auto elementTypeName = [](Type t) {
+    std::string name;
+    llvm::raw_string_ostream(name) << getElementTypeOrSelf(t);
+    return name;
+  };
+  for (const Access &access : llvm::concat<const Access>(full, row, col)) {
+    if (!computesInF32(access.base.getType())) {
+      why = "an input has element type " +
+            elementTypeName(access.base.getType()) +
+            " (the fused op computes in f32: bf16, f16 and f32 only)";
+      return failure();
+    }
+  }
+  for (Operation *op : group.members) {
+    for (Type t : op->getResultTypes()) {
+      if (!computesInF32(t)) {
+        why = "a result has element type " +
+              elementTypeName(t) +
+              " (the fused op computes in f32: bf16, f16 and f32 only)";
+        return failure();
+      }
+    }
   }
 
   // Results that leave the group.

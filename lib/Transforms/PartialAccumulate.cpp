@@ -295,14 +295,30 @@ SmallVector<Value> LoopBuilder::build() {
   return results;
 }
 
+/// The results of an op over a statically empty domain (no rows, or N = 0):
+/// empty full results, and the column results are their initial values.
+SmallVector<Value> emptyDomainResults(RewriterBase &b, MixedReductionOp op) {
+  SmallVector<Value> results;
+  SmallVector<OpFoldResult> sizes =
+      tensor::getMixedSizes(b, op.getLoc(), op.getFull().front());
+  for (Value r : op.getFullResults())
+    results.push_back(tensor::EmptyOp::create(
+        b, op.getLoc(), sizes, getElementTypeOrSelf(r.getType())));
+  llvm::append_range(results, op.getColInit());
+  return results;
+}
+
+/// Most programs: the partial buffer is [P, N] fp32 per column result.
+constexpr int64_t kMaxPrograms = 65536;
+
 struct NormPartialAccumulatePass
     : norm::impl::NormPartialAccumulateBase<NormPartialAccumulatePass> {
   using Base::Base;
   void runOnOperation() override {
-    if (programs < 1) {
+    if (programs < 1 || programs > kMaxPrograms) {
       getOperation()->emitError()
-          << "norm-partial-accumulate: 'programs' must be >= 1, got "
-          << int64_t(programs);
+          << "norm-partial-accumulate: 'programs' must be in [1, "
+          << kMaxPrograms << "], got " << int64_t(programs);
       return signalPassFailure();
     }
     SmallVector<MixedReductionOp> ops;
@@ -310,6 +326,10 @@ struct NormPartialAccumulatePass
     IRRewriter rewriter(&getContext());
     for (MixedReductionOp op : ops) {
       rewriter.setInsertionPoint(op);
+      if (llvm::is_contained(op.getDomainShape(), 0)) {
+        rewriter.replaceOp(op, emptyDomainResults(rewriter, op));
+        continue;
+      }
       Value p = arith::ConstantIndexOp::create(rewriter, op.getLoc(), programs);
       rewriter.replaceOp(op, LoopBuilder(rewriter, op, p).build());
     }

@@ -3,10 +3,9 @@
 // RUN: not norm-opt %s --convert-norm-to-gpu="vector-bytes=12" 2>&1 | FileCheck %s --check-prefix=VEC
 // RUN: not norm-opt %s --convert-norm-to-gpu="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=CHIP
 
-// OPT: 'threads-per-row' must be a power of two in [1, 1024], got 3
-// VEC: 'vector-bytes' must be 1, 2, 4, 8 or 16, got 12
-// The kernel plan needs the chip's limits (GpuTarget.h).
-// CHIP: error: convert-norm-to-gpu: unknown chip 'sm_75' (known: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100 sm_100a sm_120)
+// OPT: error: invalid GPU option 'threads-per-row=3': expected 0 (pick) or a power of two in [1, 1024]
+// VEC: error: invalid GPU option 'vector-bytes=12': expected 1, 2, 4, 8 or 16
+// CHIP: error: invalid GPU option 'chip=sm_75': the kernels need sm_80 or newer
 
 // A payload may capture constants, sizes of the domain and 0-d tensor
 // reads; a scalar function argument cannot be moved into a kernel.

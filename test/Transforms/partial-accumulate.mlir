@@ -2,7 +2,7 @@
 // RUN: %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(norm-partial-accumulate{programs=3}))' | FileCheck %s
 // RUN: not norm-opt %s --norm-partial-accumulate=programs=0 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADP
 
-// BADP: 'programs' must be >= 1, got 0
+// BADP: 'programs' must be in [1, 65536], got 0
 
 // RMSNorm with weight: one row stage, dx, one column sum.
 // CHECK-LABEL: func.func @rms
@@ -122,4 +122,52 @@ func.func @rank3_two_stages(%x: tensor<2x?x16xf32>, %z: tensor<16xf32>) -> (tens
     norm.yield %xe, %ssq : f32, f32
   } -> full(tensor<2x?x16xf32>) col(tensor<16xf32>, tensor<16xf32>)
   return %a, %c#0, %c#1 : tensor<2x?x16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A statically empty domain has nothing to loop over (before: N = 0 built
+// an out-of-bounds tensor.extract_slice): the full results are empty and
+// the column results are their initial values.
+// CHECK-LABEL: func.func @empty_columns
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x0xf32>, %[[INIT:.*]]: tensor<0xf32>)
+// CHECK-NOT:     scf.forall
+// CHECK:         %[[C0:.*]] = arith.constant 0 : index
+// CHECK:         %[[M:.*]] = tensor.dim %[[X]], %[[C0]]
+// CHECK:         %[[E:.*]] = tensor.empty(%[[M]]) : tensor<?x0xf32>
+// CHECK:         return %[[E]], %[[INIT]] : tensor<?x0xf32>, tensor<0xf32>
+func.func @empty_columns(%x: tensor<?x0xf32>, %init: tensor<0xf32>) -> (tensor<?x0xf32>, tensor<0xf32>) {
+  %dx, %dw = norm.mixed_reduction full(%x : tensor<?x0xf32>) col_init(%init : tensor<0xf32>) row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32):
+    %v = arith.mulf %a, %s : f32
+    norm.yield %v : f32
+  } columns {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield %a : f32
+  } -> full(tensor<?x0xf32>) col(tensor<0xf32>)
+  return %dx, %dw : tensor<?x0xf32>, tensor<0xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @empty_rows
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x0x16xbf16>, %[[INIT:.*]]: tensor<16xbf16>)
+// CHECK-NOT:     scf.forall
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4x0x16xbf16>
+// CHECK:         return %[[E]], %[[INIT]] : tensor<4x0x16xbf16>, tensor<16xbf16>
+func.func @empty_rows(%x: tensor<4x0x16xbf16>, %init: tensor<16xbf16>) -> (tensor<4x0x16xbf16>, tensor<16xbf16>) {
+  %dx, %dw = norm.mixed_reduction full(%x : tensor<4x0x16xbf16>) col_init(%init : tensor<16xbf16>) row_stages {
+  ^bb0(%a: bf16):
+    norm.yield %a : bf16
+  } elementwise {
+  ^bb0(%a: bf16, %s: bf16):
+    norm.yield %a : bf16
+  } columns {
+  ^bb0(%a: bf16, %s: bf16):
+    norm.yield %a : bf16
+  } -> full(tensor<4x0x16xbf16>) col(tensor<16xbf16>)
+  return %dx, %dw : tensor<4x0x16xbf16>, tensor<16xbf16>
 }

@@ -17,6 +17,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -37,6 +38,9 @@ static std::string installedRuntime(const char *argv0) {
 }
 
 int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
+  // A crash prints a stack (and, from compileNormModule, the pipeline), as
+  // MlirOptMain does for the opt path.
+  llvm::InitLLVM initLLVM(argc, argv);
   cl::OptionCategory category("norm-opt compile options");
   cl::opt<std::string> input(cl::Positional, cl::desc("<input .mlir>"),
                              cl::Required, cl::cat(category));
@@ -51,40 +55,14 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
                             "a shared library with C launchers, and its "
                             "header (OUT with .h)")),
       cl::cat(category));
-  cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
-                            cl::init("sm_90a"), cl::cat(category));
-  cl::opt<std::string> features("features", cl::desc("PTX features"),
-                                cl::init("+ptx80"), cl::cat(category));
-  cl::opt<int> optLevel("opt-level", cl::desc("Optimisation level (0-3)"),
-                        cl::init(3), cl::cat(category));
-  cl::opt<int64_t> threadsPerRow(
-      "threads-per-row", cl::desc("Lanes per row (power of two; 0: pick)"),
-      cl::init(0), cl::cat(category));
-  cl::opt<int64_t> rowsPerCTA(
-      "rows-per-cta", cl::desc("Rows per CTA for short rows (0: pick)"),
-      cl::init(0), cl::cat(category));
-  cl::opt<int64_t> vectorBytes("vector-bytes",
-                               cl::desc("Bytes per global access"),
-                               cl::init(16), cl::cat(category));
-  cl::opt<int64_t> programsPerSM("programs-per-sm",
-                                 cl::desc("CTAs per SM (0: pick)"),
-                                 cl::init(0), cl::cat(category));
-  cl::opt<int64_t> maxResident(
-      "max-resident-elements",
-      cl::desc("Columns a lane may keep in registers (0: pick)"), cl::init(0),
-      cl::cat(category));
-  cl::opt<bool> prefetch(
-      "prefetch", cl::desc("Load the next row while reducing this one"),
-      cl::init(true), cl::cat(category));
-  cl::opt<bool> singleLaunch(
-      "single-launch",
-      cl::desc("Final reduction inside the main kernel (cooperative launch; "
-               "falls back to a second kernel at run time)"),
-      cl::init(true), cl::cat(category));
-  cl::opt<int64_t> asyncStages(
-      "async-stages",
-      cl::desc("Rows in flight through cp.async (0: plain loads)"),
-      cl::init(3), cl::cat(category));
+  // The GPU options: Passes.td's list (GpuOptions.h.inc), stored straight
+  // into the options compileNormModule takes.
+  CompileOptions options;
+#define NORM_GPU_OPTION(field, type, argument, initial, description)             \
+  cl::opt<type, /*ExternalStorage=*/true> field##Option(                        \
+      argument, cl::desc(description), cl::location(options.gpu.field),        \
+      cl::init(initial), cl::cat(category));
+#include "norm/Conversion/GpuOptions.h.inc"
   cl::opt<std::string> ptxas("ptxas", cl::desc("ptxas to use"),
                              cl::cat(category));
   cl::opt<std::string> cc("cc", cl::desc("C compiler for --emit=lib"),
@@ -114,16 +92,13 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
                                    "to PTX, a cubin or a shared library\n",
                                    &llvm::errs()))
     return 1;
-  if (threadsPerRow < 0 || threadsPerRow > 1024 ||
-      (threadsPerRow & (threadsPerRow - 1))) {
-    llvm::errs() << "norm-opt compile: --threads-per-row must be 0 or a power "
-                    "of two <= 1024\n";
+  if (failed(validateGpuOptions(
+          options.gpu,
+          [](StringRef argument, StringRef value, const Twine &problem) {
+            llvm::errs() << "norm-opt compile: error: --" << argument << "="
+                         << value << ": " << problem << "\n";
+          })))
     return 1;
-  }
-  if (optLevel < 0 || optLevel > 3) {
-    llvm::errs() << "norm-opt compile: --opt-level must be 0-3\n";
-    return 1;
-  }
 
   MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
@@ -141,18 +116,6 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   if (!module)
     return 1;
 
-  CompileOptions options;
-  options.chip = chip;
-  options.features = features;
-  options.optLevel = optLevel;
-  options.threadsPerRow = threadsPerRow;
-  options.rowsPerCTA = rowsPerCTA;
-  options.vectorBytes = vectorBytes;
-  options.programsPerSM = programsPerSM;
-  options.maxResidentElements = maxResident;
-  options.prefetch = prefetch;
-  options.singleLaunch = singleLaunch;
-  options.asyncStages = asyncStages;
   options.emit = emit;
   options.output = output;
   options.ptxas = ptxas;

@@ -26,14 +26,9 @@ namespace mlir::norm {
 enum class EmitKind { PTX, Cubin, Library };
 
 struct CompileOptions {
-  std::string chip = "sm_90a";
-  std::string features = "+ptx80";
-  int optLevel = 3;
-  int64_t threadsPerRow = 0, rowsPerCTA = 0, vectorBytes = 16,
-          programsPerSM = 0, maxResidentElements = 0;
-  bool prefetch = true;
-  bool singleLaunch = true;
-  int64_t asyncStages = 3;
+  /// The GPU options (chip, features, opt-level, kernel shape), as declared
+  /// in Passes.td; checked by validateGpuOptions before anything runs.
+  NormGpuOptions gpu;
   EmitKind emit = EmitKind::PTX;
   /// OUT: the PTX file, the cubin, or the shared library (the C header is
   /// written beside it, OUT with its extension replaced by `.h`).
@@ -50,7 +45,8 @@ struct CompileOptions {
 };
 
 /// Compiles `module` (linalg, TOSA-lowered linalg or norm ops) in place and
-/// writes the output. Errors are reported as diagnostics on the module.
+/// writes the output. Errors are reported as diagnostics on the module; a
+/// bad option value is reported (naming the option) before anything runs.
 LogicalResult compileNormModule(ModuleOp module, const CompileOptions &options);
 
 /// The C launcher source and header for an already lowered module (after

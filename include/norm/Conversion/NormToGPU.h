@@ -10,6 +10,7 @@
 #define NORM_CONVERSION_NORMTOGPU_H
 
 #include "norm/Conversion/NormToGPU/GpuTarget.h"
+#include "norm/Conversion/Passes.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -31,17 +32,9 @@ constexpr int64_t kMaxColumnGroups = 8;
 /// CTAs per row of the looped variant's `_main_split` kernels (few rows).
 constexpr int64_t kSplitColumnGroups = 4;
 
-/// User overrides of the heuristic; 0 means "pick".
-struct KernelPlanOptions {
-  int64_t threadsPerRow = 0;
-  int64_t rowsPerCTA = 0;
-  int64_t vectorBytes = 16;
-  int64_t programsPerSM = 0;
-  int64_t maxResidentElements = 0;
-  bool prefetch = true;
-  bool singleLaunch = true;
-  int64_t asyncStages = 3;
-};
+/// User overrides of the heuristic (0 means "pick"): the GPU options of
+/// Passes.td (see GpuOptions.h).
+using KernelPlanOptions = ConvertNormToGPUOptions;
 
 /// How one op maps onto the GPU. A program is a group of `threadsPerRow`
 /// lanes; a CTA holds `rowsPerCTA` programs. Lane t of a program owns the

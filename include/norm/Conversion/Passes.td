@@ -57,7 +57,21 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     array, and every shared array accessed with vectors is 16-byte
     aligned. See docs/gpu.md.
   }];
+  // These options are the GPU options of the whole flow: the
+  // --norm-lower-to-nvvm pipeline and `norm-opt compile` take the same list
+  // (generated from here, see GpuOptions.h), and validateGpuOptions
+  // (GpuOptions.h) checks every value once, before anything runs.
   let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "GPU architecture: exactly one NVPTX processor name of sm_80 or "
+           "newer, case-sensitive (sm_80, sm_86, sm_89, sm_90, sm_90a, "
+           "sm_100a, ...); the kernels are checked against its limits "
+           "(threads and shared memory per block)">,
+    Option<"features", "features", "std::string", /*default=*/"\"+ptx80\"",
+           "PTX features for nvvm-attach-target: empty, or one +ptxNN at "
+           "least the chip's minimum (sm_90a: +ptx80, sm_100a: +ptx86)">,
+    Option<"optLevel", "opt-level", "int", /*default=*/"3",
+           "LLVM and ptxas optimisation level of the kernels (0-3)">,
     Option<"threadsPerRow", "threads-per-row", "int64_t", /*default=*/"0",
            "Lanes that share one row (power of two, <= 1024); 0 picks it "
            "from N and the element types">,
@@ -87,10 +101,6 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "barrier (one cooperative launch instead of two kernels; the "
            "launcher falls back to the final kernel where a cooperative "
            "launch is not possible)">,
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "The GPU the kernel plan is made for (one of the chips of "
-           "GpuTarget.h: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, "
-           "sm_100a, sm_120)">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

@@ -8,6 +8,8 @@
 #ifndef NORM_PIPELINES_PIPELINES_H
 #define NORM_PIPELINES_PIPELINES_H
 
+#include "norm/Conversion/GpuOptions.h"
+
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Support/LLVM.h"
 
@@ -30,59 +32,28 @@ struct NormCPUPipelineOptions
 void buildNormLowerToCPUPipeline(OpPassManager &pm,
                                  const NormCPUPipelineOptions &options);
 
+/// The options of --norm-lower-to-nvvm: the GPU options of
+/// convert-norm-to-gpu (Passes.td), the same names, defaults and help.
 struct NormGPUPipelineOptions
     : public PassPipelineOptions<NormGPUPipelineOptions> {
-  PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("GPU architecture (sm_80, sm_90a, ...)"),
-      llvm::cl::init("sm_90a")};
-  PassOptions::Option<std::string> features{
-      *this, "features", llvm::cl::desc("PTX features (e.g. +ptx80)"),
-      llvm::cl::init("+ptx80")};
-  PassOptions::Option<int> optLevel{
-      *this, "opt-level", llvm::cl::desc("LLVM optimisation level (0-3)"),
-      llvm::cl::init(3)};
-  PassOptions::Option<int64_t> threadsPerRow{
-      *this, "threads-per-row",
-      llvm::cl::desc("Lanes per row (power of two); 0 = heuristic"),
-      llvm::cl::init(0)};
-  PassOptions::Option<int64_t> rowsPerCTA{
-      *this, "rows-per-cta",
-      llvm::cl::desc("Rows per CTA when a row takes < 32 lanes; 0 = heuristic"),
-      llvm::cl::init(0)};
-  PassOptions::Option<int64_t> vectorBytes{
-      *this, "vector-bytes",
-      llvm::cl::desc("Bytes per global access (16, 8, 4, 2)"),
-      llvm::cl::init(16)};
-  PassOptions::Option<int64_t> maxResidentElements{
-      *this, "max-resident-elements",
-      llvm::cl::desc("Columns a lane may keep in registers; 0 = heuristic"),
-      llvm::cl::init(0)};
-  PassOptions::Option<bool> prefetch{
-      *this, "prefetch",
-      llvm::cl::desc("Load the next row while reducing this one"),
-      llvm::cl::init(true)};
-  PassOptions::Option<int64_t> asyncStages{
-      *this, "async-stages",
-      llvm::cl::desc("Rows in flight through cp.async (0: plain loads)"),
-      llvm::cl::init(3)};
-  PassOptions::Option<bool> singleLaunch{
-      *this, "single-launch",
-      llvm::cl::desc("Final reduction inside the main kernel after a grid "
-                     "barrier (cooperative launch)"),
-      llvm::cl::init(true)};
-  PassOptions::Option<int64_t> programsPerSM{
-      *this, "programs-per-sm",
-      llvm::cl::desc("CTAs per SM; 0 = from the register estimate"),
-      llvm::cl::init(0)};
+#define NORM_GPU_OPTION(field, type, argument, initial, description)             \
+  PassOptions::Option<type> field{*this, argument, llvm::cl::desc(description), \
+                                  llvm::cl::init(initial)};
+#include "norm/Conversion/GpuOptions.h.inc"
+
+  /// The values, as the struct the builder and compileNormModule take.
+  NormGpuOptions getOptions() const;
 };
 
 /// --norm-lower-to-nvvm: from the input form through decompose, fusion and
 /// --convert-norm-to-gpu to PTX: the kernels of `gpu.module @norm_kernels`
 /// become a `gpu.binary` holding PTX (format=isa) for `chip`. The host
 /// functions keep their (annotated) norm.mixed_reduction ops; `norm-opt
-/// compile` turns them into C launchers.
+/// compile` turns them into C launchers. The options must have passed
+/// validateGpuOptions (GpuOptions.h); the registered pipeline checks them
+/// when its text is parsed.
 void buildNormLowerToNVVMPipeline(OpPassManager &pm,
-                                  const NormGPUPipelineOptions &options);
+                                  const NormGpuOptions &options);
 
 /// Registers the pipelines above under their names.
 void registerNormPipelines();

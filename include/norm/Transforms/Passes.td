@@ -152,10 +152,15 @@ def NormPartialAccumulate : Pass<"norm-partial-accumulate"> {
 
     P is an SSA value (`arith.constant`, set by the `programs` option here;
     the GPU lowering sets it from the SM count at run time).
+
+    A domain that is statically empty (N = 0, or a leading dim of size 0)
+    has nothing to loop over: the full results become `tensor.empty` and
+    the column results are their initial values.
   }];
   let options = [
     Option<"programs", "programs", "int64_t", /*default=*/"8",
-           "Number of programs P (parallel iterations of the row loop)">
+           "Number of programs P (parallel iterations of the row loop), "
+           "1 to 65536 (the partial buffer is [P, N] fp32)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

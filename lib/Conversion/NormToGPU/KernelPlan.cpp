@@ -198,7 +198,7 @@ void KernelPlanner::pickSharedAccumulators() {
                       row <= 2 * twoPerSMBytes;
       int64_t budget = twoPerSM ? twoPerSMBytes : maxAccumulatorSharedBytes(target);
       int64_t groups = (row + budget - 1) / budget;
-      if (groups <= kMaxColumnGroups) {
+      if (groups >= 1 && groups <= kMaxColumnGroups) { // N = 0: none
         plan.twoCTAsPerSM = twoPerSM;
         int64_t chunks = *plan.staticCols / plan.vector;
         int64_t partChunks = (chunks + groups - 1) / groups;

@@ -9,6 +9,7 @@
 
 #include "MainKernel.h"
 
+#include "norm/Conversion/GpuOptions.h"
 #include "norm/Conversion/NormToGPU/KernelNames.h"
 #include "norm/Conversion/Passes.h"
 
@@ -41,20 +42,12 @@ struct ConvertNormToGPUPass
       if (!ops.empty())
         work.push_back({fn, ops});
     });
+    NormGpuOptions options = getOptions();
+    if (failed(validateGpuOptions(options, module.getLoc())))
+      return signalPassFailure();
     if (work.empty())
       return;
-    if (int64_t g = threadsPerRow; g != 0 && (g < 1 || g > 1024 || (g & (g - 1)))) {
-      module.emitError() << "convert-norm-to-gpu: 'threads-per-row' must be "
-                            "a power of two in [1, 1024], got "
-                         << g;
-      return signalPassFailure();
-    }
-    if (vectorBytes < 1 || vectorBytes > 16 || (vectorBytes & (vectorBytes - 1))) {
-      module.emitError() << "convert-norm-to-gpu: 'vector-bytes' must be 1, "
-                            "2, 4, 8 or 16, got "
-                         << int64_t(vectorBytes);
-      return signalPassFailure();
-    }
+    GpuChipLimits limits = *lookupGpuChipLimits(options.chip);
 
     OpBuilder b(module.getContext());
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
@@ -77,15 +70,14 @@ struct ConvertNormToGPUPass
       diag << ")";
       return signalPassFailure();
     }
-    KernelPlanOptions options{threadsPerRow,       rowsPerCTA, vectorBytes,
-                              programsPerSM,       maxResidentElements,
-                              prefetch,            singleLaunch,
-                              asyncStages};
     for (auto &[fn, ops] : work) {
       for (auto [i, op] : llvm::enumerate(ops)) {
+        if (failed(checkSupportedOnGpu(op)))
+          return signalPassFailure();
         KernelPlan plan = planKernel(op, options, *target);
         std::string prefix = (fn.getSymName() + "_" + Twine(i)).str();
-        if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix)))
+        if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix)) ||
+            failed(checkResources(gpuModule, op, plan, prefix, limits)))
           return signalPassFailure();
         annotate(b, op, plan, prefix);
         if (emitRemarks)
@@ -215,6 +207,33 @@ struct ConvertNormToGPUPass
   }
 
   /// The plan on the op, for the launcher writer.
+  /// The option values, as the struct the plan takes.
+  NormGpuOptions getOptions() const {
+    NormGpuOptions options;
+#define NORM_GPU_OPTION(field, type, argument, initial, description)             \
+  options.field = field;
+#include "norm/Conversion/GpuOptions.h.inc"
+    return options;
+  }
+
+  /// Every kernel written for `op` fits the chip (block size, shared memory).
+  LogicalResult checkResources(gpu::GPUModuleOp gpuModule, MixedReductionOp op,
+                               const KernelPlan &plan, StringRef prefix,
+                               const GpuChipLimits &limits) {
+    for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
+      StringRef name = kernel.getName();
+      if (!name.consume_front(prefix) || !name.starts_with("_"))
+        continue;
+      int64_t dynamic = name == kFinalKernelSuffix ? 0
+                        : name.starts_with(kMainSplitKernelSuffix)
+                            ? plan.splitSharedBytes
+                            : plan.dynamicSharedBytes;
+      if (failed(checkKernelResources(op, kernel, dynamic, limits)))
+        return failure();
+    }
+    return success();
+  }
+
   void annotate(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
                 StringRef prefix) {
     op->setAttr(kKernelPlanAttrName,

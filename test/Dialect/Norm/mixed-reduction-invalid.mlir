@@ -144,3 +144,59 @@ func.func @col_init_count(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> (tensor<8xf
   } -> col(tensor<8xf32>, tensor<8xf32>)
   return %c#0, %c#1 : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// f64: the op computes in f32 (issue 14: every lowering failed on it).
+func.func @f64_input(%x: tensor<4x8xf64>, %init: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'norm.mixed_reduction' op operand #0 must be variadic of ranked tensor of bfloat16 type or 16-bit float or 32-bit float values, but got 'tensor<4x8xf64>'}}
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf64>) col_init(%init : tensor<8xf32>) row_stages {
+  ^bb0(%a: f64):
+    %t = arith.truncf %a : f64 to f32
+    norm.yield %t : f32
+  } elementwise {
+  ^bb0(%a: f64, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f64, %s: f32):
+    %t = arith.truncf %a : f64 to f32
+    norm.yield %t : f32
+  } -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+func.func @f64_column_result(%x: tensor<4x8xf32>, %init: tensor<8xf64>) -> tensor<8xf64> {
+  // expected-error @+1 {{'norm.mixed_reduction' op operand #1 must be variadic of ranked tensor of bfloat16 type or 16-bit float or 32-bit float values, but got 'tensor<8xf64>'}}
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%init : tensor<8xf64>) row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %s: f32):
+    %e = arith.extf %a : f32 to f64
+    norm.yield %e : f64
+  } -> col(tensor<8xf64>)
+  return %c : tensor<8xf64>
+}
+
+// -----
+
+func.func @f64_row_sum(%x: tensor<4x8xf32>, %init: tensor<8xf32>) -> tensor<8xf32> {
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%init : tensor<8xf32>) row_stages {
+  ^bb0(%a: f32):
+    %e = arith.extf %a : f32 to f64
+    // expected-error @+1 {{'norm.yield' op in region 'row_stages #0' must yield bf16, f16 or f32 (sums are computed in f32), got 'f64'}}
+    norm.yield %e : f64
+  } elementwise {
+  ^bb0(%a: f32, %s: f64):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %s: f64):
+    norm.yield %a : f32
+  } -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}

@@ -229,9 +229,12 @@ LogicalResult MixedReductionOp::verifyRegions() {
       return yield.emitOpError() << "in region '" << name
                                  << "' must yield at least one contribution";
     for (Type t : yield.getValues().getTypes())
-      if (!isa<FloatType>(t))
-        return yield.emitOpError() << "in region '" << name
-                                   << "' must yield floats, got " << t;
+      if (!t.isF32() && !t.isF16() && !t.isBF16())
+        return yield.emitOpError()
+               << "in region '" << name
+               << "' must yield bf16, f16 or f32 (sums are computed in f32), "
+                  "got "
+               << t;
     llvm::append_range(rowResultTypes, yield.getValues().getTypes());
   }
 

@@ -173,6 +173,10 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
       value the column reduction started from (zeros, or an existing gradient
       to accumulate into).
 
+    Every input and result holds bf16, f16 or f32 elements, and row stages
+    yield bf16, f16 or f32 contributions: sums are computed in f32 (f64 is
+    refused rather than silently accumulated at f32 precision).
+
     Sums are additive and their order is not specified here;
     `--norm-partial-accumulate` fixes it (fp32 partials per program, then a
     fixed-order final reduction), which makes results deterministic.
@@ -204,15 +208,17 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
         } -> full(tensor<4x8xf32>) col(tensor<8xf32>)
     ```
   }];
+  // The op computes in f32 (row sums, column partials): its values are
+  // bf16, f16 or f32; f64 would silently lose precision, so it is refused.
   let arguments = (ins
-    Variadic<AnyRankedTensor>:$full,
-    Variadic<AnyRankedTensor>:$row,
-    Variadic<AnyRankedTensor>:$col,
-    Variadic<AnyRankedTensor>:$col_init
+    Variadic<Norm_FloatTensor>:$full,
+    Variadic<Norm_FloatTensor>:$row,
+    Variadic<Norm_FloatTensor>:$col,
+    Variadic<Norm_FloatTensor>:$col_init
   );
   let results = (outs
-    Variadic<AnyRankedTensor>:$full_results,
-    Variadic<AnyRankedTensor>:$col_results
+    Variadic<Norm_FloatTensor>:$full_results,
+    Variadic<Norm_FloatTensor>:$col_results
   );
   // Only the last region may be variadic; the syntax still reads in
   // evaluation order (stages, elementwise, columns).

@@ -1,0 +1,80 @@
+//===- GpuOptions.h - The GPU options, their limits, one check --*- C++ -*-===//
+//
+// Part of norm-opt. The GPU options are declared once, as the options of
+// --convert-norm-to-gpu in Passes.td; the generated struct is NormGpuOptions.
+// The pipeline options and `norm-opt compile` take the same list through
+// the X-macro file GpuOptions.h.inc (generated from Passes.td):
+//
+//   #define NORM_GPU_OPTION(field, type, argument, default, description) ...
+//   #include "norm/Conversion/GpuOptions.h.inc"
+//
+// validateGpuOptions checks every value once, before anything runs;
+// checkKernelResources checks the kernels written for one op against the
+// chip's limits (threads and shared memory per block).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_CONVERSION_GPUOPTIONS_H
+#define NORM_CONVERSION_GPUOPTIONS_H
+
+#include "norm/Conversion/Passes.h"
+#include "norm/Dialect/Norm/IR/NormOps.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::norm {
+
+/// The GPU options (generated from Passes.td, convert-norm-to-gpu).
+using NormGpuOptions = ConvertNormToGPUOptions;
+
+/// What one chip allows. The numbers are the CUDA programming guide's per
+/// compute capability; the PTX minimum is LLVM 22's NVPTX back end's.
+struct GpuChipLimits {
+  StringRef chip;
+  int64_t minPTXVersion;          // +ptxNN below this: LLVM refuses the chip
+  int64_t maxThreadsPerBlock;     // 1024
+  int64_t maxSharedBytesPerBlock; // static + dynamic (opt-in)
+  int64_t maxStaticSharedBytes;   // ptxas's limit for static shared memory
+  int64_t maxCTAsPerSM;           // resident CTAs per multiprocessor
+};
+
+/// The limits of `chip` (exact, case-sensitive NVPTX name), or nullopt when
+/// norm-opt's kernels do not support it (before sm_80: no cp.async).
+std::optional<GpuChipLimits> lookupGpuChipLimits(StringRef chip);
+
+/// Upper bounds of the size options that no chip sets (sane compile time).
+constexpr int64_t kMaxResidentElementsLimit = 256;
+constexpr int64_t kMaxAsyncStagesLimit = 8;
+
+/// Checks every option value. Each bad one is reported as
+/// `report(argument, value, problem)`: the option's name as written on a
+/// command line (`chip`), its value, and what is allowed. Fails when any is
+/// bad.
+LogicalResult validateGpuOptions(
+    const NormGpuOptions &options,
+    function_ref<void(StringRef argument, StringRef value,
+                      const Twine &problem)>
+        report);
+
+/// The same, each bad value an error at `loc` naming the option.
+LogicalResult validateGpuOptions(const NormGpuOptions &options, Location loc);
+
+/// The GPU kernels need at least one column: a statically empty N (or a
+/// domain with a dimension of size 0 in N) is an error at `op`.
+LogicalResult checkSupportedOnGpu(MixedReductionOp op);
+
+/// Checks one kernel written for `op` against the chip: its block size and
+/// its static (workgroup attributions) plus `dynamicSharedBytes` of shared
+/// memory. Errors at `op`, naming the kernel and the options to lower.
+LogicalResult checkKernelResources(MixedReductionOp op, gpu::GPUFuncOp kernel,
+                                   int64_t dynamicSharedBytes,
+                                   const GpuChipLimits &limits);
+
+} // namespace mlir::norm
+
+#endif // NORM_CONVERSION_GPUOPTIONS_H
