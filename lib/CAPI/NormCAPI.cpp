@@ -13,6 +13,7 @@
 #include "norm-c/Passes.h"
 
 #include "norm/Compile/Compile.h"
+#include "norm/Conversion/GpuOptions.h"
 #include "norm/Conversion/Passes.h"
 #include "norm/Dialect/Norm/IR/NormDialect.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
@@ -169,8 +170,11 @@ MlirLogicalResult mlirNormRunGPUPipeline(MlirModule cModule,
   NormGPUPipelineOptions pipeline;
   if (failed(parseOptions(module, options, pipeline)))
     return wrap(failure());
+  NormGpuOptions gpu = pipeline.getOptions();
+  if (failed(validateGpuOptions(gpu, module.getLoc())))
+    return wrap(failure());
   PassManager pm(module.getContext());
-  buildNormLowerToNVVMPipeline(pm, pipeline);
+  buildNormLowerToNVVMPipeline(pm, gpu);
   return wrap(pm.run(module));
 }
 
@@ -188,19 +192,9 @@ MlirLogicalResult mlirNormCompileModule(MlirModule cModule,
   if (emit < MlirNormEmitPTX || emit > MlirNormEmitLibrary)
     return wrap(module.emitError() << "invalid emit kind " << int(emit));
 
-  // The one place that maps option structs; it follows CompileOptions.
+  // The GPU options as declared once in Passes.td; the rest is compile's.
   CompileOptions compile;
-  compile.chip = text.chip;
-  compile.features = text.features;
-  compile.optLevel = text.optLevel;
-  compile.threadsPerRow = text.threadsPerRow;
-  compile.rowsPerCTA = text.rowsPerCTA;
-  compile.vectorBytes = text.vectorBytes;
-  compile.programsPerSM = text.programsPerSM;
-  compile.maxResidentElements = text.maxResidentElements;
-  compile.prefetch = text.prefetch;
-  compile.singleLaunch = text.singleLaunch;
-  compile.asyncStages = text.asyncStages;
+  compile.gpu = text.getOptions();
   compile.emit = emit == MlirNormEmitPTX     ? EmitKind::PTX
                  : emit == MlirNormEmitCubin ? EmitKind::Cubin
                                              : EmitKind::Library;

@@ -182,8 +182,8 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   // The same signature as JSON, for bindings (python/norm_opt).
   FailureOr<std::string> signature = librarySignatureJSON(
       module, {llvm::sys::path::filename(options.output).str(),
-               llvm::sys::path::filename(headerPath).str(), options.chip,
-               options.features});
+               llvm::sys::path::filename(headerPath).str(), options.gpu.chip,
+               options.gpu.features});
   if (failed(signature) ||
       failed(writeFile(module, replaceExtension(options.output, "json"),
                        *signature)))
