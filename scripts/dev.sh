@@ -143,11 +143,11 @@ sanitize() {
     -E 'embedding-package|runtime-ctypes|runtime-linkage|python-' -j1
   local corpus="$root/test/fuzz/corpus" fuzz="$asan/bin/norm-fuzz"
   log "sanitize: replaying the saved corpus ($(ls "$corpus" | wc -l) inputs)"
-  "$fuzz" -runs=0 -timeout=60 "$corpus" 2>&1 | tail -n 2
+  "$fuzz" -runs=0 -timeout=300 -detect_leaks=0 "$corpus" 2>&1 | tail -n 2
   log "sanitize: fuzzing for $seconds s"
   local work
   work=$(mktemp -d)
-  "$fuzz" -max_total_time="$seconds" -timeout=60 -max_len=16384 \
+  "$fuzz" -max_total_time="$seconds" -timeout=300 -detect_leaks=0 -max_len=16384 \
     -dict="$root/test/fuzz/mlir.dict" -artifact_prefix="$work/" "$work" \
     "$corpus" 2>&1 | grep -E '^(#[0-9]+ *DONE|Done|==|SUMMARY)' || true
   if ls "$work"/crash-* "$work"/timeout-* "$work"/leak-* >/dev/null 2>&1; then

@@ -64,7 +64,7 @@ bool reachesKnownUpstreamCrash(StringRef text) {
   return deepest > 200;
 }
 
-constexpr size_t kGpuPipeline = 3, kMaxGpuFunctions = 8;
+constexpr size_t kGpuPipeline = 3, kMaxGpuFunctions = 2;
 
 struct Fuzzer {
   DialectRegistry registry;
