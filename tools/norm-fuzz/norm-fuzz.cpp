@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../norm-opt/RegisterUpstream.h"
+#include "norm/RegisterUpstream.h"
 
 #include "norm/Conversion/GpuOptions.h"
 #include "norm/InitNorm.h"
