@@ -1,7 +1,7 @@
 /*===- Passes.h - C API of norm-opt's passes and pipelines --------*- C -*-===*
  *
  * Part of norm-opt. Generated per pass (mlir-tblgen -gen-pass-capi-header,
- * as upstream's mlir-c/Dialect/*.h): mlirRegisterNormPasses(),
+ * as upstream's dialect headers in mlir-c/Dialect): mlirRegisterNormPasses(),
  * mlirRegisterNormConversionPasses(), and for each pass
  * mlirCreateNorm<Pass>() / mlirRegisterNorm<Pass>(), e.g.
  * mlirCreateNormNormFuseMixedReductions(). After
