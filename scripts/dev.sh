@@ -7,10 +7,11 @@
 #        scripts/dev.sh build     install what is missing, build
 #        scripts/dev.sh sanitize  the ASan + UBSan build (clang-22) in
 #                                 build-asan/: unit tests, lit, a 60 s fuzz
-#                                 run and the saved corpus (test runs it too)
+#                                 run and the saved corpus (test runs it
+#                                 with NORM_SANITIZE=1)
 #
 # Environment: NORM_BUILD_DIR (default: build/), NORM_ASAN_BUILD_DIR
-# (default: build-asan/), NORM_SANITIZE=0 (test: skip the sanitizer job),
+# (default: build-asan/), NORM_SANITIZE=1 (test: also the sanitizer job),
 # NORM_FUZZ_SECONDS (default 60), MLIR_DIR, CUDAToolkit_ROOT.
 # Re-running is fast and quiet when everything is already in place.
 #===----------------------------------------------------------------------===#
@@ -161,7 +162,7 @@ case "$cmd" in
   example) install_missing; configure_and_build; run_examples ;;
   test)    install_missing; configure_and_build
            ctest --test-dir "$build" --output-on-failure
-           [ "${NORM_SANITIZE:-1}" = 0 ] || sanitize ;;
+           [ "${NORM_SANITIZE:-0}" = 0 ] || sanitize ;;
   sanitize) install_missing; sanitize ;;
   build)   install_missing; configure_and_build ;;
   *) sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
