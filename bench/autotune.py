@@ -20,7 +20,7 @@ defaults stay a rule that docs/gpu.md explains, not this table.
   python3 bench/autotune.py summarize OUT/bench.json
 
 Variants (label: flags): see VARIANTS; `--variants all` builds them all
-(13, each a library per kind and dtype: pick a few N).
+(21, each a library per kind and dtype: pick a few N).
 """
 
 import argparse
@@ -38,6 +38,9 @@ import report  # noqa: E402
 
 # One option changed from the heuristic's plan each.
 VARIANTS = {
+    "tpr8": ["--threads-per-row=8"],
+    "tpr16": ["--threads-per-row=16"],
+    "tpr32": ["--threads-per-row=32"],
     "tpr64": ["--threads-per-row=64"],
     "tpr128": ["--threads-per-row=128"],
     "tpr256": ["--threads-per-row=256"],
@@ -51,6 +54,12 @@ VARIANTS = {
     "ppsm2": ["--programs-per-sm=2"],
     "vec8": ["--vector-bytes=8"],
     "resident64": ["--max-resident-elements=64"],
+    # Short rows (N <= 128 with many rows): no ring, more lanes per row.
+    "s0tpr8": ["--async-stages=0", "--threads-per-row=8"],
+    "s0tpr16": ["--async-stages=0", "--threads-per-row=16"],
+    "s0nopf": ["--async-stages=0", "--prefetch=false"],
+    "rpc2": ["--rows-per-cta=2"],
+    "rpc4": ["--rows-per-cta=4"],
 }
 DEFAULT_NS = [1024, 4096, 8192]
 DEFAULT_VARIANTS = ["tpr128", "tpr256", "stages0", "stages2", "noprefetch",

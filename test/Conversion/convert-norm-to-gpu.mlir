@@ -6,17 +6,17 @@
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false" | FileCheck %s --check-prefix=TWO
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="remarks=true" -verify-diagnostics -o /dev/null
 
-// RMSNorm backward, bf16, N = 64, as --norm-fuse-mixed-reductions leaves it
+// RMSNorm backward, bf16, N = 512, as --norm-fuse-mixed-reductions leaves it
 // (the narrowing truncf of dW stays outside the fused op).
 
 // CHECK-LABEL: func.func @rms
 // CHECK:         norm.mixed_reduction
-// The plan (#norm.kernel_plan, read by the launcher writer): 2 lanes per
-// row, 128 rows per CTA of 256 threads, 8-wide vectors, 4 chunks per lane;
+// The plan (#norm.kernel_plan, read by the launcher writer): 16 lanes per
+// row, 16 rows per CTA of 256 threads, 8-wide vectors, 4 chunks per lane;
 // the CTA combines its rows' partials (128 KiB of dynamic shared memory)
 // and has a 3-row cp.async ring; one launch.
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_0", vector = 8,
-// CHECK-SAME:      threads_per_row = 2, rows_per_cta = 128, chunks_per_thread = 4,
+// CHECK-SAME:      threads_per_row = 16, rows_per_cta = 16, chunks_per_thread = 4,
 // CHECK-SAME:      block = 256, combine_in_cta = true, single_launch = true,
 // CHECK-SAME:      async_stages = 3, column_groups = 0,
 // CHECK-SAME:      final_threads = 256, dynamic_shared_bytes = 131072>
@@ -54,7 +54,7 @@
 // CHECK-NEXT:        nvvm.cp.async.wait.group 2
 // CHECK:             llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<8xbf16>
-// Row sum: butterfly over the row's two lanes.
+// Row sum: butterfly over the row's 16 lanes.
 // CHECK:             gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // CHECK-NOT:         gpu.barrier
 // dx: masked 16-byte stores.
@@ -62,12 +62,12 @@
 // CHECK:               llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
 // CHECK:             scf.yield
 // CHECK:           nvvm.cp.async.wait.group 0
-// After the loop: the 128 programs of the CTA add their accumulators in
+// After the loop: the 16 programs of the CTA add their accumulators in
 // dynamic shared memory, in order; one partial row per CTA.
 // CHECK:           memref.store
 // CHECK:           gpu.barrier
 // CHECK:           scf.for
-// CHECK-COUNT-128:   memref.load
+// CHECK-COUNT-16:    memref.load
 // CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<1>
 // Single launch: when `finalize` is set, a grid barrier (cooperative
 // groups' arrival counter), then the final reduction in this kernel.
@@ -148,7 +148,7 @@
 
 // LOOPED-LABEL: func.func @rms
 // LOOPED:         chunks_per_thread = 0
-// LOOPED-SAME:    dynamic_shared_bytes = 256
+// LOOPED-SAME:    dynamic_shared_bytes = 2048
 // The looped variant keeps its column accumulators in shared memory (N x 4
 // bytes): zeroed first, then each pass re-reads the row, and the last pass
 // adds into the lane's own columns; finally each lane copies its columns
@@ -168,12 +168,106 @@
 // LOOPED:             llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xf32>, !llvm.ptr<1>
 
 #map = affine_map<(d0) -> (d0)>
-func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf32>, %w: tensor<64xbf16>) -> (tensor<?x64xbf16>, tensor<64xbf16>) {
+func.func @rms(%x: tensor<?x512xbf16>, %dy: tensor<?x512xbf16>, %rstd: tensor<?xf32>, %w: tensor<512xbf16>) -> (tensor<?x512xbf16>, tensor<512xbf16>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %n = arith.constant 5.120000e+02 : f32
+  %0 = tensor.empty() : tensor<512xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<512xf32>) -> tensor<512xf32>
+  // expected-remark @below {{GPU kernels rms_0: resident, 16 lanes per row, 16 rows per CTA, vector 8, chunks per lane 4, CTA-combined partials, cp.async ring of 3 rows, single launch}}
+  %dx, %dw = norm.mixed_reduction full(%x, %dy : tensor<?x512xbf16>, tensor<?x512xbf16>) row(%rstd : tensor<?xf32>) col(%w : tensor<512xbf16>) col_init(%1 : tensor<512xf32>) row_stages {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16):
+    %a = arith.extf %xe : bf16 to f32
+    %xhat = arith.mulf %a, %r : f32
+    %b = arith.extf %dye : bf16 to f32
+    %c = arith.extf %we : bf16 to f32
+    %wdy = arith.mulf %b, %c : f32
+    %p = arith.mulf %xhat, %wdy : f32
+    norm.yield %p : f32
+  } elementwise {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16, %s: f32):
+    %a = arith.extf %xe : bf16 to f32
+    %xhat = arith.mulf %a, %r : f32
+    %b = arith.extf %dye : bf16 to f32
+    %c = arith.extf %we : bf16 to f32
+    %wdy = arith.mulf %b, %c : f32
+    %m = arith.divf %s, %n : f32
+    %t = arith.mulf %xhat, %m : f32
+    %u = arith.subf %wdy, %t : f32
+    %v = arith.mulf %u, %r : f32
+    %o = arith.truncf %v : f32 to bf16
+    norm.yield %o : bf16
+  } columns {
+  ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16, %s: f32):
+    %a = arith.extf %xe : bf16 to f32
+    %xhat = arith.mulf %a, %r : f32
+    %b = arith.extf %dye : bf16 to f32
+    %p = arith.mulf %b, %xhat : f32
+    norm.yield %p : f32
+  } -> full(tensor<?x512xbf16>) col(tensor<512xf32>)
+  %2 = tensor.empty() : tensor<512xbf16>
+  %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%dw : tensor<512xf32>) outs(%2 : tensor<512xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<512xbf16>
+  return %dx, %3 : tensor<?x512xbf16>, tensor<512xbf16>
+}
+
+// -----
+
+// Captured values a kernel recomputes or reads: a dynamic N (tensor.dim of
+// the domain, cast to f32) and a loss scale in a 0-d tensor, which becomes
+// the last pointer parameter of the main kernel.
+
+// CHECK-LABEL: func.func @captured
+// CHECK:       gpu.func @captured_0_main_scalar(
+// CHECK-SAME:    %[[COLS:[a-z0-9]+]]: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %[[SCALE:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: i64) workgroup
+// CHECK:         %[[N:.*]] = arith.index_castui %[[COLS]] : i64 to index
+// CHECK:         arith.index_cast %[[N]] : index to i64
+// CHECK:         arith.uitofp
+// CHECK:         llvm.load %[[SCALE]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+func.func @captured(%x: tensor<?x?xf32>, %scale: tensor<f32>, %init: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>) {
+  %c1 = arith.constant 1 : index
+  %nd = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %ni = arith.index_cast %nd : index to i64
+  %n = arith.uitofp %ni : i64 to f32
+  %s = tensor.extract %scale[] : tensor<f32>
+  // expected-remark @below {{GPU kernels captured_0: looped, 512 lanes per row}}
+  %dx, %dw = norm.mixed_reduction full(%x : tensor<?x?xf32>) col_init(%init : tensor<?xf32>) row_stages {
+  ^bb0(%xe: f32):
+    %v = arith.mulf %xe, %s : f32
+    norm.yield %v : f32
+  } elementwise {
+  ^bb0(%xe: f32, %sum: f32):
+    %m = arith.divf %sum, %n : f32
+    %y = arith.subf %xe, %m : f32
+    norm.yield %y : f32
+  } columns {
+  ^bb0(%xe: f32, %sum: f32):
+    norm.yield %xe : f32
+  } -> full(tensor<?x?xf32>) col(tensor<?xf32>)
+  return %dx, %dw : tensor<?x?xf32>, tensor<?xf32>
+}
+
+// -----
+
+// A short row (N = 64, 8 chunks of 8): at least 8 lanes per row (one
+// chunk each), so 32 rows per CTA, and no cp.async ring below 16 lanes
+// (the register prefetch instead): both measured faster for N <= 128
+// (docs/perf-notes.md v8).
+// CHECK-LABEL: func.func @short_row
+// CHECK:         threads_per_row = 8, rows_per_cta = 32, chunks_per_thread = 1,
+// CHECK-SAME:    async_stages = 0,
+// CHECK:         gpu.func @short_row_0_main
+// CHECK-NOT:       nvvm.cp.async
+// CHECK:         gpu.func @short_row_0_main_scalar
+#map = affine_map<(d0) -> (d0)>
+func.func @short_row(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf32>, %w: tensor<64xbf16>) -> (tensor<?x64xbf16>, tensor<64xbf16>) {
   %cst = arith.constant 0.000000e+00 : f32
   %n = arith.constant 6.400000e+01 : f32
   %0 = tensor.empty() : tensor<64xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<64xf32>) -> tensor<64xf32>
-  // expected-remark @below {{GPU kernels rms_0: resident, 2 lanes per row, 128 rows per CTA, vector 8, chunks per lane 4, CTA-combined partials, cp.async ring of 3 rows, single launch}}
+  // expected-remark @below {{GPU kernels short_row_0: resident, 8 lanes per row, 32 rows per CTA, vector 8, chunks per lane 1, prefetch, CTA-combined partials, single launch}}
   %dx, %dw = norm.mixed_reduction full(%x, %dy : tensor<?x64xbf16>, tensor<?x64xbf16>) row(%rstd : tensor<?xf32>) col(%w : tensor<64xbf16>) col_init(%1 : tensor<64xf32>) row_stages {
   ^bb0(%xe: bf16, %dye: bf16, %r: f32, %we: bf16):
     %a = arith.extf %xe : bf16 to f32
@@ -213,38 +307,3 @@ func.func @rms(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tensor<?xf3
   return %dx, %3 : tensor<?x64xbf16>, tensor<64xbf16>
 }
 
-// -----
-
-// Captured values a kernel recomputes or reads: a dynamic N (tensor.dim of
-// the domain, cast to f32) and a loss scale in a 0-d tensor, which becomes
-// the last pointer parameter of the main kernel.
-
-// CHECK-LABEL: func.func @captured
-// CHECK:       gpu.func @captured_0_main_scalar(
-// CHECK-SAME:    %[[COLS:[a-z0-9]+]]: i64, %{{[a-z0-9]+}}: i64, %{{[a-z0-9]+}}: i64, %[[SCALE:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: i64) workgroup
-// CHECK:         %[[N:.*]] = arith.index_castui %[[COLS]] : i64 to index
-// CHECK:         arith.index_cast %[[N]] : index to i64
-// CHECK:         arith.uitofp
-// CHECK:         llvm.load %[[SCALE]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-func.func @captured(%x: tensor<?x?xf32>, %scale: tensor<f32>, %init: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>) {
-  %c1 = arith.constant 1 : index
-  %nd = tensor.dim %x, %c1 : tensor<?x?xf32>
-  %ni = arith.index_cast %nd : index to i64
-  %n = arith.uitofp %ni : i64 to f32
-  %s = tensor.extract %scale[] : tensor<f32>
-  // expected-remark @below {{GPU kernels captured_0: looped, 512 lanes per row}}
-  %dx, %dw = norm.mixed_reduction full(%x : tensor<?x?xf32>) col_init(%init : tensor<?xf32>) row_stages {
-  ^bb0(%xe: f32):
-    %v = arith.mulf %xe, %s : f32
-    norm.yield %v : f32
-  } elementwise {
-  ^bb0(%xe: f32, %sum: f32):
-    %m = arith.divf %sum, %n : f32
-    %y = arith.subf %xe, %m : f32
-    norm.yield %y : f32
-  } columns {
-  ^bb0(%xe: f32, %sum: f32):
-    norm.yield %xe : f32
-  } -> full(tensor<?x?xf32>) col(tensor<?xf32>)
-  return %dx, %dw : tensor<?x?xf32>, tensor<?xf32>
-}

@@ -41,6 +41,14 @@ int64_t mlir::norm::loopedSharedBytes(const GpuTarget &target) {
 }
 
 namespace {
+/// Short rows take at least this many lanes (when they have as many
+/// chunks): fewer columns per lane, fewer registers, more warps per SM.
+/// Measured (perf-notes v8): 262144 x 64 at 8 lanes (1 chunk each) runs
+/// 1.0-1.2x faster than at 2 lanes (4 chunks each), without the ring.
+constexpr int64_t kMinLanesPerRow = 8;
+/// The cp.async ring only for rows of at least this many lanes.
+constexpr int64_t kMinRingLanes = 16;
+
 /// planKernel's steps, in order; each fills its fields of `plan`.
 class KernelPlanner {
 public:
@@ -122,7 +130,8 @@ void KernelPlanner::pickVectorWidth() {
     plan.vector = 1; // the scalar kernel is the only one
 }
 
-/// G and K: the smallest power-of-two group of lanes whose share of the row
+/// G and K: the smallest power-of-two group of lanes, of at least
+/// kMinLanesPerRow unless the row has fewer chunks, whose share of the row
 /// fits the registers; else the looped variant (512 lanes).
 void KernelPlanner::pickRowGroup() {
   int64_t chunks = plan.staticCols ? *plan.staticCols / plan.vector : -1;
@@ -130,7 +139,8 @@ void KernelPlanner::pickRowGroup() {
   plan.chunksPerThread = 0;
   if (chunks > 0) {
     for (int64_t g = 1; g <= target.maxThreadsPerBlock; g *= 2) {
-      if (options.threadsPerRow && g != options.threadsPerRow)
+      if (options.threadsPerRow ? g != options.threadsPerRow
+                                : g < kMinLanesPerRow && g < chunks)
         continue;
       int64_t k = (chunks + g - 1) / g;
       int64_t columns = k * plan.vector;
@@ -222,16 +232,19 @@ void KernelPlanner::pickAsyncRing() {
   // The cp.async ring of the resident vector kernel: the deepest ring up to
   // the requested stages that fits beside the accumulators; it replaces the
   // register prefetch (the loads in flight then cost no registers).
-  // Measured (perf-notes v6): a gain for rows of <= 32 lanes (several rows
+  // Measured (perf-notes v6): a gain for rows of 16-32 lanes (several rows
   // per CTA, memory latency bound) and, for 16-bit rows, wherever the
   // register prefetch does not fit (LayerNorm, N >= 2048: +9-12%) and on
   // rows of >= 256 lanes (RMSNorm 16384x5120: 193 vs 201 us). Where the
   // prefetch fits on rows of 64-128 lanes it is faster (RMSNorm 4096: 83
   // vs 91 us); 32-bit rows have twice the copies per lane and lose 2-8%
   // with the ring.
+  // Rows of fewer than kMinRingLanes lanes (32 and more rows per CTA: N <=
+  // 128 at 16 bits) load faster without it (perf-notes v8: 131072 x 128
+  // and 262144 x 64 take 1.4-2.2x longer with the ring).
   bool wideRow = plan.threadsPerRow >= 256;
   if (target.hasAsyncCopy && plan.resident() && plan.vector > 1 &&
-      options.asyncStages >= 2 &&
+      options.asyncStages >= 2 && plan.threadsPerRow >= kMinRingLanes &&
       (plan.threadsPerRow <= 32 ||
        (widest < 4 && (!plan.prefetch || wideRow)))) {
     int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;

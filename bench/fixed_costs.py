@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Where the time of a small backward goes: graph replay, workspace, launch path.
+
+Runs on the GPU machine over bench/build_gpu_kernels.py's libraries. For
+each case it times, with bench.py's protocol (one call captured in a CUDA
+graph, replayed after a 256 MB flush, median):
+
+  call        our call as bench.py times it
+  preset-ws   the same with a workspace set before capture
+              (normrt_set_workspace: no allocation nodes in the graph)
+  copy        a device copy of the same bytes (torch), the bandwidth floor
+              as a graph plus the graph's own fixed cost
+  empty       a graph of one tiny kernel: the fixed cost of a replay
+
+and, with --no-coop (run it in a second process with
+NORMRT_NO_COOPERATIVE=1), the two-launch path. Checked: the outputs of
+every timed variant equal the first call's bitwise.
+
+  python3 bench/fixed_costs.py --dir .carry/gpu \
+      --cases layer_bf16:512x1024,rms_bf16:4096x1024
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_check as gc  # noqa: E402
+
+FLUSH_BYTES = 256 << 20
+
+
+def graph_time(fn, flush, reps):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    s.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        fn()
+    torch.cuda.synchronize()
+    n = reps + 10
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        flush.zero_()
+        starts[i].record()
+        g.replay()
+        ends[i].record()
+    torch.cuda.synchronize()
+    del g
+    return statistics.median(
+        [a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends)][10:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=".carry/gpu")
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--reps", type=int, default=100)
+    args = ap.parse_args()
+    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
+    libs = {e["library"]: gc.Library(os.path.join(args.dir, e["library"]), e)
+            for e in manifest["libraries"]}
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(5)
+    path = ("two-launch" if os.environ.get("NORMRT_NO_COOPERATIVE")
+            else "default")
+    tiny = torch.zeros(1, device="cuda")
+    empty = graph_time(lambda: tiny.add_(1), flush, args.reps)
+    print(f"path={path} empty graph: {empty:.1f} us", flush=True)
+    for case in args.cases.split(","):
+        name, shape = case.split(":")
+        m, n = (int(v) for v in shape.split("x"))
+        lib = libs[f"lib{name}.so"]
+        fn, sig = lib.funcs[n]
+        xdt, wdt = gc.DT[sig["x"]], gc.DT[sig["w"]]
+        t = gc.make_inputs(sig["kind"], xdt, wdt, m, n, gen, "cuda")
+        outs = gc.poisoned_outputs(sig, m, n, xdt, wdt, "cuda")
+        gc.call(lib, fn, sig, t, outs, m, n)
+        torch.cuda.synchronize()
+        first = {k: v.clone() for k, v in outs.items()}
+
+        def ours():
+            gc.call(lib, fn, sig, t, outs, m, n)
+
+        def same():
+            for k in first:
+                if not torch.equal(first[k].view(torch.int8) if
+                                   first[k].dtype != torch.float32 else
+                                   first[k], outs[k].view(torch.int8) if
+                                   outs[k].dtype != torch.float32 else
+                                   outs[k]):
+                    raise SystemExit(f"{case}: {k} differs between runs")
+            for v in outs.values():
+                v.fill_(float("nan"))
+
+        for v in outs.values():
+            v.fill_(float("nan"))
+        call_us = graph_time(ours, flush, args.reps)
+        same()
+        # A workspace big enough for any plan of this shape, set before
+        # capture on the capturing stream (graph_time's stream differs per
+        # call, so set it for every stream it may use: the current one).
+        ws = torch.empty(64 << 20, dtype=torch.int8, device="cuda")
+        lib.lib.normrt_set_workspace.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+
+        def preset():
+            lib.lib.normrt_set_workspace(
+                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
+                ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws.numel()))
+            gc.call(lib, fn, sig, t, outs, m, n)
+
+        preset_us = graph_time(preset, flush, args.reps)
+        same()
+        nbytes = sum(v.numel() * v.element_size() for v in t.values()) + sum(
+            v.numel() * v.element_size() for v in outs.values())
+        src = torch.empty(nbytes // 2, dtype=torch.int8, device="cuda")
+        dst = torch.empty_like(src)
+        copy_us = graph_time(lambda: dst.copy_(src), flush, args.reps)
+        print(f"path={path} {case}: call {call_us:.1f} us, preset-ws "
+              f"{preset_us:.1f} us, copy of the bytes {copy_us:.1f} us "
+              f"({nbytes / 1e6:.2f} MB)", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
