@@ -33,6 +33,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 
 using namespace mlir;
 
@@ -49,9 +50,10 @@ struct VerifyAfterEachPass : public PassInstrumentation {
   }
 };
 
-/// True when every `dimensions` in `text` reads `= [i, j, ...]`: the custom
-/// parsers of linalg.broadcast / reduce / transpose crash on anything else
-/// (`dimensions = full`, an unclosed `[1`).
+/// True when every `dimensions` in `text` reads `= [i, j, ...]` (or `[]`):
+/// the custom parsers of linalg.broadcast / reduce / transpose crash on
+/// anything else (`dimensions = full`, an unclosed `[1`, an empty element
+/// as in `[0, ]`).
 bool dimensionsWellFormed(StringRef text) {
   for (size_t at = text.find("dimensions"); at != StringRef::npos;
        at = text.find("dimensions", at + 1)) {
@@ -62,10 +64,19 @@ bool dimensionsWellFormed(StringRef text) {
     if (!rest.consume_front("["))
       return false;
     size_t close = rest.find(']');
-    if (close == StringRef::npos ||
-        rest.take_front(close).find_first_not_of("0123456789, \n") !=
-            StringRef::npos)
+    if (close == StringRef::npos)
       return false;
+    StringRef list = rest.take_front(close).trim();
+    if (list.empty())
+      continue;
+    SmallVector<StringRef> items;
+    list.split(items, ',');
+    for (StringRef item : items) {
+      item = item.trim();
+      if (item.empty() || item.find_first_not_of("0123456789") !=
+                              StringRef::npos)
+        return false;
+    }
   }
   return true;
 }
@@ -132,8 +143,11 @@ struct Fuzzer {
     if (reachesKnownUpstreamCrash(text))
       return;
     ParserConfig config(context.get());
-    OwningOpRef<ModuleOp> module =
-        parseSourceString<ModuleOp>(text, config, "fuzz-input");
+    // A NUL-terminated copy, as every file buffer is: the parser scans for
+    // the terminator (memchr past the end of the fuzzer's bytes otherwise).
+    std::string source = text.str();
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+        StringRef(source.c_str(), source.size()), config, "fuzz-input");
     if (!module || failed(verify(*module)))
       return;
     // The GPU pipeline costs ~0.3 s per function (NVPTX code generation,
