@@ -101,6 +101,12 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "barrier (one cooperative launch instead of two kernels; the "
            "launcher falls back to the final kernel where a cooperative "
            "launch is not possible)">,
+    Option<"tierMinCols", "tier-min-cols", "int64_t", /*default=*/"256",
+           "Run-time N: the smallest capacity of the resident tiers (kernels "
+           "planned as for a static N of 1, 1.5, 2, 3, 4, ... times this, up "
+           "to the longest row the resident variant holds; the launcher takes "
+           "the smallest that holds N, else the looped kernels); a power of "
+           "two in [16, 65536], or 0 for no tiers">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];
