@@ -40,10 +40,16 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     - `_main_split`, `_main_split_scalar` (looped plans whose accumulators
       fit in fewer than 4 column groups): the same with 4 CTAs per row,
       for few rows.
+    - `_tier<C>_main`, `_tier<C>_main_scalar` (N dynamic, `tier-min-cols`
+      > 0): the resident kernels of each resident tier, the plan for a
+      static N = C, reading N at run time (any N <= C; chunks past the row
+      masked); the launcher takes the smallest tier that holds N, the
+      looped kernels above the last.
     - `_final`: the fixed-order reduction of the partial buffer (the
       two-launch path; the same order as the single-launch tail), plus the
       initial value, plus a trailing elementwise epilogue of the column
-      result (the narrowing `truncf` of dW/dB) when it has one.
+      result (the narrowing `truncf` of dW/dB) when it has one; with
+      tiers, also `_final_<T>` for each other block T among them.
 
     The plan is made from the target description of `chip` (registers and
     shared memory per thread, CTA and SM; cp.async, bulk-copy and cluster
