@@ -11,7 +11,9 @@ weights), with GPU-sized shapes instead of the CPU's small ones: N from 1
 to 70000 (primes, odd N, multiples of 8 / 16, N on either side of every
 threshold of the kernel plan), rows from 1 to ~200k (static, dynamic rows,
 all dims dynamic). Each program is run on several cases: random rows (when
-dynamic), row strides > N, base pointers off their 16-byte alignment.
+dynamic), row strides > N, base pointers off their 16-byte alignment; a
+run-time N lands half the time at a resident tier's boundary (its capacity,
+one more, one less, or an odd N inside it; docs/gpu.md, "Resident tiers").
 
 Two steps, because the GPU machine has no MLIR:
 
@@ -33,7 +35,9 @@ Two steps, because the GPU machine has no MLIR:
           launch path (NORMRT_NO_COOPERATIVE=1).
       Which kernels each call launched comes from the driver itself
       (bench/tools/launch_trace.c, loaded as NORMRT_LIBCUDA), and with the
-      plan it gives the coverage table (every variant >= 50 cases).
+      plan it gives the coverage table (every variant >= 50 cases; a
+      resident tier's kernels count as tier-vector / tier-scalar, and as
+      tier-boundary at either end of the tier's range of N).
       --subset sanitize runs the small cases chosen for compute-sanitizer
       (every variant).
   sanitize (GPU): bench/gpu_random_check.py sanitize --dir .carry/gpurand
@@ -80,7 +84,8 @@ MUTANTS = {
     "dw-uses-x-not-xhat": lambda p: p["need_dw"],
 }
 VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
-            "column-groups", "combine-in-cta", "cooperative", "two-launch")
+            "column-groups", "combine-in-cta", "cooperative", "two-launch",
+            "tier-vector", "tier-scalar", "tier-boundary")
 
 
 # --------------------------------------------------------------------------
@@ -177,14 +182,34 @@ def gen_program(index, seed):
                                scale=scale)
 
 
-def gen_cases(p, rng, count):
-    """Run-time shapes, strides and offsets of one program."""
+def tier_n(rng, tiers, c):
+    """A run-time N at a resident tier's boundary (a run-time N function's
+    plan, `tiers`): its capacity, one more (the next tier, or the looped
+    kernels after the last), one less, or an odd N inside the tier."""
+    i = rng.randrange(len(tiers))
+    cap = tiers[i]["cols"]
+    low = tiers[i - 1]["cols"] + 1 if i > 0 else 1
+    kind = c % 4
+    if kind == 0:
+        return cap
+    if kind == 1:
+        return cap + 1
+    if kind == 2:
+        return max(1, cap - 1)
+    return rng.randrange(low | 1, cap + 1, 2) if cap > low else cap
+
+
+def gen_cases(p, rng, count, plan=None):
+    """Run-time shapes, strides and offsets of one program (plan: its
+    kernel plan, whose resident tiers a run-time N aims at half the time)."""
     vector = 16 // (2 if p.x_type != "f32" else 4)
+    tiers = (plan or {}).get("tiers") or []
     cases = []
     for c in range(count):
         n = p.n
         if p.dynamic == "all" and c > 0:
-            n = pick_n(rng, p, vector)
+            n = (tier_n(rng, tiers, c) if tiers and rng.random() < 0.5
+                 else pick_n(rng, p, vector))
         if p.dynamic:
             limit = MAX_ELEMS_LARGE if p.rows * p.n > MAX_ELEMS else MAX_ELEMS
             rows = p.rows if c == 0 else pick_rows(rng, n, limit)
@@ -223,11 +248,23 @@ def gen_cases(p, rng, count):
 PLAN_KEYS = ("threads_per_row", "rows_per_cta", "chunks_per_thread",
              "vector", "async_stages", "single_launch", "combine_in_cta",
              "column_groups", "split_column_groups", "dynamic_shared_bytes")
+TIER_KEYS = ("cols",) + PLAN_KEYS
+
+
+def _fields(text, keys):
+    fields = {}
+    for key in keys:
+        mk = re.search(rf"\b{key}\s*=\s*(true|false|-?\d+)", text)
+        if mk:
+            v = mk.group(1)
+            fields[key] = (v == "true") if v in ("true", "false") else int(v)
+    return fields
 
 
 def parse_plans(ir_text):
     """{function name: [plan dict per fused op]} from the IR printed after
-    convert-norm-to-gpu (the op's `norm.gpu` plan attribute)."""
+    convert-norm-to-gpu (the op's `norm.gpu` plan attribute; a run-time N's
+    resident tiers as plan["tiers"], one dict each)."""
     plans = {}
     func = None
     for line in ir_text.splitlines():
@@ -237,13 +274,11 @@ def parse_plans(ir_text):
             plans.setdefault(func, [])
             continue
         if func and "norm.gpu" in line:
-            plan = {}
-            for key in PLAN_KEYS:
-                mk = re.search(rf"\b{key}\s*=\s*(true|false|-?\d+)", line)
-                if mk:
-                    v = mk.group(1)
-                    plan[key] = (v == "true") if v in ("true", "false") \
-                        else int(v)
+            own, _, rest = line.partition("tiers = [")
+            plan = _fields(own, PLAN_KEYS)
+            tiers = re.findall(r"#norm\.resident_tier<([^>]*)>", rest)
+            if tiers:
+                plan["tiers"] = [_fields(t, TIER_KEYS) for t in tiers]
             plans[func].append(plan)
     return plans
 
@@ -273,7 +308,7 @@ def cmd_recase(args):
     rng = random.Random(f"gpurand-cases/{manifest['seed']}")
     for e in manifest["programs"]:
         p = dg.Program(**{**e["program"], "lead": tuple(e["program"]["lead"])})
-        e["cases"] = gen_cases(p, rng, args.cases_per_program)
+        e["cases"] = gen_cases(p, rng, args.cases_per_program, e["plan"])
     with open(path, "w") as f:
         json.dump(manifest, f)
     return 0
@@ -313,7 +348,8 @@ def cmd_build(args):
                 param_types=[t for _, t in sig],
                 results=[name for name, _, _ in p.outputs()],
                 plan=plan[0] if plan else {},
-                cases=gen_cases(p, rng, args.cases_per_program)))
+                cases=gen_cases(p, rng, args.cases_per_program,
+                                plan[0] if plan else None)))
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f)
     ncases = sum(len(e["cases"]) for e in manifest["programs"])
@@ -334,9 +370,13 @@ def cmd_build(args):
 # run (on the GPU machine)
 # --------------------------------------------------------------------------
 
-def variants_of(plan, kernels):
+def variants_of(plan, kernels, n=None):
     """Kernel variants one call exercised, from its plan and the kernels the
-    driver launched ("name:mode:grid;...")."""
+    driver launched ("name:mode:grid;..."); with the run-time N (n), a
+    resident tier's kernels at either end of the tier's range (N = its
+    capacity or one less, or the previous tier's capacity plus one) also
+    count as "tier-boundary"."""
+    tiers = plan.get("tiers", [])
     names = [k.split(":") for k in kernels.split(";") if k]
     out = set()
     mains = [(n, m) for n, m, _ in names if "_main" in n]
@@ -346,6 +386,18 @@ def variants_of(plan, kernels):
         out.add("scalar" if scalar else "vector")
         if split:
             out.add("split")
+        # A resident tier's kernels (`<prefix>_tier<cols>_main[_scalar]`,
+        # a run-time N): counted with that tier's plan.
+        tier = re.search(r"_tier(\d+)_main", name)
+        if tier:
+            cols = int(tier.group(1))
+            caps = [t.get("cols") for t in tiers]
+            low = max([c for c in caps if c < cols], default=0) + 1
+            plan = next((t for t in tiers if t.get("cols") == cols),
+                        {"chunks_per_thread": 1})
+            out.add("tier-scalar" if scalar else "tier-vector")
+            if n in (cols, cols - 1, low):
+                out.add("tier-boundary")
         if plan.get("chunks_per_thread", 0) > 0:
             out.add("resident")
             if not scalar and plan.get("async_stages", 0) >= 2:
@@ -648,7 +700,7 @@ class Runner:
                 problems, trace = self.check_case(entry, fn, lib, case)
             except Exception as e:  # a crash of one case is a failure
                 problems, trace = [f"exception {type(e).__name__}: {e}"], ""
-            for v in variants_of(entry["plan"], trace):
+            for v in variants_of(entry["plan"], trace, case["n"]):
                 coverage[v] += 1
             if problems:
                 p = dg.Program(**{**entry["program"],
@@ -709,7 +761,10 @@ def pick_sanitize(todo, count):
     buckets = {}
     for t in small:
         plan = t[0]["plan"]
-        key = ("resident" if plan.get("chunks_per_thread", 0) else "looped",
+        tiers = plan.get("tiers") or []
+        on_tier = bool(tiers) and t[2]["n"] <= tiers[-1]["cols"]
+        key = ("resident" if plan.get("chunks_per_thread", 0) or on_tier
+               else "looped", on_tier,
                plan.get("async_stages", 0) >= 2,
                plan.get("column_groups", 1) > 1,
                t[2]["rows"] * 4 <= SMS, bool(t[2]["off"]) or bool(t[2]["pad"]))

@@ -80,7 +80,7 @@ std::string source(const Case &c) {
   std::string x = c.config == std::string("f32") ? "f32" : "bf16";
   std::string w = c.config == std::string("bf16w32") || x == "f32" ? "f32"
                                                                    : "bf16";
-  std::string n = std::to_string(c.n);
+  std::string n = c.n < 0 ? "?" : std::to_string(c.n); // -1: a run-time N
   std::string full = "tensor<?x" + n + "x" + x + ">";
   std::string vec = "tensor<" + n + "x" + w + ">";
   if (c.kind == std::string("layer"))
@@ -178,6 +178,84 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case> &info) {
       return std::string(info.param.kind) + "_" + info.param.config + "_" +
              std::to_string(info.param.n) + "_" + info.param.chip;
+    });
+
+// A run-time N: the looped plan plus resident tiers, each the plan a static
+// N = its capacity gets (capacities m, 1.5m, 2m, 3m, ... from tier-min-cols,
+// up to the largest N the resident variant holds).
+class KernelPlanTierTest : public KernelPlanTest {};
+
+TEST_P(KernelPlanTierTest, TiersAreTheStaticPlans) {
+  Case dynamic = GetParam();
+  dynamic.n = -1;
+  MixedReductionOp op = fused(dynamic);
+  ASSERT_TRUE(op) << source(dynamic);
+  GpuTarget target = *lookupGpuTarget(dynamic.chip);
+  KernelPlanOptions options;
+  KernelPlan plan = planKernel(op, options, target);
+  EXPECT_FALSE(plan.resident());
+  EXPECT_FALSE(plan.staticCols);
+  ASSERT_FALSE(plan.tiers.empty());
+  EXPECT_EQ(plan.tiers.front().tierCols, options.tierMinCols);
+  int64_t previous = 0;
+  for (const KernelPlan &tier : plan.tiers) {
+    SCOPED_TRACE("tier " + std::to_string(tier.tierCols));
+    EXPECT_GT(tier.tierCols, previous);
+    EXPECT_TRUE(tier.tierCols == 2 * previous || 2 * tier.tierCols == 3 * previous ||
+                tier.tierCols == 4 * previous / 3 || previous == 0);
+    previous = tier.tierCols;
+    EXPECT_TRUE(tier.resident());
+    EXPECT_FALSE(tier.staticCols); // its kernels read N at run time
+    EXPECT_TRUE(tier.tiers.empty());
+    EXPECT_EQ(tier.vector, plan.vector);
+    EXPECT_GE(tier.threadsPerRow * tier.chunksPerThread * tier.vector,
+              tier.tierCols);
+    Case fixed = GetParam();
+    fixed.n = tier.tierCols;
+    MixedReductionOp staticOp = fused(fixed);
+    ASSERT_TRUE(staticOp);
+    KernelPlan same = planKernel(staticOp, options, target);
+    EXPECT_EQ(same.vector, tier.vector);
+    EXPECT_EQ(same.threadsPerRow, tier.threadsPerRow);
+    EXPECT_EQ(same.rowsPerCTA, tier.rowsPerCTA);
+    EXPECT_EQ(same.chunksPerThread, tier.chunksPerThread);
+    EXPECT_EQ(same.prefetch, tier.prefetch);
+    EXPECT_EQ(same.asyncStages, tier.asyncStages);
+    EXPECT_EQ(same.combineInCTA, tier.combineInCTA);
+    EXPECT_EQ(same.singleLaunch, tier.singleLaunch);
+    EXPECT_EQ(same.dynamicSharedBytes, tier.dynamicSharedBytes);
+    EXPECT_LE(tier.dynamicSharedBytes, maxAccumulatorSharedBytes(target));
+  }
+  // The next capacity up is looped: the tiers go as far as they can.
+  int64_t last = plan.tiers.back().tierCols;
+  bool lastIsPowerOfTwo = (last & (last - 1)) == 0;
+  Case beyond = GetParam();
+  beyond.n = lastIsPowerOfTwo ? last + last / 2 : last / 3 * 4;
+  MixedReductionOp beyondOp = fused(beyond);
+  ASSERT_TRUE(beyondOp);
+  EXPECT_FALSE(planKernel(beyondOp, options, target).resident())
+      << "N = " << beyond.n;
+  // No tiers for a static N, nor with tier-min-cols = 0.
+  EXPECT_TRUE(planKernel(beyondOp, options, target).tiers.empty());
+  options.tierMinCols = 0;
+  MixedReductionOp again = fused(dynamic);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(planKernel(again, options, target).tiers.empty());
+}
+
+const Case kTierCases[] = {
+    {"layer", "bf16", 0, "sm_90a", {}},
+    {"rms", "bf16", 0, "sm_90a", {}},
+    {"layer", "f32", 0, "sm_90a", {}},
+    {"layer", "bf16w32", 0, "sm_90a", {}},
+    {"rms", "bf16", 0, "sm_86", {}},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    RunTimeN, KernelPlanTierTest, ::testing::ValuesIn(kTierCases),
+    [](const ::testing::TestParamInfo<Case> &info) {
+      return std::string(info.param.kind) + "_" + info.param.config + "_" +
+             info.param.chip;
     });
 
 TEST(GpuTargetTest, KnownChips) {

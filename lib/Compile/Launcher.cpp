@@ -47,17 +47,28 @@ using compile_detail::argumentOf;
 using compile_detail::resultOf;
 using compile_detail::typeString;
 
+/// The kernels of one plan (the op's own or a resident tier's) and how to
+/// launch them.
+struct KernelLaunch {
+  std::string prefix;      // main kernels: prefix + the suffixes
+  std::string finalKernel; // the two-launch path's final kernel
+  int64_t block = 0, rowsPerCTA = 1, dynamicSharedBytes = 0;
+  int64_t finalThreads = 512;
+  bool combineInCTA = false, singleLaunch = false;
+  int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
+  int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
+  int64_t tierCols = 0; // a resident tier: the largest N it takes
+};
+
 /// Everything the launcher of one fused op needs, in kernel-parameter order.
 struct OpLaunch {
   MixedReductionOp op;
-  KernelPlan plan;
-  std::string kernel;
+  int64_t vector = 1, programsPerSM = 0;
+  KernelLaunch kernels;                // the plan's own
+  SmallVector<KernelLaunch> tiers;     // run-time N: the resident tiers
   SmallVector<std::string> fullIn, rowIn, colIn, fullOut, stridesIn,
       stridesOut, initIn, colOut, scalars;
   SmallVector<int64_t> fullInBytes, colInBytes, fullOutBytes, scalarBytes;
-  int64_t finalThreads = 512;
-  int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
-  int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
 };
 
 class LauncherWriter {
@@ -69,6 +80,8 @@ public:
 private:
   LogicalResult function(func::FuncOp fn, llvm::raw_ostream &src,
                          llvm::raw_ostream &hdr);
+  void writeLaunch(llvm::raw_ostream &out, const OpLaunch &l,
+                   const KernelLaunch &k, StringRef indent);
   LogicalResult describe(func::FuncOp fn, MixedReductionOp op,
                          llvm::SmallSet<unsigned, 8> &strided,
                          llvm::SmallSet<unsigned, 8> &stridedResults,
@@ -87,19 +100,41 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
     return op.emitError("compile: fused op has no kernels "
                         "(--convert-norm-to-gpu did not run)");
   launch.op = op;
-  launch.kernel = planAttr.getKernel().str();
-  launch.plan.vector = planAttr.getVector();
-  launch.plan.threadsPerRow = planAttr.getThreadsPerRow();
-  launch.plan.rowsPerCTA = planAttr.getRowsPerCta();
-  launch.plan.chunksPerThread = planAttr.getChunksPerThread();
-  launch.plan.programsPerSM = planAttr.getProgramsPerSm();
-  launch.plan.dynamicSharedBytes = planAttr.getDynamicSharedBytes();
-  launch.plan.combineInCTA = planAttr.getCombineInCta().getValue();
-  launch.plan.singleLaunch = planAttr.getSingleLaunch().getValue();
-  launch.finalThreads = planAttr.getFinalThreads();
-  launch.columnGroups = planAttr.getColumnGroups();
-  launch.splitColumnGroups = planAttr.getSplitColumnGroups();
-  launch.splitSharedBytes = planAttr.getSplitSharedBytes();
+  launch.vector = planAttr.getVector();
+  launch.programsPerSM = planAttr.getProgramsPerSm();
+  StringRef prefix = planAttr.getKernel();
+  KernelLaunch &own = launch.kernels;
+  own.prefix = prefix.str();
+  own.block = planAttr.getBlock();
+  own.rowsPerCTA = planAttr.getRowsPerCta();
+  own.dynamicSharedBytes = planAttr.getDynamicSharedBytes();
+  own.combineInCTA = planAttr.getCombineInCta().getValue();
+  own.singleLaunch = planAttr.getSingleLaunch().getValue();
+  own.finalThreads = planAttr.getFinalThreads();
+  own.finalKernel =
+      finalKernelName(prefix, own.finalThreads, own.finalThreads);
+  own.columnGroups = planAttr.getColumnGroups();
+  own.splitColumnGroups = planAttr.getSplitColumnGroups();
+  own.splitSharedBytes = planAttr.getSplitSharedBytes();
+  if (ArrayAttr tiers = planAttr.getTiers()) {
+    if (!ShapedType::isDynamic(op.getDomainShape().back()))
+      return op.emitError("compile: resident tiers in the kernel plan of an "
+                          "op with a static N");
+    for (auto tier : tiers.getAsRange<ResidentTierAttr>()) {
+      KernelLaunch k;
+      k.prefix = residentTierPrefix(prefix, tier.getCols());
+      k.block = tier.getBlock();
+      k.rowsPerCTA = tier.getRowsPerCta();
+      k.dynamicSharedBytes = tier.getDynamicSharedBytes();
+      k.combineInCTA = tier.getCombineInCta().getValue();
+      k.singleLaunch = tier.getSingleLaunch().getValue();
+      k.finalThreads = tier.getFinalThreads();
+      k.finalKernel =
+          finalKernelName(prefix, k.finalThreads, own.finalThreads);
+      k.tierCols = tier.getCols();
+      launch.tiers.push_back(k);
+    }
+  }
 
   auto needArg = [&](Value v, StringRef what) -> FailureOr<unsigned> {
     if (std::optional<unsigned> a = argumentOf(v))
@@ -170,6 +205,135 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
     launch.colOut.push_back("res" + std::to_string(*r));
   }
   return success();
+}
+
+/// The launches of one plan's kernels (`k`): the main kernel (vector or
+/// scalar, `vec`; the split kernels for few rows), one cooperative launch
+/// where the kernel can finish the column results itself and every CTA
+/// fits, else the final kernel after it. Every line starts with `indent`.
+void LauncherWriter::writeLaunch(llvm::raw_ostream &out, const OpLaunch &l,
+                                 const KernelLaunch &k, StringRef indent) {
+  std::string text;
+  llvm::raw_string_ostream src(text);
+  MixedReductionOp op = l.op; // its accessors are not const
+  int64_t numCol = op.getColResults().size();
+  int64_t R = k.rowsPerCTA;
+  const bool anyTail = numCol > 0 && k.singleLaunch;
+  src << "void *fn;\n"
+      << "unsigned smem = " << k.dynamicSharedBytes << ";\n";
+  if (anyTail)
+    src << "int single = " << (k.singleLaunch ? 1 : 0)
+        << "; /* the kernel can finish the columns itself */\n";
+  if (k.columnGroups > 0)
+    src << "int64_t cg = " << k.columnGroups << ";\n";
+  if (k.splitColumnGroups > 0) {
+    // Too few rows to fill the SMs: the kernels that share each row
+    // among more CTAs.
+    src << "int split = rows > 0 && rows * " << k.splitColumnGroups
+        << " <= sms;\n"
+        << "if (split) {\n"
+        << "  cg = " << k.splitColumnGroups << ";\n"
+        << "  smem = " << k.splitSharedBytes << ";\n"
+        << (anyTail ? "  single = 0; /* the split kernels have no tail */\n"
+                    : "")
+        << "}\n"
+        << "if ((st = normrt_get_function(norm_image, split ? (vec ? \""
+        << k.prefix << kMainSplitKernelSuffix << "\" : \"" << k.prefix
+        << kMainSplitScalarKernelSuffix << "\") : vec ? \"" << k.prefix
+        << kMainKernelSuffix << "\" : \"" << k.prefix
+        << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
+  } else {
+    src << "if ((st = normrt_get_function(norm_image, vec ? \"" << k.prefix
+        << kMainKernelSuffix << "\" : \"" << k.prefix
+        << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
+  }
+  // A persistent grid: as many CTAs as are resident at once, unless the
+  // kernel was compiled with a fixed programs-per-SM.
+  if (l.programsPerSM > 0)
+    src << "int per_sm = " << l.programsPerSM << ";\n";
+  else
+    src << "int per_sm = 0;\n"
+        << "if ((st = normrt_max_active_ctas(fn, " << k.block
+        << ", smem, &per_sm)) != 0) return st;\n"
+        << "if (per_sm < 1) per_sm = 1;\n";
+  if (k.columnGroups > 0) {
+    // Looped: cg CTAs share each row, each owning a part of the columns.
+    src << "int64_t limit = (int64_t)sms * per_sm;\n"
+        << "if (limit < cg) limit = cg;\n"
+        << "int64_t ctas = rows * cg;\n"
+        << "int64_t most = limit / cg * cg;\n"
+        << "unsigned grid = (unsigned)(ctas < most ? ctas : most);\n"
+        << "int64_t programs = (int64_t)grid / cg; /* rows of the "
+           "partial buffer */\n";
+  } else {
+    src << "int64_t ctas = (rows + " << R - 1 << ") / " << R << ";\n"
+        << "int64_t limit = (int64_t)sms * per_sm;\n"
+        << "unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n"
+        << "int64_t programs = (int64_t)grid * " << (k.combineInCTA ? 1 : R)
+        << "; /* rows of the partial buffer */\n";
+  }
+  src << "void *ws = NULL;\n";
+  if (numCol > 0)
+    src << "if (programs > 0 && (st = normrt_workspace(stream, (size_t)("
+        << numCol << " * programs * cols * 4), &ws)) != 0) return st;\n";
+  // One cooperative launch when the kernel can finish the column
+  // results itself (grid barrier) and every CTA fits at once; else the
+  // main kernel with finalize = 0, then the final kernel.
+  if (numCol > 0)
+    src << "int64_t finalize = 0;\n"
+        << "void *barrier = NULL;\n";
+  src << "if (rows > 0) {\n";
+  if (anyTail)
+    src << "  int coop = 0;\n"
+        << "  if (single && (st = normrt_cooperative_fits(fn, grid, "
+        << k.block << ", smem, &coop)) != 0) return st;\n"
+        << "  if (coop && (st = normrt_grid_barrier_word(stream, "
+           "&barrier)) != 0) return st;\n"
+        << "  finalize = coop;\n";
+  src << "  void *args[] = {";
+  auto argList = [&](ArrayRef<std::string> names) {
+    for (const std::string &n : names)
+      src << "(void *)&" << n << ", ";
+  };
+  argList(l.fullIn);
+  argList(l.rowIn);
+  argList(l.colIn);
+  argList(l.fullOut);
+  src << "&ws, &rows, &cols, ";
+  argList(l.stridesIn);
+  argList(l.stridesOut);
+  argList(l.scalars);
+  if (numCol > 0) {
+    src << "&barrier, ";
+    argList(l.initIn);
+    argList(l.colOut);
+    src << "&finalize, ";
+  }
+  src << "NULL};\n  if ((st = ";
+  if (anyTail)
+    src << "finalize ? normrt_launch_cooperative(fn, grid, " << k.block
+        << ", smem, stream, args) : ";
+  src << "normrt_launch(fn, grid, 1, " << k.block
+      << ", smem, stream, args)) != 0) return st;\n"
+      << "}\n";
+  if (numCol > 0) {
+    src << "if (!finalize) {\n"
+        << "  if ((st = normrt_get_function(norm_image, \"" << k.finalKernel
+        << "\", &fn)) != 0) return st;\n"
+        << "  void *final_args[] = {&ws, ";
+    argList(l.initIn);
+    argList(l.colOut);
+    src << "&programs, &cols, NULL};\n"
+        << "  if ((st = normrt_launch(fn, (unsigned)((cols + "
+        << kFinalColumnsPerCTA - 1 << ") / " << kFinalColumnsPerCTA
+        << "), 1, " << k.finalThreads
+        << ", 0, stream, final_args)) != 0) return st;\n"
+        << "}\n";
+  }
+  SmallVector<StringRef> lines;
+  StringRef(text).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (StringRef line : lines)
+    out << indent << line << "\n";
 }
 
 LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
@@ -303,8 +467,6 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       << "  if ((st = normrt_sm_count(&sms)) != 0) return st;\n";
 
   for (OpLaunch &l : launches) {
-    const KernelPlan &p = l.plan;
-    int64_t numCol = l.op.getColResults().size();
     src << "  {\n";
     // Natural alignment is required; 16-byte alignment picks the vector
     // kernel.
@@ -316,141 +478,40 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
               << ", \"" << name << ": " << n << "\")) != 0) return st;\n";
         else
           src << "    vec = vec && ((uintptr_t)" << n << " % "
-              << b * p.vector << ") == 0;\n";
+              << b * l.vector << ") == 0;\n";
       }
     };
-    src << "    int vec = " << (p.vector > 1 ? "1" : "0") << ";\n";
+    src << "    int vec = " << (l.vector > 1 ? "1" : "0") << ";\n";
     ptrs(l.fullIn, l.fullInBytes, false);
     ptrs(l.fullOut, l.fullOutBytes, false);
     ptrs(l.colIn, l.colInBytes, false);
     ptrs(l.scalars, l.scalarBytes, false);
-    if (p.vector > 1) {
+    if (l.vector > 1) {
       ptrs(l.fullIn, l.fullInBytes, true);
       ptrs(l.fullOut, l.fullOutBytes, true);
       ptrs(l.colIn, l.colInBytes, true);
-      src << "    vec = vec && cols % " << p.vector << " == 0";
+      src << "    vec = vec && cols % " << l.vector << " == 0";
       for (const std::string &s : l.stridesIn)
-        src << " && " << s << " % " << p.vector << " == 0";
+        src << " && " << s << " % " << l.vector << " == 0";
       for (const std::string &s : l.stridesOut)
-        src << " && " << s << " % " << p.vector << " == 0";
+        src << " && " << s << " % " << l.vector << " == 0";
       src << ";\n";
     }
-    int64_t R = p.rowsPerCTA;
-    const bool anyTail =
-        numCol > 0 && p.singleLaunch;
-    src << "    void *fn;\n"
-        << "    unsigned smem = " << p.dynamicSharedBytes << ";\n";
-    if (anyTail)
-      src << "    int single = " << (p.singleLaunch ? 1 : 0)
-          << "; /* the kernel can finish the columns itself */\n";
-    if (l.columnGroups > 0)
-      src << "    int64_t cg = " << l.columnGroups << ";\n";
-    if (l.splitColumnGroups > 0) {
-      // Too few rows to fill the SMs: the kernels that share each row
-      // among more CTAs.
-      src << "    int split = rows > 0 && rows * " << l.splitColumnGroups
-          << " <= sms;\n"
-          << "    if (split) {\n"
-          << "      cg = " << l.splitColumnGroups << ";\n"
-          << "      smem = " << l.splitSharedBytes << ";\n"
-          << (anyTail ? "      single = 0; /* the split kernels have no "
-                        "tail */\n"
-                      : "")
-          << "    }\n"
-          << "    if ((st = normrt_get_function(norm_image, split ? (vec ? \""
-          << l.kernel << kMainSplitKernelSuffix << "\" : \"" << l.kernel
-          << kMainSplitScalarKernelSuffix << "\") : vec ? \"" << l.kernel
-          << kMainKernelSuffix << "\" : \"" << l.kernel
-          << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
+    // A run-time N: the smallest resident tier that holds it, else the
+    // plan's own (looped) kernels. Each branch launches its kernels with
+    // their own shared memory, block and final kernel.
+    if (l.tiers.empty()) {
+      writeLaunch(src, l, l.kernels, "    ");
     } else {
-      src << "    if ((st = normrt_get_function(norm_image, vec ? \""
-          << l.kernel << kMainKernelSuffix << "\" : \"" << l.kernel
-          << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
-    }
-    // A persistent grid: as many CTAs as are resident at once, unless the
-    // kernel was compiled with a fixed programs-per-SM.
-    if (p.programsPerSM > 0)
-      src << "    int per_sm = " << p.programsPerSM << ";\n";
-    else
-      src << "    int per_sm = 0;\n"
-          << "    if ((st = normrt_max_active_ctas(fn, " << p.blockThreads()
-          << ", smem, &per_sm)) != 0) return st;\n"
-          << "    if (per_sm < 1) per_sm = 1;\n";
-    if (l.columnGroups > 0) {
-      // Looped: cg CTAs share each row, each owning a part of the columns.
-      src << "    int64_t limit = (int64_t)sms * per_sm;\n"
-          << "    if (limit < cg) limit = cg;\n"
-          << "    int64_t ctas = rows * cg;\n"
-          << "    int64_t most = limit / cg * cg;\n"
-          << "    unsigned grid = (unsigned)(ctas < most ? ctas : most);\n"
-          << "    int64_t programs = (int64_t)grid / cg; /* rows of the "
-             "partial buffer */\n";
-    } else {
-      src << "    int64_t ctas = (rows + " << R - 1 << ") / " << R << ";\n"
-          << "    int64_t limit = (int64_t)sms * per_sm;\n"
-          << "    unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n"
-          << "    int64_t programs = (int64_t)grid * "
-          << (p.combineInCTA ? 1 : R)
-          << "; /* rows of the partial buffer */\n";
-    }
-    src << "    void *ws = NULL;\n";
-    if (numCol > 0)
-      src << "    if (programs > 0 && (st = normrt_workspace(stream, (size_t)("
-          << numCol << " * programs * cols * 4), &ws)) != 0) return st;\n";
-    // One cooperative launch when the kernel can finish the column
-    // results itself (grid barrier) and every CTA fits at once; else the
-    // main kernel with finalize = 0, then the final kernel.
-    if (numCol > 0)
-      src << "    int64_t finalize = 0;\n"
-          << "    void *barrier = NULL;\n";
-    src << "    if (rows > 0) {\n";
-    if (anyTail)
-      src << "      int coop = 0;\n"
-          << "      if (single && (st = normrt_cooperative_fits(fn, grid, "
-          << p.blockThreads() << ", smem, &coop)) != 0) return st;\n"
-          << "      if (coop && (st = normrt_grid_barrier_word(stream, "
-             "&barrier)) != 0) return st;\n"
-          << "      finalize = coop;\n";
-    src << "      void *args[] = {";
-    auto argList = [&](ArrayRef<std::string> names) {
-      for (const std::string &n : names)
-        src << "(void *)&" << n << ", ";
-    };
-    argList(l.fullIn);
-    argList(l.rowIn);
-    argList(l.colIn);
-    argList(l.fullOut);
-    src << "&ws, &rows, &cols, ";
-    argList(l.stridesIn);
-    argList(l.stridesOut);
-    argList(l.scalars);
-    if (numCol > 0) {
-      src << "&barrier, ";
-      argList(l.initIn);
-      argList(l.colOut);
-      src << "&finalize, ";
-    }
-
-    src << "NULL};\n      if ((st = ";
-    if (anyTail)
-      src << "finalize ? normrt_launch_cooperative(fn, grid, "
-          << p.blockThreads() << ", smem, stream, args) : ";
-    src << "normrt_launch(fn, grid, 1, " << p.blockThreads()
-        << ", smem, stream, args)) != 0) return st;\n"
-        << "    }\n";
-    if (numCol > 0) {
-      src << "    if (!finalize) {\n"
-          << "      if ((st = normrt_get_function(norm_image, \"" << l.kernel
-          << kFinalKernelSuffix << "\", &fn)) != 0) return st;\n"
-          << "      void *final_args[] = {&ws, ";
-      argList(l.initIn);
-      argList(l.colOut);
-      src << "&programs, &cols, NULL};\n"
-          << "      if ((st = normrt_launch(fn, (unsigned)((cols + "
-          << kFinalColumnsPerCTA - 1 << ") / " << kFinalColumnsPerCTA
-          << "), 1, " << l.finalThreads
-          << ", 0, stream, final_args)) != 0) return st;\n"
-          << "    }\n";
+      for (auto [t, tier] : llvm::enumerate(l.tiers)) {
+        src << (t == 0 ? "    if" : " else if") << " (cols <= "
+            << tier.tierCols << ") {\n";
+        writeLaunch(src, l, tier, "      ");
+        src << "    }";
+      }
+      src << " else {\n";
+      writeLaunch(src, l, l.kernels, "      ");
+      src << "    }\n";
     }
     src << "  }\n";
   }

@@ -21,6 +21,7 @@ PLAN_OPTIONS = {
     "prefetch": "--prefetch",
     "async_stages": "--async-stages",
     "single_launch": "--single-launch",
+    "tier_min_cols": "--tier-min-cols",
 }
 EMIT_KINDS = {"lib": ".so", "ptx": ".ptx", "cubin": ".cubin"}
 

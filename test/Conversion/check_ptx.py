@@ -98,11 +98,14 @@ def main():
                 problems = []
                 # The suffixes of include/norm/Conversion/NormToGPU/
                 # KernelNames.h (kMainKernelSuffix, ...).
+                # A resident tier's kernels have the prefix
+                # `<op prefix>_tier<cols>` (its own remark); final kernels
+                # of other blocks end in `_final_<threads>`.
+                final = re.search(r"_final(_\d+)?$", name)
                 prefix = re.sub(
-                    r"_(main|main_scalar|main_split|main_split_scalar|final)$",
+                    r"_(main|main_scalar|main_split|main_split_scalar)$",
                     "", name)
-                kind_of = ("final" if name.endswith("_final")
-                           else variant.get(prefix, "?"))
+                kind_of = "final" if final else variant.get(prefix, "?")
                 if kind_of == "?":
                     problems.append("no remark for this kernel")
                 if spill != (0, 0, 0) and kind_of != "looped":

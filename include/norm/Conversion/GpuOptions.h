@@ -50,6 +50,10 @@ std::optional<GpuChipLimits> lookupGpuChipLimits(StringRef chip);
 /// Upper bounds of the size options that no chip sets (sane compile time).
 constexpr int64_t kMaxResidentElementsLimit = 256;
 constexpr int64_t kMaxAsyncStagesLimit = 8;
+/// tier-min-cols: the range of the smallest resident tier (a multiple of
+/// every vector width), and the largest tier any option makes.
+constexpr int64_t kMinTierColsLimit = 16;
+constexpr int64_t kMaxTierColsLimit = 65536;
 
 /// Checks every option value. Each bad one is reported as
 /// `report(argument, value, problem)`: the option's name as written on a

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <optional>
+#include <vector>
 
 namespace mlir::norm {
 
@@ -75,6 +76,14 @@ struct KernelPlan {
   // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
   int64_t asyncStages = 0;
   int64_t asyncRingOffset = 0;
+  // A resident tier of a run-time N: the plan made as for a static N =
+  // tierCols, whose kernels read N at run time and take any N <= tierCols
+  // (0: not a tier).
+  int64_t tierCols = 0;
+  // Run-time N: the resident tiers, by increasing tierCols (the launcher
+  // takes the first that holds N; this plan's looped kernels above the
+  // last). Empty for a static N and with tier-min-cols = 0.
+  std::vector<KernelPlan> tiers;
 
   int64_t blockThreads() const { return threadsPerRow * rowsPerCTA; }
   /// Threads of the final reduction (kernel or tail): the main kernel's

@@ -40,10 +40,16 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     - `_main_split`, `_main_split_scalar` (looped plans whose accumulators
       fit in fewer than 4 column groups): the same with 4 CTAs per row,
       for few rows.
+    - `_tier<C>_main`, `_tier<C>_main_scalar` (N dynamic, `tier-min-cols`
+      > 0): the resident kernels of each resident tier, the plan for a
+      static N = C, reading N at run time (any N <= C; chunks past the row
+      masked); the launcher takes the smallest tier that holds N, the
+      looped kernels above the last.
     - `_final`: the fixed-order reduction of the partial buffer (the
       two-launch path; the same order as the single-launch tail), plus the
       initial value, plus a trailing elementwise epilogue of the column
-      result (the narrowing `truncf` of dW/dB) when it has one.
+      result (the narrowing `truncf` of dW/dB) when it has one; with
+      tiers, also `_final_<T>` for each other block T among them.
 
     The plan is made from the target description of `chip` (registers and
     shared memory per thread, CTA and SM; cp.async, bulk-copy and cluster
@@ -101,6 +107,12 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "barrier (one cooperative launch instead of two kernels; the "
            "launcher falls back to the final kernel where a cooperative "
            "launch is not possible)">,
+    Option<"tierMinCols", "tier-min-cols", "int64_t", /*default=*/"256",
+           "Run-time N: the smallest capacity of the resident tiers (kernels "
+           "planned as for a static N of 1, 1.5, 2, 3, 4, ... times this, up "
+           "to the longest row the resident variant holds; the launcher takes "
+           "the smallest that holds N, else the looped kernels); a power of "
+           "two in [16, 65536], or 0 for no tiers">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

@@ -195,6 +195,14 @@ LogicalResult mlir::norm::validateGpuOptions(
     bad("async-stages", Twine(options.asyncStages),
         "expected 0 or 1 (plain loads) or a ring depth in [2, " +
             Twine(kMaxAsyncStagesLimit) + "]");
+  if (options.tierMinCols != 0 &&
+      (!isPowerOfTwo(options.tierMinCols) ||
+       options.tierMinCols < kMinTierColsLimit ||
+       options.tierMinCols > kMaxTierColsLimit))
+    bad("tier-min-cols", Twine(options.tierMinCols),
+        "expected 0 (no resident tiers for a run-time N) or a power of two "
+        "in [" + Twine(kMinTierColsLimit) + ", " + Twine(kMaxTierColsLimit) +
+            "]");
   return success(ok);
 }
 

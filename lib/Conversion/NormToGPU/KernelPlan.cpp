@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "norm/Conversion/NormToGPU.h"
+#include "norm/Conversion/GpuOptions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -59,6 +60,21 @@ public:
   KernelPlan run() {
     int64_t n = op.getDomainShape().back();
     if (!ShapedType::isDynamic(n))
+      return planFor(n, /*tier=*/false);
+    KernelPlan looped = planFor(std::nullopt, /*tier=*/false);
+    looped.tiers = planTiers(looped.vector);
+    return looped;
+  }
+
+private:
+  /// The plan for rows of `n` columns (nullopt: a run-time N, nothing
+  /// known); a tier's kernels take n at run time (up to it).
+  KernelPlan planFor(std::optional<int64_t> n, bool tier) {
+    plan = KernelPlan();
+    cols = n;
+    if (tier)
+      plan.tierCols = *n;
+    else
       plan.staticCols = n;
     pickVectorWidth();
     pickRowGroup();
@@ -68,8 +84,7 @@ public:
     pickLaunch();
     return plan;
   }
-
-private:
+  std::vector<KernelPlan> planTiers(int64_t vector);
   void pickVectorWidth();
   void pickRowGroup();
   void pickRowsPerCTA();
@@ -84,6 +99,7 @@ private:
   const KernelPlanOptions &options;
   const GpuTarget &target;
   KernelPlan plan;
+  std::optional<int64_t> cols; // N the plan is sized for (static or a tier's)
   int64_t widest = 1; // bytes of the widest full element type
 };
 } // namespace
@@ -126,7 +142,7 @@ void KernelPlanner::pickVectorWidth() {
     widest = std::max(widest, elementBytes(v.getType()));
   int64_t vectorBytes = std::clamp<int64_t>(options.vectorBytes, widest, 16);
   plan.vector = std::max<int64_t>(1, vectorBytes / widest);
-  if (plan.staticCols && *plan.staticCols % plan.vector != 0)
+  if (cols && *cols % plan.vector != 0)
     plan.vector = 1; // the scalar kernel is the only one
 }
 
@@ -134,7 +150,7 @@ void KernelPlanner::pickVectorWidth() {
 /// kMinLanesPerRow unless the row has fewer chunks, whose share of the row
 /// fits the registers; else the looped variant (512 lanes).
 void KernelPlanner::pickRowGroup() {
-  int64_t chunks = plan.staticCols ? *plan.staticCols / plan.vector : -1;
+  int64_t chunks = cols ? *cols / plan.vector : -1;
   int64_t maxResident = options.maxResidentElements;
   plan.chunksPerThread = 0;
   if (chunks > 0) {
@@ -187,10 +203,10 @@ void KernelPlanner::pickRowsPerCTA() {
 }
 
 void KernelPlanner::pickSharedAccumulators() {
-  // Shared-memory accumulators where they fit (static N only).
+  // Shared-memory accumulators where they fit (static N or a tier's N).
   int64_t numCol = op.getColResults().size();
-  if (plan.staticCols && numCol > 0) {
-    int64_t row = numCol * *plan.staticCols * 4;
+  if (cols && numCol > 0) {
+    int64_t row = numCol * *cols * 4;
     if (plan.resident() && plan.rowsPerCTA > 1 &&
         plan.rowsPerCTA * row <= maxAccumulatorSharedBytes(target)) {
       plan.combineInCTA = true;
@@ -204,13 +220,13 @@ void KernelPlanner::pickSharedAccumulators() {
       // 127 -> 107 us). Elsewhere the cap spills and the extra column
       // groups re-read rows: measured slower (perf-notes v6).
       const int64_t twoPerSMBytes = loopedSharedBytes(target);
-      bool twoPerSM = widest < 4 && *plan.staticCols <= 16384 &&
+      bool twoPerSM = widest < 4 && *cols <= 16384 &&
                       row <= 2 * twoPerSMBytes;
       int64_t budget = twoPerSM ? twoPerSMBytes : maxAccumulatorSharedBytes(target);
       int64_t groups = (row + budget - 1) / budget;
       if (groups >= 1 && groups <= kMaxColumnGroups) { // N = 0: none
         plan.twoCTAsPerSM = twoPerSM;
-        int64_t chunks = *plan.staticCols / plan.vector;
+        int64_t chunks = *cols / plan.vector;
         int64_t partChunks = (chunks + groups - 1) / groups;
         plan.minColumnGroups = groups;
         plan.sharedAccumulators = true;
@@ -280,6 +296,30 @@ void KernelPlanner::pickLaunch() {
   // The split kernels (few rows) could finish in one launch too, but
   // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes v6): their
   // tail is latency-bound over few partial rows; they take two launches.
+}
+
+/// Resident tiers for a run-time N: the plans for a static N of m, 1.5m,
+/// 2m, 3m, 4m, ... (m = tier-min-cols), while the resident variant holds
+/// such rows. For 16-bit rows these are the N at which the resident plan
+/// changes (G lanes of K = 3 or 4 chunks), so a run-time N gets the kernel
+/// of the next such N up: at most a third of its lanes' chunks idle
+/// (e.g. 2999 takes the plan of 3072, the one a static 2999 gets).
+std::vector<KernelPlan> KernelPlanner::planTiers(int64_t vector) {
+  std::vector<KernelPlan> tiers;
+  if (options.tierMinCols <= 0)
+    return tiers;
+  for (int64_t m = options.tierMinCols; m <= kMaxTierColsLimit; m *= 2)
+    for (int64_t n : {m, m + m / 2}) {
+      if (n > kMaxTierColsLimit)
+        return tiers;
+      if (n % vector != 0) // the tier's vector kernel must be the plan's
+        continue;
+      KernelPlan tier = planFor(n, /*tier=*/true);
+      if (!tier.resident())
+        return tiers;
+      tiers.push_back(std::move(tier));
+    }
+  return tiers;
 }
 
 KernelPlan mlir::norm::planKernel(MixedReductionOp op,

@@ -141,12 +141,34 @@ Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
     end = partEnd;
   }
   chunk.valid = ult(c, end);
-  Value last = arith::SubIOp::create(b, loc, end, c64(1));
-  chunk.column = mul(minU(c, last), c64(V));
-  for (Value in : colIn)
-    chunk.col.push_back(load(in, elementTypeOf(op.getCol()[chunk.col.size()]),
-                             chunk.column, V));
+  if (maskedChunks()) {
+    chunk.column = mul(c, c64(V));
+  } else {
+    Value last = arith::SubIOp::create(b, loc, end, c64(1));
+    chunk.column = mul(minU(c, last), c64(V));
+  }
+  for (Value in : colIn) {
+    Type elem = elementTypeOf(op.getCol()[chunk.col.size()]);
+    chunk.col.push_back(split(loadChunkRaw(chunk, in, elem, chunk.column), V));
+  }
   return chunk;
+}
+
+Value MainKernelBuilder::loadChunkRaw(const Chunk &chunk, Value base,
+                                      Type elem, Value index) {
+  if (!maskedChunks())
+    return loadRaw(base, elem, index, V);
+  Type type = V == 1 ? elem : VectorType::get({V}, elem);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, chunk.valid,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, loadRaw(base, elem, index, V));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  Value zero = arith::ConstantOp::create(
+      b, loc, cast<TypedAttr>(b.getZeroAttr(type)));
+  scf::YieldOp::create(b, loc, zero);
+  return ifOp.getResult(0);
 }
 
 ChunkValues MainKernelBuilder::loadFull(const RowState &row,
@@ -154,7 +176,8 @@ ChunkValues MainKernelBuilder::loadFull(const RowState &row,
   ChunkValues vals;
   for (auto [i, in] : llvm::enumerate(fullIn)) {
     Value index = add(mul(row.clamped, strideIn[i]), chunk.column);
-    vals.push_back(load(in, elementTypeOf(op.getFull()[i]), index, V));
+    vals.push_back(split(
+        loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]), index), V));
   }
   return vals;
 }

@@ -38,7 +38,7 @@ namespace mlir::norm {
 /// Chunk k of a lane: `vector` consecutive columns of the row.
 struct Chunk {
   Value valid;  // the chunk lies inside the row (or the program's part)
-  Value column; // its first column (clamped into the row)
+  Value column; // its first column (clamped into the row; see maskedChunks)
   SmallVector<SmallVector<Value>> col; // column inputs: [input][element]
 };
 
@@ -95,6 +95,15 @@ protected:
   /// of the program's column part (looped variant with column groups).
   Chunk chunkAt(Value k, bool inPart = false);
   ChunkValues loadFull(const RowState &row, const Chunk &chunk);
+  /// A resident tier's kernels take a run-time N up to the plan's: a chunk
+  /// past the row keeps its own column, and its loads are skipped (zeros)
+  /// instead of re-reading the row's last chunk. A clamped column would be
+  /// a run-time value per chunk, live across the row loop (the scalar
+  /// kernels spilled); this one is the lane's column plus a constant.
+  bool maskedChunks() const { return plan.tierCols > 0; }
+  /// The raw access of `chunk` at base[index]: zeros for a masked chunk
+  /// past the row.
+  Value loadChunkRaw(const Chunk &chunk, Value base, Type elem, Value index);
   SmallVector<Value> loadRowInputs(Value rowIndex);
 
   //===--------------------------------------------------------------===//

@@ -76,40 +76,53 @@ struct ConvertNormToGPUPass
           return signalPassFailure();
         KernelPlan plan = planKernel(op, options, *target);
         std::string prefix = (fn.getSymName() + "_" + Twine(i)).str();
-        if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix)) ||
-            failed(checkResources(gpuModule, op, plan, prefix, limits)))
+        if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix,
+                               limits)))
           return signalPassFailure();
         annotate(b, op, plan, prefix);
-        if (emitRemarks)
-          op.emitRemark() << "GPU kernels " << prefix << ": "
-                          << (plan.resident() ? "resident" : "looped")
-                          << ", " << plan.threadsPerRow
-                          << " lanes per row, " << plan.rowsPerCTA
-                          << " rows per CTA, vector " << plan.vector
-                          << ", chunks per lane " << plan.chunksPerThread
-                          << (plan.prefetch ? ", prefetch" : "")
-                          << (plan.minColumnGroups > 1
-                                  ? ", " +
-                                        std::to_string(plan.minColumnGroups) +
-                                        " CTAs per row (column groups)"
-                                  : std::string())
-                          << (plan.combineInCTA ? ", CTA-combined partials"
-                              : plan.sharedAccumulators
-                                  ? ", shared-memory accumulators"
-                                  : "")
-                          << (plan.asyncStages
-                                  ? ", cp.async ring of " +
-                                        std::to_string(plan.asyncStages) +
-                                        " rows"
-                                  : std::string())
-                          << (plan.singleLaunch ? ", single launch" : "")
-                          << ", ~" << plan.estimatedRegisters
-                          << " registers, CTAs per SM: "
-                          << (plan.programsPerSM
-                                  ? std::to_string(plan.programsPerSM)
-                                  : std::string("occupancy"));
+        if (emitRemarks) {
+          {
+            InFlightDiagnostic remark = op.emitRemark()
+                                        << "GPU kernels " << prefix << ": "
+                                        << describe(plan);
+            if (!plan.tiers.empty())
+              remark << "; a run-time N up to " << plan.tiers.back().tierCols
+                     << " takes the smallest of " << plan.tiers.size()
+                     << " resident tiers that holds it";
+          }
+          for (const KernelPlan &tier : plan.tiers)
+            op.emitRemark() << "GPU kernels "
+                            << residentTierPrefix(prefix, tier.tierCols)
+                            << ": " << describe(tier);
+        }
       }
     }
+  }
+
+  /// The remark's words for one plan (or tier).
+  static std::string describe(const KernelPlan &plan) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << (plan.resident() ? "resident" : "looped");
+    if (plan.tierCols)
+      os << " tier, N <= " << plan.tierCols << " at run time";
+    os << ", " << plan.threadsPerRow << " lanes per row, " << plan.rowsPerCTA
+       << " rows per CTA, vector " << plan.vector << ", chunks per lane "
+       << plan.chunksPerThread << (plan.prefetch ? ", prefetch" : "");
+    if (plan.minColumnGroups > 1)
+      os << ", " << plan.minColumnGroups << " CTAs per row (column groups)";
+    os << (plan.combineInCTA         ? ", CTA-combined partials"
+           : plan.sharedAccumulators ? ", shared-memory accumulators"
+                                     : "");
+    if (plan.asyncStages)
+      os << ", cp.async ring of " << plan.asyncStages << " rows";
+    os << (plan.singleLaunch ? ", single launch" : "") << ", ~"
+       << plan.estimatedRegisters << " registers, CTAs per SM: ";
+    if (plan.programsPerSM)
+      os << plan.programsPerSM;
+    else
+      os << "occupancy";
+    return text;
   }
 
   gpu::GPUFuncOp makeKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
@@ -133,31 +146,79 @@ struct ConvertNormToGPUPass
     return fn;
   }
 
+  /// The main kernels of the plan and of its resident tiers, and one final
+  /// kernel per distinct block among them; each checked against the chip.
   LogicalResult emitKernels(OpBuilder &b, gpu::GPUModuleOp gpuModule,
                             SymbolTable &symbols, MixedReductionOp op,
-                            const KernelPlan &plan, StringRef prefix) {
+                            const KernelPlan &plan, StringRef prefix,
+                            const GpuChipLimits &limits) {
+    // Before any kernel: gpu.dynamic_shared_memory must find it.
+    bool anyDynamicShared =
+        plan.dynamicSharedBytes > 0 || plan.splitSharedBytes > 0 ||
+        llvm::any_of(plan.tiers, [](const KernelPlan &tier) {
+          return tier.dynamicSharedBytes > 0;
+        });
+    if (anyDynamicShared)
+      getDynamicSharedMemory(b, gpuModule);
+    if (failed(emitMainKernels(b, gpuModule, symbols, op, plan, prefix,
+                               limits)))
+      return failure();
+    for (const KernelPlan &tier : plan.tiers)
+      if (failed(emitMainKernels(b, gpuModule, symbols, op, tier,
+                                 residentTierPrefix(prefix, tier.tierCols),
+                                 limits)))
+        return failure();
+    // The final kernel of the two-launch path has the main kernel's block
+    // (the single-launch tail's threads), so both paths sum alike.
+    SmallVector<int64_t> finalThreads = {plan.finalThreads()};
+    for (const KernelPlan &tier : plan.tiers)
+      if (!llvm::is_contained(finalThreads, tier.finalThreads()))
+        finalThreads.push_back(tier.finalThreads());
+    int64_t numCol = op.getColResults().size();
+    for (int64_t threads : finalThreads) {
+      OpBuilder::InsertionGuard guard(b);
+      FinalKernelBuilder final(b, op, threads);
+      gpu::GPUFuncOp fn = makeKernel(
+          b, gpuModule, symbols, op.getLoc(),
+          finalKernelName(prefix, threads, plan.finalThreads()),
+          final.parameterTypes(), threads,
+          {workgroupBuffer(b, numCol * threads)});
+      if (failed(final.build(fn)) ||
+          failed(checkKernelResources(op, fn, 0, limits)))
+        return failure();
+    }
+    return success();
+  }
+
+  /// A static shared array of `n` floats.
+  static MemRefType workgroupBuffer(OpBuilder &b, int64_t n) {
+    return MemRefType::get(
+        {n}, b.getF32Type(), MemRefLayoutAttrInterface{},
+        gpu::AddressSpaceAttr::get(b.getContext(),
+                                   gpu::AddressSpace::Workgroup));
+  }
+
+  /// The vector kernel (when N allows one) and the scalar fallback of
+  /// `plan`, named `<prefix><suffix>`; the same pair with more CTAs per row
+  /// for few rows (looped plans with split column groups).
+  LogicalResult emitMainKernels(OpBuilder &b, gpu::GPUModuleOp gpuModule,
+                                SymbolTable &symbols, MixedReductionOp op,
+                                const KernelPlan &plan, StringRef prefix,
+                                const GpuChipLimits &limits) {
     Location loc = op.getLoc();
-    auto workgroup = [&](int64_t n) {
-      return MemRefType::get(
-          {n}, b.getF32Type(), MemRefLayoutAttrInterface{},
-          gpu::AddressSpaceAttr::get(b.getContext(),
-                                     gpu::AddressSpace::Workgroup));
-    };
     SmallVector<Type> mainSmem;
     if (plan.threadsPerRow > 32) {
       size_t maxSums = 1;
       for (Region &stage : op.getRowStages())
         maxSums = std::max<size_t>(
             maxSums, stage.front().getTerminator()->getNumOperands());
-      mainSmem.push_back(workgroup(maxSums * (plan.threadsPerRow / 32) *
-                                   plan.rowsPerCTA));
+      mainSmem.push_back(workgroupBuffer(
+          b, maxSums * (plan.threadsPerRow / 32) * plan.rowsPerCTA));
     }
     // The single-launch tail's slices (the last attribution).
     int64_t numCol = op.getColResults().size();
     if (plan.singleLaunch && numCol > 0)
-      mainSmem.push_back(workgroup(numCol * plan.finalThreads()));
-    // The vector kernel (when N allows one) and the scalar fallback; the
-    // same pair with more CTAs per row for few rows (looped).
+      mainSmem.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
     KernelPlan split = plan;
     split.minColumnGroups = plan.splitColumnGroups;
     split.dynamicSharedBytes = plan.splitSharedBytes;
@@ -179,9 +240,6 @@ struct ConvertNormToGPUPass
             {plan.vector, (prefix + kMainSplitKernelSuffix).str(), &split});
       variants.push_back({1, (prefix + kMainSplitScalarKernelSuffix).str(), &split});
     }
-    // Before any kernel: gpu.dynamic_shared_memory must find it.
-    if (plan.dynamicSharedBytes > 0 || plan.splitSharedBytes > 0)
-      getDynamicSharedMemory(b, gpuModule);
     for (auto &[vector, name, variantPlan] : variants) {
       const KernelPlan &plan = *variantPlan;
       OpBuilder::InsertionGuard guard(b);
@@ -194,16 +252,12 @@ struct ConvertNormToGPUPass
       if (plan.twoCTAsPerSM && vector > 1)
         fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
 
-      if (failed(builder->build(fn)))
+      if (failed(builder->build(fn)) ||
+          failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
+                                      limits)))
         return failure();
     }
-    OpBuilder::InsertionGuard guard(b);
-    FinalKernelBuilder final(b, op, plan.finalThreads());
-    gpu::GPUFuncOp fn = makeKernel(
-        b, gpuModule, symbols, loc, (prefix + kFinalKernelSuffix).str(),
-        final.parameterTypes(), plan.finalThreads(),
-        {workgroup(numCol * plan.finalThreads())});
-    return final.build(fn);
+    return success();
   }
 
   /// The plan on the op, for the launcher writer.
@@ -216,26 +270,19 @@ struct ConvertNormToGPUPass
     return options;
   }
 
-  /// Every kernel written for `op` fits the chip (block size, shared memory).
-  LogicalResult checkResources(gpu::GPUModuleOp gpuModule, MixedReductionOp op,
-                               const KernelPlan &plan, StringRef prefix,
-                               const GpuChipLimits &limits) {
-    for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
-      StringRef name = kernel.getName();
-      if (!name.consume_front(prefix) || !name.starts_with("_"))
-        continue;
-      int64_t dynamic = name == kFinalKernelSuffix ? 0
-                        : name.starts_with(kMainSplitKernelSuffix)
-                            ? plan.splitSharedBytes
-                            : plan.dynamicSharedBytes;
-      if (failed(checkKernelResources(op, kernel, dynamic, limits)))
-        return failure();
-    }
-    return success();
-  }
-
   void annotate(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
                 StringRef prefix) {
+    ArrayAttr tiers;
+    if (!plan.tiers.empty()) {
+      SmallVector<Attribute> elements;
+      for (const KernelPlan &tier : plan.tiers)
+        elements.push_back(ResidentTierAttr::get(
+            b.getContext(), tier.tierCols, tier.vector, tier.threadsPerRow,
+            tier.rowsPerCTA, tier.chunksPerThread, tier.blockThreads(),
+            b.getBoolAttr(tier.combineInCTA), b.getBoolAttr(tier.singleLaunch),
+            tier.asyncStages, tier.finalThreads(), tier.dynamicSharedBytes));
+      tiers = b.getArrayAttr(elements);
+    }
     op->setAttr(kKernelPlanAttrName,
                 KernelPlanAttr::get(
                     b.getContext(), prefix, plan.vector, plan.threadsPerRow,
@@ -244,7 +291,7 @@ struct ConvertNormToGPUPass
                     b.getBoolAttr(plan.singleLaunch), plan.asyncStages,
                     plan.resident() ? 0 : plan.minColumnGroups,
                     plan.splitColumnGroups, plan.splitSharedBytes,
-                    plan.finalThreads(), plan.dynamicSharedBytes));
+                    plan.finalThreads(), plan.dynamicSharedBytes, tiers));
   }
 };
 

@@ -154,8 +154,17 @@ void ResidentKernelBuilder::issueAsyncCopies(Value rowIndex, Value stage) {
       auto modifier = NVVM::LoadCacheModifierKindAttr::get(
           b.getContext(), bytes == 16 ? NVVM::LoadCacheModifierKind::CG
                                       : NVVM::LoadCacheModifierKind::CA);
-      NVVM::CpAsyncOp::create(b, loc, asyncSlot(stage, k, i), src,
-                              b.getI32IntegerAttr(bytes), modifier, Value());
+      Value slot = asyncSlot(stage, k, i);
+      auto copy = [&] {
+        NVVM::CpAsyncOp::create(b, loc, slot, src, b.getI32IntegerAttr(bytes),
+                                modifier, Value());
+      };
+      // A masked chunk past the row copies nothing; its stale slot is
+      // read, but every use of it is masked.
+      if (maskedChunks())
+        ifThen(chunk.valid, copy);
+      else
+        copy();
     }
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
@@ -166,9 +175,9 @@ SmallVector<Value> ResidentKernelBuilder::loadRawRow(Value rowIndex) {
   SmallVector<Value> raws;
   for (const Chunk &chunk : owned)
     for (auto [i, in] : llvm::enumerate(fullIn))
-      raws.push_back(loadRaw(in, elementTypeOf(op.getFull()[i]),
-                             add(mul(rowIndex, strideIn[i]), chunk.column),
-                             V));
+      raws.push_back(loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]),
+                                  add(mul(rowIndex, strideIn[i]),
+                                      chunk.column)));
   return raws;
 }
 

@@ -27,3 +27,49 @@ func.func @looped_ring() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0"
 func.func @bad_vector() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 3, threads_per_row = 32, rows_per_cta = 8, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 131072>} {
   return
 }
+
+// -----
+
+// A run-time N: the looped plan with its resident tiers round-trips.
+// CHECK-LABEL: func.func @tiers
+// CHECK: tiers = [#norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>, #norm.resident_tier<cols = 4096, {{.*}}>]>
+func.func @tiers() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>, #norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>]>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: tiers must be by increasing cols}}
+func.func @tiers_out_of_order() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>, #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>]>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: a tier's vector (4) must be the plan's (8)}}
+func.func @tier_vector() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 2048, vector = 4, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>]>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{resident_tier: cols (4096) must be a multiple of vector and at most threads_per_row x chunks_per_thread x vector}}
+// expected-error @+1 {{failed to parse Norm_KernelPlanAttr parameter 'tiers'}}
+func.func @tier_too_small() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>]>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{resident_tier: chunks_per_thread must be >= 1 (a tier is register-resident), got 0}}
+// expected-error @+1 {{failed to parse Norm_KernelPlanAttr parameter 'tiers'}}
+func.func @tier_looped() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 1024, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 0, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0>]>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: tiers must be #norm.resident_tier attributes, got 3 : i64}}
+func.func @tier_not_a_tier() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [3]>} {
+  return
+}

@@ -12,6 +12,10 @@
 #define NORM_CONVERSION_NORMTOGPU_KERNELNAMES_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+
+#include <cstdint>
+#include <string>
 
 namespace mlir::norm {
 
@@ -25,6 +29,24 @@ inline constexpr llvm::StringLiteral kMainSplitScalarKernelSuffix =
     "_main_split_scalar";
 /// The final reduction of the partial buffer (two-launch path).
 inline constexpr llvm::StringLiteral kFinalKernelSuffix = "_final";
+
+/// The prefix of the kernels of a resident tier (a #norm.resident_tier of
+/// a run-time N, holding up to `cols` columns): `<prefix>_tier<cols>`, then
+/// kMainKernelSuffix or kMainScalarKernelSuffix.
+inline std::string residentTierPrefix(llvm::StringRef prefix, int64_t cols) {
+  return (prefix + "_tier" + llvm::Twine(cols)).str();
+}
+
+/// The final kernel of `threads` threads (the two-launch path of a main
+/// kernel whose block is `threads`, so that both paths sum alike):
+/// `<prefix>_final` for the plan's own final_threads (`planThreads`),
+/// `<prefix>_final_<threads>` for resident tiers whose block differs.
+inline std::string finalKernelName(llvm::StringRef prefix, int64_t threads,
+                                   int64_t planThreads) {
+  if (threads == planThreads)
+    return (prefix + kFinalKernelSuffix).str();
+  return (prefix + kFinalKernelSuffix + "_" + llvm::Twine(threads)).str();
+}
 
 /// The attribute (a #norm.kernel_plan) on each norm.mixed_reduction.
 inline constexpr llvm::StringLiteral kKernelPlanAttrName = "norm.gpu";

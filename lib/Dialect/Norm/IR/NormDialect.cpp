@@ -29,6 +29,66 @@ void NormDialect::initialize() {
       >();
 }
 
+namespace {
+bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// The fields a kernel plan and its resident tiers share.
+LogicalResult verifyKernelShape(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef what, int64_t vector,
+                                int64_t threadsPerRow, int64_t rowsPerCta,
+                                int64_t block, int64_t asyncStages,
+                                int64_t finalThreads,
+                                int64_t dynamicSharedBytes) {
+  if (!isPowerOfTwo(vector) || vector > 16)
+    return emitError() << what
+                       << ": vector must be a power of two <= 16, got "
+                       << vector;
+  if (!isPowerOfTwo(threadsPerRow) || threadsPerRow > 1024)
+    return emitError() << what
+                       << ": threads_per_row must be a power of two <= "
+                          "1024, got "
+                       << threadsPerRow;
+  if (rowsPerCta < 1 || block != threadsPerRow * rowsPerCta || block > 1024)
+    return emitError() << what << ": block (" << block
+                       << ") must be threads_per_row x rows_per_cta (<= 1024)";
+  if (asyncStages < 0 || dynamicSharedBytes < 0)
+    return emitError() << what << ": negative count or size";
+  if (asyncStages == 1)
+    return emitError() << what << ": a cp.async ring has at least 2 stages";
+  if (finalThreads < 32 || finalThreads % 32 != 0 || finalThreads > 1024)
+    return emitError() << what
+                       << ": final_threads must be a multiple of 32 in [32, "
+                          "1024], got "
+                       << finalThreads;
+  if (dynamicSharedBytes % 4 != 0)
+    return emitError() << what << ": shared-memory sizes are f32 counts";
+  return success();
+}
+} // namespace
+
+LogicalResult
+ResidentTierAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         int64_t cols, int64_t vector, int64_t threadsPerRow,
+                         int64_t rowsPerCta, int64_t chunksPerThread,
+                         int64_t block, BoolAttr combineInCta,
+                         BoolAttr singleLaunch, int64_t asyncStages,
+                         int64_t finalThreads, int64_t dynamicSharedBytes) {
+  if (failed(verifyKernelShape(emitError, "resident_tier", vector,
+                               threadsPerRow, rowsPerCta, block, asyncStages,
+                               finalThreads, dynamicSharedBytes)))
+    return failure();
+  if (chunksPerThread < 1)
+    return emitError() << "resident_tier: chunks_per_thread must be >= 1 "
+                          "(a tier is register-resident), got "
+                       << chunksPerThread;
+  if (cols < 1 || cols % vector != 0 ||
+      cols > threadsPerRow * chunksPerThread * vector)
+    return emitError() << "resident_tier: cols (" << cols
+                       << ") must be a multiple of vector and at most "
+                          "threads_per_row x chunks_per_thread x vector";
+  return success();
+}
+
 LogicalResult
 KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        StringRef kernel, int64_t vector, int64_t threadsPerRow,
@@ -37,24 +97,16 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        BoolAttr combineInCta, BoolAttr singleLaunch,
                        int64_t asyncStages, int64_t columnGroups,
                        int64_t splitColumnGroups, int64_t splitSharedBytes,
-                       int64_t finalThreads, int64_t dynamicSharedBytes) {
-  auto powerOfTwo = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+                       int64_t finalThreads, int64_t dynamicSharedBytes,
+                       ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
-  if (!powerOfTwo(vector) || vector > 16)
-    return emitError() << "kernel_plan: vector must be a power of two "
-                          "<= 16, got "
-                       << vector;
-  if (!powerOfTwo(threadsPerRow) || threadsPerRow > 1024)
-    return emitError() << "kernel_plan: threads_per_row must be a power of "
-                          "two <= 1024, got "
-                       << threadsPerRow;
-  if (rowsPerCta < 1 || block != threadsPerRow * rowsPerCta || block > 1024)
-    return emitError() << "kernel_plan: block (" << block
-                       << ") must be threads_per_row x rows_per_cta (<= 1024)";
-  if (chunksPerThread < 0 || programsPerSm < 0 || asyncStages < 0 ||
-      columnGroups < 0 || splitColumnGroups < 0 || splitSharedBytes < 0 ||
-      dynamicSharedBytes < 0)
+  if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
+                               threadsPerRow, rowsPerCta, block, asyncStages,
+                               finalThreads, dynamicSharedBytes)))
+    return failure();
+  if (chunksPerThread < 0 || programsPerSm < 0 || columnGroups < 0 ||
+      splitColumnGroups < 0 || splitSharedBytes < 0)
     return emitError() << "kernel_plan: negative count or size";
   bool resident = chunksPerThread > 0;
   if (resident && (columnGroups != 0 || splitColumnGroups != 0))
@@ -62,14 +114,24 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!resident && (asyncStages != 0 || combineInCta.getValue()))
     return emitError() << "kernel_plan: the looped variant has no cp.async "
                           "ring and no CTA-combined partials";
-  if (asyncStages == 1)
-    return emitError() << "kernel_plan: a cp.async ring has at least 2 "
-                          "stages";
-  if (finalThreads < 32 || finalThreads % 32 != 0 || finalThreads > 1024)
-    return emitError() << "kernel_plan: final_threads must be a multiple of "
-                          "32 in [32, 1024], got "
-                       << finalThreads;
-  if (dynamicSharedBytes % 4 != 0 || splitSharedBytes % 4 != 0)
+  if (splitSharedBytes % 4 != 0)
     return emitError() << "kernel_plan: shared-memory sizes are f32 counts";
+  if (!tiers)
+    return success();
+  int64_t previous = 0;
+  for (Attribute element : tiers) {
+    auto tier = dyn_cast<ResidentTierAttr>(element);
+    if (!tier)
+      return emitError() << "kernel_plan: tiers must be #norm.resident_tier "
+                            "attributes, got "
+                         << element;
+    if (tier.getCols() <= previous)
+      return emitError() << "kernel_plan: tiers must be by increasing cols";
+    if (tier.getVector() != vector)
+      return emitError() << "kernel_plan: a tier's vector ("
+                         << tier.getVector() << ") must be the plan's ("
+                         << vector << ")";
+    previous = tier.getCols();
+  }
   return success();
 }

@@ -10,6 +10,41 @@
 include "norm/Dialect/Norm/IR/NormDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 
+def Norm_ResidentTierAttr : AttrDef<Norm_Dialect, "ResidentTier"> {
+  let mnemonic = "resident_tier";
+  let summary = "One resident tier of a kernel plan for a run-time N";
+  let description = [{
+    An element of a `#norm.kernel_plan`'s `tiers`: the resident plan made
+    as for a static N = `cols`, whose two main kernels
+    (`<kernel>_tier<cols>_main` and `..._main_scalar`, see
+    `include/norm/Conversion/NormToGPU/KernelNames.h`) take any run-time N
+    <= `cols`. The fields mean what the kernel plan's fields of the same
+    name mean (`chunks_per_thread` >= 1: tiers are register-resident);
+    `final_threads` also picks the final kernel of the two-launch path
+    (`<kernel>_final` when it equals the plan's, else
+    `<kernel>_final_<final_threads>`). See docs/gpu.md.
+
+    ```mlir
+    #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, ...>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$cols,
+    "int64_t":$vector,
+    "int64_t":$threads_per_row,
+    "int64_t":$rows_per_cta,
+    "int64_t":$chunks_per_thread,
+    "int64_t":$block,
+    "::mlir::BoolAttr":$combine_in_cta,
+    "::mlir::BoolAttr":$single_launch,
+    "int64_t":$async_stages,
+    "int64_t":$final_threads,
+    "int64_t":$dynamic_shared_bytes
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
   let mnemonic = "kernel_plan";
   let summary = "How one norm.mixed_reduction maps onto its GPU kernels";
@@ -23,8 +58,14 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     Shared-memory sizes are bytes of dynamic shared memory; see
     docs/gpu.md for every field.
 
+    `tiers` (only for a run-time N, absent otherwise): the resident tiers,
+    `#norm.resident_tier` attributes by increasing `cols`, all of the
+    plan's `vector`. The launcher takes the first tier whose `cols` holds
+    the run-time N, and the plan's own (looped) kernels above the last.
+
     ```mlir
-    norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, ...>
+    norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, ...,
+        tiers = [#norm.resident_tier<cols = 128, ...>, ...]>
     ```
   }];
   let parameters = (ins
@@ -42,7 +83,9 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     "int64_t":$split_column_groups,
     "int64_t":$split_shared_bytes,
     "int64_t":$final_threads,
-    "int64_t":$dynamic_shared_bytes
+    "int64_t":$dynamic_shared_bytes,
+    OptionalParameter<"::mlir::ArrayAttr",
+                      "resident tiers of a run-time N">:$tiers
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
