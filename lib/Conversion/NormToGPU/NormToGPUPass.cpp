@@ -47,7 +47,8 @@ struct ConvertNormToGPUPass
       return signalPassFailure();
     if (work.empty())
       return;
-    GpuChipLimits limits = *lookupGpuChipLimits(options.chip);
+    // A valid chip is one of the target description's.
+    GpuTarget target = *lookupGpuTarget(options.chip);
 
     OpBuilder b(module.getContext());
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
@@ -60,24 +61,14 @@ struct ConvertNormToGPUPass
     }
     SymbolTable symbols(gpuModule);
 
-    std::optional<GpuTarget> target = lookupGpuTarget(chip);
-    if (!target) {
-      InFlightDiagnostic diag = module.emitError()
-                                << "convert-norm-to-gpu: unknown chip '"
-                                << chip << "' (known:";
-      for (StringRef known : knownGpuChips())
-        diag << " " << known;
-      diag << ")";
-      return signalPassFailure();
-    }
     for (auto &[fn, ops] : work) {
       for (auto [i, op] : llvm::enumerate(ops)) {
         if (failed(checkSupportedOnGpu(op)))
           return signalPassFailure();
-        KernelPlan plan = planKernel(op, options, *target);
+        KernelPlan plan = planKernel(op, options, target);
         std::string prefix = (fn.getSymName() + "_" + Twine(i)).str();
         if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix)) ||
-            failed(checkResources(gpuModule, op, plan, prefix, limits)))
+            failed(checkResources(gpuModule, op, plan, prefix, target)))
           return signalPassFailure();
         annotate(b, op, plan, prefix);
         if (emitRemarks)
@@ -219,7 +210,7 @@ struct ConvertNormToGPUPass
   /// Every kernel written for `op` fits the chip (block size, shared memory).
   LogicalResult checkResources(gpu::GPUModuleOp gpuModule, MixedReductionOp op,
                                const KernelPlan &plan, StringRef prefix,
-                               const GpuChipLimits &limits) {
+                               const GpuTarget &target) {
     for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
       StringRef name = kernel.getName();
       if (!name.consume_front(prefix) || !name.starts_with("_"))
@@ -228,7 +219,7 @@ struct ConvertNormToGPUPass
                         : name.starts_with(kMainSplitKernelSuffix)
                             ? plan.splitSharedBytes
                             : plan.dynamicSharedBytes;
-      if (failed(checkKernelResources(op, kernel, dynamic, limits)))
+      if (failed(checkKernelResources(op, kernel, dynamic, target)))
         return failure();
     }
     return success();
