@@ -51,7 +51,11 @@ configure_and_build() {
     cmake "${args[@]}" >"$build/configure.log" 2>&1 ||
       { cat "$build/configure.log"; exit 1; }
   fi
-  if ninja -C "$build" -n 2>/dev/null | grep -q '^\['; then log "building $build"; fi
+  # grep -c reads all of ninja's output (grep -q would stop early and,
+  # under pipefail, fail the pipeline with ninja's SIGPIPE).
+  if [ "$(ninja -C "$build" -n 2>/dev/null | grep -c '^\[')" -gt 0 ]; then
+    log "building $build"
+  fi
   local out
   out=$(ninja -C "$build" --quiet 2>&1) || { printf '%s\n' "$out"; exit 1; }
   printf '%s\n' "$out" | grep -v '^ninja: \(Entering directory\|no work to do\)' || true
