@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "norm/Conversion/GpuOptions.h"
 #include "norm/Conversion/NormToGPU.h"
 #include "norm/InitNorm.h"
 #include "norm/Transforms/Passes.h"
@@ -271,6 +272,37 @@ TEST(GpuTargetTest, KnownChips) {
   EXPECT_EQ(lookupGpuTarget("sm_90a")->sharedBytesPerBlock, 227 * 1024);
   EXPECT_FALSE(lookupGpuTarget("sm_80")->hasBulkCopy);
   EXPECT_TRUE(lookupGpuTarget("sm_90a")->hasClusters);
+}
+
+// The option validation takes its chips and ranges from the same table:
+// each chip it describes is accepted with its own minimum PTX version, and
+// the ranges in the messages are its limits.
+TEST(GpuTargetTest, OptionsValidatedAgainstTheTarget) {
+  for (llvm::StringRef chip : knownGpuChips()) {
+    GpuTarget target = *lookupGpuTarget(chip);
+    NormGpuOptions options;
+    options.chip = chip.str();
+    options.features = "+ptx" + std::to_string(target.minPTXVersion);
+    options.programsPerSM = target.maxCTAsPerSM;
+    std::string problems;
+    auto collect = [&](StringRef argument, StringRef, const Twine &problem) {
+      problems += (argument + ": " + problem + "\n").str();
+    };
+    EXPECT_TRUE(succeeded(validateGpuOptions(options, collect)))
+        << chip.str() << ": " << problems;
+    options.programsPerSM = target.maxCTAsPerSM + 1;
+    options.features = "+ptx60"; // older than every chip's minimum
+    problems.clear();
+    EXPECT_TRUE(failed(validateGpuOptions(options, collect)));
+    EXPECT_NE(problems.find("[1, " + std::to_string(target.maxCTAsPerSM) +
+                            "]"),
+              std::string::npos)
+        << problems;
+    EXPECT_NE(problems.find("it needs +ptx" +
+                            std::to_string(target.minPTXVersion)),
+              std::string::npos)
+        << problems;
+  }
 }
 
 } // namespace

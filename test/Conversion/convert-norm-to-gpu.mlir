@@ -1,5 +1,5 @@
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu | FileCheck %s
-// RUN: %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(convert-norm-to-gpu)' | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(convert-norm-to-gpu)' | FileCheck %s %}
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="threads-per-row=64" | FileCheck %s --check-prefix=WIDE
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4" | FileCheck %s --check-prefix=LOOPED
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="async-stages=0" | FileCheck %s --check-prefix=PREFETCH

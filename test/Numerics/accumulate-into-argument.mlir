@@ -5,7 +5,7 @@
 // LLVM dialect that mlir-runner accepts.
 //
 // RUN: norm-opt %s --norm-lower-to-cpu=programs=2 | FileCheck %s
-// RUN: %mlir_opt_plugin %s --pass-pipeline='builtin.module(norm-lower-to-cpu{programs=2})' | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s --pass-pipeline='builtin.module(norm-lower-to-cpu{programs=2})' | FileCheck %s %}
 // CHECK: llvm.func @accumulate_dw
 // CHECK-NOT: bufferization.
 

@@ -4,8 +4,8 @@
 // RUN: norm-opt %s -norm-decompose -split-input-file | FileCheck %s
 // RUN: norm-opt %s -split-input-file \
 // RUN:   --pass-pipeline='builtin.module(func.func(norm-decompose))' | FileCheck %s
-// RUN: %mlir_opt_plugin %s -split-input-file \
-// RUN:   --pass-pipeline='builtin.module(func.func(norm-decompose))' | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file \
+// RUN:   --pass-pipeline='builtin.module(func.func(norm-decompose))' | FileCheck %s %}
 // RUN: norm-opt %s -norm-decompose -split-input-file \
 // RUN:   | FileCheck %s --check-prefix=NONORM
 // NONORM-NOT: norm.

@@ -1,5 +1,5 @@
 // RUN: norm-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,tosa-to-tensor,norm-fuse-mixed-reductions))' | FileCheck %s
-// RUN: %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,tosa-to-tensor,norm-fuse-mixed-reductions))' | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,tosa-to-tensor,norm-fuse-mixed-reductions))' | FileCheck %s %}
 
 // TOSA input after the upstream TOSA-to-linalg passes: reductions come out
 // as linalg.reduce + tensor.expand_shape to keepdim shapes, per-row scaling

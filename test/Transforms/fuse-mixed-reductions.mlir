@@ -1,5 +1,5 @@
 // RUN: norm-opt %s -split-input-file -norm-fuse-mixed-reductions | FileCheck %s
-// RUN: %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(norm-fuse-mixed-reductions))' | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(norm-fuse-mixed-reductions))' | FileCheck %s %}
 // RUN: norm-opt %s -split-input-file -linalg-fuse-elementwise-ops -norm-fuse-mixed-reductions | FileCheck %s --check-prefix=FUSED
 
 // Front-end forms of a norm backward, as torch-mlir / IREE importers emit

@@ -1,5 +1,5 @@
 // RUN: norm-opt %s -split-input-file --norm-partial-accumulate=programs=3 | FileCheck %s
-// RUN: %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(norm-partial-accumulate{programs=3}))' | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(norm-partial-accumulate{programs=3}))' | FileCheck %s %}
 // RUN: not norm-opt %s --norm-partial-accumulate=programs=0 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADP
 
 // BADP: 'programs' must be in [1, 65536], got 0

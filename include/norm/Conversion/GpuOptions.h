@@ -8,15 +8,17 @@
 //   #define NORM_GPU_OPTION(field, type, argument, default, description) ...
 //   #include "norm/Conversion/GpuOptions.h.inc"
 //
-// validateGpuOptions checks every value once, before anything runs;
-// checkKernelResources checks the kernels written for one op against the
-// chip's limits (threads and shared memory per block).
+// validateGpuOptions checks every value once, before anything runs, with
+// the ranges of the chip's target description (GpuTarget.h, the one table
+// of chip facts); checkKernelResources checks the kernels written for one
+// op against the same description (threads and shared memory per block).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef NORM_CONVERSION_GPUOPTIONS_H
 #define NORM_CONVERSION_GPUOPTIONS_H
 
+#include "norm/Conversion/NormToGPU/GpuTarget.h"
 #include "norm/Conversion/Passes.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
@@ -31,21 +33,6 @@ namespace mlir::norm {
 
 /// The GPU options (generated from Passes.td, convert-norm-to-gpu).
 using NormGpuOptions = ConvertNormToGPUOptions;
-
-/// What one chip allows. The numbers are the CUDA programming guide's per
-/// compute capability; the PTX minimum is LLVM 22's NVPTX back end's.
-struct GpuChipLimits {
-  StringRef chip;
-  int64_t minPTXVersion;          // +ptxNN below this: LLVM refuses the chip
-  int64_t maxThreadsPerBlock;     // 1024
-  int64_t maxSharedBytesPerBlock; // static + dynamic (opt-in)
-  int64_t maxStaticSharedBytes;   // ptxas's limit for static shared memory
-  int64_t maxCTAsPerSM;           // resident CTAs per multiprocessor
-};
-
-/// The limits of `chip` (exact, case-sensitive NVPTX name), or nullopt when
-/// norm-opt's kernels do not support it (before sm_80: no cp.async).
-std::optional<GpuChipLimits> lookupGpuChipLimits(StringRef chip);
 
 /// Upper bounds of the size options that no chip sets (sane compile time).
 constexpr int64_t kMaxResidentElementsLimit = 256;
@@ -77,7 +64,7 @@ LogicalResult checkSupportedOnGpu(MixedReductionOp op);
 /// memory. Errors at `op`, naming the kernel and the options to lower.
 LogicalResult checkKernelResources(MixedReductionOp op, gpu::GPUFuncOp kernel,
                                    int64_t dynamicSharedBytes,
-                                   const GpuChipLimits &limits);
+                                   const GpuTarget &target);
 
 } // namespace mlir::norm
 

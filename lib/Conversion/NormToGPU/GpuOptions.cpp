@@ -25,44 +25,7 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-//===----------------------------------------------------------------------===//
-// Per-chip limits (the one table to replace by the target description)
-//===----------------------------------------------------------------------===//
-
 namespace {
-constexpr int64_t KiB = 1024;
-constexpr int64_t kThreads = 1024, kStatic = 48 * KiB;
-// clang-format off
-const GpuChipLimits kChipLimits[] = {
-  // chip       PTX  threads    shared/block  static   CTAs/SM
-  {"sm_80",     70,  kThreads,  163 * KiB,    kStatic, 32},
-  {"sm_86",     71,  kThreads,   99 * KiB,    kStatic, 16},
-  {"sm_87",     74,  kThreads,  163 * KiB,    kStatic, 16},
-  {"sm_88",     90,  kThreads,   99 * KiB,    kStatic, 24},
-  {"sm_89",     78,  kThreads,   99 * KiB,    kStatic, 24},
-  {"sm_90",     78,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_90a",    80,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_100",    86,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_100a",   86,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_100f",   88,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_101",    86,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_101a",   86,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_101f",   88,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_103",    88,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_103a",   88,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_103f",   88,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_110",    90,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_110a",   90,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_110f",   90,  kThreads,  227 * KiB,    kStatic, 32},
-  {"sm_120",    87,  kThreads,   99 * KiB,    kStatic, 24},
-  {"sm_120a",   87,  kThreads,   99 * KiB,    kStatic, 24},
-  {"sm_120f",   88,  kThreads,   99 * KiB,    kStatic, 24},
-  {"sm_121",    88,  kThreads,   99 * KiB,    kStatic, 24},
-  {"sm_121a",   88,  kThreads,   99 * KiB,    kStatic, 24},
-  {"sm_121f",   88,  kThreads,   99 * KiB,    kStatic, 24},
-};
-// clang-format on
-
 /// NVPTX's own processor and feature lists (the back end the pipeline uses).
 const llvm::MCSubtargetInfo *nvptxSubtargetInfo() {
   static const std::unique_ptr<llvm::MCSubtargetInfo> info = [] {
@@ -80,22 +43,16 @@ const llvm::MCSubtargetInfo *nvptxSubtargetInfo() {
 
 bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
+/// The target description's chips that this LLVM's NVPTX knows.
 std::string supportedChips() {
   const llvm::MCSubtargetInfo *info = nvptxSubtargetInfo();
   SmallVector<StringRef> names;
-  for (const GpuChipLimits &limits : kChipLimits)
-    if (!info || info->isCPUStringValid(limits.chip))
-      names.push_back(limits.chip);
+  for (StringRef chip : knownGpuChips())
+    if (!info || info->isCPUStringValid(chip))
+      names.push_back(chip);
   return llvm::join(names, ", ");
 }
 } // namespace
-
-std::optional<GpuChipLimits> mlir::norm::lookupGpuChipLimits(StringRef chip) {
-  for (const GpuChipLimits &limits : kChipLimits)
-    if (limits.chip == chip)
-      return limits;
-  return std::nullopt;
-}
 
 //===----------------------------------------------------------------------===//
 // Option values
@@ -112,8 +69,8 @@ LogicalResult mlir::norm::validateGpuOptions(
 
   // The chip: exactly one name NVPTX knows (case-sensitive), sm_80 or newer.
   const llvm::MCSubtargetInfo *nvptx = nvptxSubtargetInfo();
-  std::optional<GpuChipLimits> limits = lookupGpuChipLimits(options.chip);
-  if (!limits || (nvptx && !nvptx->isCPUStringValid(options.chip))) {
+  std::optional<GpuTarget> target = lookupGpuTarget(options.chip);
+  if (!target || (nvptx && !nvptx->isCPUStringValid(options.chip))) {
     bool known = nvptx && !options.chip.empty() &&
                  nvptx->isCPUStringValid(options.chip);
     bad("chip", options.chip,
@@ -148,17 +105,19 @@ LogicalResult mlir::norm::validateGpuOptions(
     if (name.consume_front("ptx") && !name.getAsInteger(10, version))
       ptx = std::max(ptx, version);
   }
-  if (featuresOk && limits && ptx != 0 && ptx < limits->minPTXVersion)
+  if (featuresOk && target && ptx != 0 && ptx < target->minPTXVersion)
     bad("features", options.features,
         "PTX " + Twine(ptx / 10) + "." + Twine(ptx % 10) +
-            " does not support " + limits->chip + "; it needs +ptx" +
-            Twine(limits->minPTXVersion) +
+            " does not support " + target->chip + "; it needs +ptx" +
+            Twine(target->minPTXVersion) +
             " or newer (or no features: the chip's minimum)");
 
   if (options.optLevel < 0 || options.optLevel > 3)
     bad("opt-level", Twine(options.optLevel), "expected 0, 1, 2 or 3");
 
-  int64_t maxThreads = limits ? limits->maxThreadsPerBlock : 1024;
+  // Without a valid chip, the ranges of a default target description.
+  const GpuTarget limits = target.value_or(GpuTarget());
+  int64_t maxThreads = limits.maxThreadsPerBlock;
   if (options.threadsPerRow != 0 &&
       (!isPowerOfTwo(options.threadsPerRow) ||
        options.threadsPerRow > maxThreads))
@@ -179,12 +138,12 @@ LogicalResult mlir::norm::validateGpuOptions(
   if (!llvm::is_contained({1, 2, 4, 8, 16}, options.vectorBytes))
     bad("vector-bytes", Twine(options.vectorBytes),
         "expected 1, 2, 4, 8 or 16");
-  int64_t maxCTAs = limits ? limits->maxCTAsPerSM : 32;
+  int64_t maxCTAs = limits.maxCTAsPerSM;
   if (options.programsPerSM < 0 || options.programsPerSM > maxCTAs)
     bad("programs-per-sm", Twine(options.programsPerSM),
         "expected 0 (from the occupancy) or a CTA count in [1, " +
             Twine(maxCTAs) + "]" +
-            (limits ? " (" + limits->chip + "'s resident CTAs per SM)"
+            (target ? " (" + target->chip + "'s resident CTAs per SM)"
                     : Twine()));
   if (options.maxResidentElements < 0 ||
       options.maxResidentElements > kMaxResidentElementsLimit)
@@ -232,16 +191,16 @@ LogicalResult mlir::norm::checkSupportedOnGpu(MixedReductionOp op) {
 LogicalResult mlir::norm::checkKernelResources(MixedReductionOp op,
                                                gpu::GPUFuncOp kernel,
                                                int64_t dynamicSharedBytes,
-                                               const GpuChipLimits &limits) {
+                                               const GpuTarget &target) {
   int64_t threads = 1;
   if (std::optional<ArrayRef<int32_t>> block = kernel.getKnownBlockSize())
     for (int32_t extent : *block)
       threads *= extent;
-  if (threads > limits.maxThreadsPerBlock)
+  if (threads > target.maxThreadsPerBlock)
     return op.emitError() << "GPU kernel '" << kernel.getName() << "' needs "
                           << threads << " threads per block; "
-                          << limits.chip << " allows at most "
-                          << limits.maxThreadsPerBlock
+                          << target.chip << " allows at most "
+                          << target.maxThreadsPerBlock
                           << " (lower rows-per-cta or threads-per-row)";
 
   int64_t staticBytes = 0;
@@ -250,20 +209,20 @@ LogicalResult mlir::norm::checkKernelResources(MixedReductionOp op,
     staticBytes += type.getNumElements() *
                    ((type.getElementTypeBitWidth() + 7) / 8);
   }
-  if (staticBytes > limits.maxStaticSharedBytes)
+  if (staticBytes > target.staticSharedBytesPerBlock)
     return op.emitError() << "GPU kernel '" << kernel.getName() << "' needs "
                           << staticBytes
                           << " bytes of static shared memory; ptxas allows at "
                              "most "
-                          << limits.maxStaticSharedBytes
+                          << target.staticSharedBytesPerBlock
                           << " (lower rows-per-cta or threads-per-row)";
-  if (staticBytes + dynamicSharedBytes > limits.maxSharedBytesPerBlock)
+  if (staticBytes + dynamicSharedBytes > target.sharedBytesPerBlock)
     return op.emitError()
            << "GPU kernel '" << kernel.getName() << "' needs "
            << staticBytes + dynamicSharedBytes
            << " bytes of shared memory per block (" << staticBytes
            << " static + " << dynamicSharedBytes << " dynamic); "
-           << limits.chip << " allows at most " << limits.maxSharedBytesPerBlock
+           << target.chip << " allows at most " << target.sharedBytesPerBlock
            << " (lower rows-per-cta or async-stages)";
   return success();
 }

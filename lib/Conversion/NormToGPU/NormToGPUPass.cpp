@@ -47,7 +47,8 @@ struct ConvertNormToGPUPass
       return signalPassFailure();
     if (work.empty())
       return;
-    GpuChipLimits limits = *lookupGpuChipLimits(options.chip);
+    // A valid chip is one of the target description's.
+    GpuTarget target = *lookupGpuTarget(options.chip);
 
     OpBuilder b(module.getContext());
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
@@ -60,24 +61,14 @@ struct ConvertNormToGPUPass
     }
     SymbolTable symbols(gpuModule);
 
-    std::optional<GpuTarget> target = lookupGpuTarget(chip);
-    if (!target) {
-      InFlightDiagnostic diag = module.emitError()
-                                << "convert-norm-to-gpu: unknown chip '"
-                                << chip << "' (known:";
-      for (StringRef known : knownGpuChips())
-        diag << " " << known;
-      diag << ")";
-      return signalPassFailure();
-    }
     for (auto &[fn, ops] : work) {
       for (auto [i, op] : llvm::enumerate(ops)) {
         if (failed(checkSupportedOnGpu(op)))
           return signalPassFailure();
-        KernelPlan plan = planKernel(op, options, *target);
+        KernelPlan plan = planKernel(op, options, target);
         std::string prefix = (fn.getSymName() + "_" + Twine(i)).str();
         if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix,
-                               limits)))
+                               target)))
           return signalPassFailure();
         annotate(b, op, plan, prefix);
         if (emitRemarks) {
@@ -151,7 +142,7 @@ struct ConvertNormToGPUPass
   LogicalResult emitKernels(OpBuilder &b, gpu::GPUModuleOp gpuModule,
                             SymbolTable &symbols, MixedReductionOp op,
                             const KernelPlan &plan, StringRef prefix,
-                            const GpuChipLimits &limits) {
+                            const GpuTarget &target) {
     // Before any kernel: gpu.dynamic_shared_memory must find it.
     bool anyDynamicShared =
         plan.dynamicSharedBytes > 0 || plan.splitSharedBytes > 0 ||
@@ -161,12 +152,12 @@ struct ConvertNormToGPUPass
     if (anyDynamicShared)
       getDynamicSharedMemory(b, gpuModule);
     if (failed(emitMainKernels(b, gpuModule, symbols, op, plan, prefix,
-                               limits)))
+                               target)))
       return failure();
     for (const KernelPlan &tier : plan.tiers)
       if (failed(emitMainKernels(b, gpuModule, symbols, op, tier,
                                  residentTierPrefix(prefix, tier.tierCols),
-                                 limits)))
+                                 target)))
         return failure();
     // The final kernel of the two-launch path has the main kernel's block
     // (the single-launch tail's threads), so both paths sum alike.
@@ -184,7 +175,7 @@ struct ConvertNormToGPUPass
           final.parameterTypes(), threads,
           {workgroupBuffer(b, numCol * threads)});
       if (failed(final.build(fn)) ||
-          failed(checkKernelResources(op, fn, 0, limits)))
+          failed(checkKernelResources(op, fn, 0, target)))
         return failure();
     }
     return success();
@@ -204,7 +195,7 @@ struct ConvertNormToGPUPass
   LogicalResult emitMainKernels(OpBuilder &b, gpu::GPUModuleOp gpuModule,
                                 SymbolTable &symbols, MixedReductionOp op,
                                 const KernelPlan &plan, StringRef prefix,
-                                const GpuChipLimits &limits) {
+                                const GpuTarget &target) {
     Location loc = op.getLoc();
     SmallVector<Type> mainSmem;
     if (plan.threadsPerRow > 32) {
@@ -254,7 +245,7 @@ struct ConvertNormToGPUPass
 
       if (failed(builder->build(fn)) ||
           failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
-                                      limits)))
+                                      target)))
         return failure();
     }
     return success();

@@ -2,7 +2,7 @@
 // norm.layer_norm_grad and norm.rms_norm_grad. Malformed operand/result
 // combinations the custom syntax cannot spell use the generic form.
 // RUN: norm-opt %s -split-input-file -verify-diagnostics
-// RUN: %mlir_opt_plugin %s -split-input-file -verify-diagnostics
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file -verify-diagnostics %}
 
 //===----------------------------------------------------------------------===//
 // norm.layer_norm_grad: verifier

@@ -1,6 +1,6 @@
 // RUN: norm-opt %s -split-input-file | norm-opt -split-input-file | FileCheck %s
 // RUN: norm-opt %s -split-input-file -mlir-print-op-generic | norm-opt -split-input-file | FileCheck %s
-// RUN: %mlir_opt_plugin %s -split-input-file | %mlir_opt_plugin -split-input-file | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file | %mlir_opt_plugin -split-input-file | FileCheck %s %}
 
 // CHECK-LABEL: func.func @rms_one_stage
 // CHECK:         %{{.*}}, %{{.*}} = norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>) row(%{{.*}} : tensor<4xf32>) col(%{{.*}} : tensor<8xf32>) col_init(%{{.*}} : tensor<8xf32>) row_stages {

@@ -4,7 +4,7 @@
 // types other than x's, rank 2 and 3, static and dynamic shapes.
 // RUN: norm-opt %s | norm-opt | FileCheck %s
 // RUN: norm-opt %s -mlir-print-op-generic | norm-opt | FileCheck %s
-// RUN: %mlir_opt_plugin %s | %mlir_opt_plugin | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s | %mlir_opt_plugin | FileCheck %s %}
 
 // CHECK-LABEL: func.func @ln_bf16_weight_bias(
 // CHECK-NEXT:    %dx, %dweight, %dbias = norm.layer_norm_grad %arg0, %arg1, %arg2, %arg3 weight(%arg4 : tensor<64xbf16>) bias(%arg5 : tensor<64xbf16>) : tensor<8x64xbf16>, tensor<8xf32> -> tensor<8x64xbf16>, tensor<64xbf16>, tensor<64xbf16>

@@ -1,9 +1,11 @@
-//===- GpuTarget.h - What the kernel plan knows about a GPU -----*- C++ -*-===//
+//===- GpuTarget.h - What norm-opt knows about a GPU ------------*- C++ -*-===//
 //
-// Part of norm-opt. The description of a GPU that the kernel plan
-// (planKernel) is made from, per chip family (`--chip`): register and
-// shared-memory limits and the copy features. The SM count is not here:
-// the launcher reads it at run time.
+// Part of norm-opt. The target description of a GPU (`--chip`), the one
+// table of chip facts: the kernel plan (planKernel) is made from it, the
+// option validation (validateGpuOptions) takes its ranges from it and the
+// kernels written are checked against it (checkKernelResources): the PTX
+// version, register, thread and shared-memory limits, resident CTAs and the
+// copy features. The SM count is not here: the launcher reads it at run time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,20 +20,27 @@
 
 namespace mlir::norm {
 
+/// One chip. The numbers are the CUDA programming guide's per compute
+/// capability; the PTX minimum is LLVM 22's NVPTX back end's.
 struct GpuTarget {
-  llvm::StringRef chip;              // e.g. "sm_90a"
+  llvm::StringRef chip;              // e.g. "sm_90a" (NVPTX's name)
+  int64_t minPTXVersion = 70;        // +ptxNN below this: LLVM refuses it
   int64_t registersPerThread = 255;  // most 32-bit registers of a thread
   int64_t registersPerSM = 65536;    // the register file of an SM
-  int64_t sharedBytesPerBlock = 0;   // most shared memory of a CTA (opt-in)
+  int64_t sharedBytesPerBlock = 0;   // most shared memory of a CTA (opt-in,
+                                     // static + dynamic)
   int64_t sharedBytesPerSM = 0;      // shared memory of an SM
+  int64_t staticSharedBytesPerBlock = 48 * 1024; // ptxas's static limit
   int64_t maxThreadsPerBlock = 1024;
+  int64_t maxCTAsPerSM = 32;         // resident CTAs per multiprocessor
   bool hasAsyncCopy = false;   // cp.async (sm_80+)
   bool hasBulkCopy = false;    // cp.async.bulk / TMA (sm_90+)
   bool hasClusters = false;    // thread-block clusters, DSMEM (sm_90+)
 };
 
-/// The description of `chip` ("sm_80", "sm_90a", ...), or nullopt when
-/// the chip is not one of knownGpuChips().
+/// The description of `chip` (exact, case-sensitive NVPTX name: "sm_80",
+/// "sm_90a", ...), or nullopt when the chip is not one of knownGpuChips()
+/// (norm-opt's kernels need sm_80 or newer: cp.async).
 std::optional<GpuTarget> lookupGpuTarget(llvm::StringRef chip);
 
 /// The chips lookupGpuTarget knows, in order.
