@@ -40,8 +40,12 @@ BENCH_SHAPES = [(4096, 1024), (8192, 2048), (8192, 4096), (16384, 4096),
 EXTRA_SHAPES = [(1, 8192), (7, 4099), (3, 131072), (100000, 17),
                 (4096, 262144)]
 HUGE = (2097169, 1024)  # > 2^31 elements
-# The dynamic-N function (`<kind>_<config>_dyn`) at odd and aligned N.
-DYN_SHAPES = [(5000, 2999), (5000, 3000), (7, 4099), (64, 17), (29, 17389)]
+# The dynamic-N function (`<kind>_<config>_dyn`) at odd and aligned N, and
+# at the ends of resident tiers (256 and 2048: the N itself, one less, one
+# more; 8192, the last tier of 16-bit LayerNorm, then the looped kernels).
+DYN_SHAPES = [(5000, 2999), (5000, 3000), (7, 4099), (64, 17), (29, 17389),
+              (300, 256), (300, 255), (300, 257), (100, 2048), (100, 2047),
+              (100, 2049), (40, 8192), (40, 8193), (9, 1)]
 
 
 class Library:

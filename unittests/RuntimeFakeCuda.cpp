@@ -247,6 +247,11 @@ FAKE_EXPORT void fakecuda_last_launch(FakeCudaLaunch *out) {
   *out = gLastLaunch;
 }
 
+FAKE_EXPORT const char *fakecuda_function_name(void *function) {
+  return function ? reinterpret_cast<FakeFunction *>(function)->name.c_str()
+                  : "";
+}
+
 FAKE_EXPORT void fakecuda_set_memory_limit(size_t bytes) {
   std::lock_guard<std::mutex> lock(gMutex);
   gMemoryLimit = bytes;

@@ -90,6 +90,8 @@ struct FakeCudaLaunch {
 extern "C" {
 typedef FakeCudaStats *(*FakeCudaStatsFn)(void);
 typedef void (*FakeCudaLastLaunchFn)(FakeCudaLaunch *);
+// The kernel name a CUfunction of the fake was looked up by.
+typedef const char *(*FakeCudaFunctionNameFn)(void *function);
 // Device memory limit in bytes, live allocations included (default 1 GiB).
 typedef void (*FakeCudaSetMemoryLimitFn)(size_t);
 // A new context, distinct from the primary one.
