@@ -169,16 +169,8 @@ struct Fuzzer {
 
 } // namespace
 
-/// ASan defaults for this target. Leak detection off: LLVM's registries
-/// live to exit. User poisoning off: Debian's libMLIR.so is not
-/// instrumented, but LLVM's BumpPtrAllocator, inlined into our
-/// instrumented code, poisons a new slab of the context's allocator and
-/// only the instrumented Allocate unpoisons what it hands out; a later
-/// allocation by libMLIR from that slab is then reported as
-/// use-after-poison (a false report the long run hit after ~650 inputs).
-extern "C" const char *__asan_default_options() {
-  return "detect_leaks=0:allow_user_poisoning=0";
-}
+// ASan defaults (no leak detection, no user poisoning): see
+// tools/sanitizer-defaults/asan-defaults.c, linked into this target.
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static Fuzzer *fuzzer = new Fuzzer();
