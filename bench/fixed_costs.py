@@ -24,41 +24,13 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_check as gc  # noqa: E402
-
-FLUSH_BYTES = 256 << 20
-
-
-def graph_time(fn, flush, reps):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    s.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        fn()
-    torch.cuda.synchronize()
-    n = reps + 10
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
-        flush.zero_()
-        starts[i].record()
-        g.replay()
-        ends[i].record()
-    torch.cuda.synchronize()
-    del g
-    return statistics.median(
-        [a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends)][10:])
-
+from bench import Timer  # noqa: E402  (bench.py's protocol)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -69,13 +41,13 @@ def main():
     manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
     libs = {e["library"]: gc.Library(os.path.join(args.dir, e["library"]), e)
             for e in manifest["libraries"]}
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    timer = Timer(args.reps)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
     path = ("two-launch" if os.environ.get("NORMRT_NO_COOPERATIVE")
             else "default")
     tiny = torch.zeros(1, device="cuda")
-    empty = graph_time(lambda: tiny.add_(1), flush, args.reps)
+    empty = timer.graph_time(lambda: tiny.add_(1))
     print(f"path={path} empty graph: {empty:.1f} us", flush=True)
     for case in args.cases.split(","):
         name, shape = case.split(":")
@@ -105,7 +77,7 @@ def main():
 
         for v in outs.values():
             v.fill_(float("nan"))
-        call_us = graph_time(ours, flush, args.reps)
+        call_us = timer.graph_time(ours)
         same()
         # A workspace big enough for any plan of this shape, set before
         # capture on the capturing stream (graph_time's stream differs per
@@ -120,13 +92,13 @@ def main():
                 ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws.numel()))
             gc.call(lib, fn, sig, t, outs, m, n)
 
-        preset_us = graph_time(preset, flush, args.reps)
+        preset_us = timer.graph_time(preset)
         same()
         nbytes = sum(v.numel() * v.element_size() for v in t.values()) + sum(
             v.numel() * v.element_size() for v in outs.values())
         src = torch.empty(nbytes // 2, dtype=torch.int8, device="cuda")
         dst = torch.empty_like(src)
-        copy_us = graph_time(lambda: dst.copy_(src), flush, args.reps)
+        copy_us = timer.graph_time(lambda: dst.copy_(src))
         print(f"path={path} {case}: call {call_us:.1f} us, preset-ws "
               f"{preset_us:.1f} us, copy of the bytes {copy_us:.1f} us "
               f"({nbytes / 1e6:.2f} MB)", flush=True)
