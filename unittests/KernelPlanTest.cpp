@@ -169,9 +169,10 @@ TEST_P(KernelPlanTest, FitsTheChip) {
   EXPECT_EQ(plan.asyncRingOffset % 16, 0);
   EXPECT_LE(plan.blockThreads(), target.maxThreadsPerBlock);
   EXPECT_LE(plan.estimatedRegisters, target.registersPerThread);
-  if (plan.twoCTAsPerSM)
+  if (plan.twoCTAsPerSM) {
     EXPECT_LE(2 * (plan.dynamicSharedBytes + 3 * 1024),
               target.sharedBytesPerSM);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
