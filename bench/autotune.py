@@ -58,6 +58,14 @@ VARIANTS = {
     "s0tpr8": ["--async-stages=0", "--threads-per-row=8"],
     "s0tpr16": ["--async-stages=0", "--threads-per-row=16"],
     "s0nopf": ["--async-stages=0", "--prefetch=false"],
+    # Long rows: the looped variant, or clusters of 2 / 4 CTAs at most.
+    "nocluster": ["--max-cluster-ctas=1"],
+    "cluster2": ["--max-cluster-ctas=2"],
+    "cluster4": ["--max-cluster-ctas=4"],
+    # ... or more CTAs per row, fewer columns per lane (more CTAs per SM).
+    "res16": ["--max-resident-elements=16"],
+    "res16s0": ["--max-resident-elements=16", "--async-stages=0"],
+    "res8": ["--max-resident-elements=8"],
     "rpc2": ["--rows-per-cta=2"],
     "rpc4": ["--rows-per-cta=4"],
 }

@@ -85,7 +85,7 @@ MUTANTS = {
 }
 VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
             "column-groups", "combine-in-cta", "cooperative", "two-launch",
-            "tier-vector", "tier-scalar", "tier-boundary")
+            "tier-vector", "tier-scalar", "tier-boundary", "cluster")
 
 
 # --------------------------------------------------------------------------
@@ -118,6 +118,11 @@ def plan_thresholds(p):
     per_column = full + int(p.has_w) + num_col + 1
     ts = [32 * g for g in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
     ts += [(128 - 40) // per_column * 512, (64 - 40) // per_column * 1024]
+    # Static N past one CTA: clusters of 2, 4, 8 CTAs, each holding up to
+    # 32 columns x 256 lanes (and the 512 / 1024-lane budgets above).
+    for c in (2, 4, 8):
+        ts += [c * 32 * 256, c * (128 - 40) // per_column * 512,
+               c * (64 - 40) // per_column * 1024]
     ts += [64, 128, 256, 4096 * 3, 16384, 32768, 65536]
     for budget in (100 * 1024, 160 * 1024):
         for groups in (1, 2, 3, 4, 8):
@@ -247,7 +252,8 @@ def gen_cases(p, rng, count, plan=None):
 
 PLAN_KEYS = ("threads_per_row", "rows_per_cta", "chunks_per_thread",
              "vector", "async_stages", "single_launch", "combine_in_cta",
-             "column_groups", "split_column_groups", "dynamic_shared_bytes")
+             "column_groups", "split_column_groups", "dynamic_shared_bytes",
+             "cluster_ctas")
 TIER_KEYS = ("cols",) + PLAN_KEYS
 
 
@@ -400,6 +406,8 @@ def variants_of(plan, kernels, n=None):
                 out.add("tier-boundary")
         if plan.get("chunks_per_thread", 0) > 0:
             out.add("resident")
+            if plan.get("cluster_ctas", 1) > 1 and not tier:
+                out.add("cluster")
             if not scalar and plan.get("async_stages", 0) >= 2:
                 out.add("ring")
             if plan.get("combine_in_cta"):
@@ -767,6 +775,7 @@ def pick_sanitize(todo, count):
                else "looped", on_tier,
                plan.get("async_stages", 0) >= 2,
                plan.get("column_groups", 1) > 1,
+               plan.get("cluster_ctas", 1) > 1,
                t[2]["rows"] * 4 <= SMS, bool(t[2]["off"]) or bool(t[2]["pad"]))
         buckets.setdefault(key, []).append(t)
     picked = []

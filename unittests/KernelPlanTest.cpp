@@ -31,6 +31,7 @@ struct Expected {
   bool prefetch, combineInCTA, singleLaunch;
   int64_t columnGroups, splitColumnGroups, dynamicSharedBytes,
       splitSharedBytes;
+  int64_t clusterCTAs = 1;
 };
 
 struct Case {
@@ -50,18 +51,23 @@ const Case kCases[] = {
     // Rows of 256 lanes: the cp.async ring behind no accumulators.
     {"rms", "bf16", 5120, "sm_90a", {8, 256, 1, 3, 3, false, false, true, 0, 0, 73728, 0}},
     {"rms", "bf16", 8192, "sm_90a", {8, 256, 1, 4, 3, false, false, true, 0, 0, 98304, 0}},
-    // Looped: column groups and the split kernels for few rows.
+    // Looped 16-bit rows: column groups and the split kernels for few rows.
     {"rms", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 65536, 16384}},
-    {"rms", "bf16", 17389, "sm_90a", {1, 512, 1, 0, 0, false, false, false, 1, 4, 69556, 17392}},
+    // Odd N (the scalar kernel) and 32-bit rows past one CTA: clusters of
+    // resident CTAs (4 of 256 lanes for 17389: 8695 columns would need 34
+    // per lane at 256).
+    {"rms", "bf16", 17389, "sm_90a", {1, 256, 1, 17, 0, true, false, false, 0, 0, 0, 0, 4}},
     {"rms", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 131072, 32768}},
     {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
     {"layer", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
     {"layer", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     {"layer", "f32", 4096, "sm_90a", {4, 128, 1, 8, 0, false, false, true, 0, 0, 0, 0}},
-    {"layer", "f32", 32768, "sm_90a", {4, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
+    {"layer", "f32", 16384, "sm_90a", {4, 256, 1, 8, 0, false, false, false, 0, 0, 0, 0, 2}},
+    {"layer", "f32", 32768, "sm_90a", {4, 256, 1, 8, 0, false, false, false, 0, 0, 0, 0, 4}},
     {"layer", "bf16w32", 4096, "sm_90a", {8, 128, 1, 4, 3, false, false, true, 0, 0, 49152, 0}},
-    // sm_80: 163 KiB per CTA still holds 160 KiB of accumulators; the
-    // looped variant's two CTAs per SM get 68 KiB parts (164 KiB per SM).
+    // sm_80 (no clusters): 163 KiB per CTA still holds 160 KiB of
+    // accumulators; the looped variant (column groups, the split kernels
+    // for few rows) has two CTAs per SM of 68 KiB parts (164 KiB per SM).
     {"rms", "bf16", 5120, "sm_80", {8, 256, 1, 3, 3, false, false, true, 0, 0, 73728, 0}},
     {"layer", "bf16", 2048, "sm_80", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
     {"layer", "bf16", 16384, "sm_80", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
@@ -151,6 +157,7 @@ TEST_P(KernelPlanTest, MatchesTable) {
   EXPECT_EQ(plan.splitColumnGroups, e.splitColumnGroups);
   EXPECT_EQ(plan.dynamicSharedBytes, e.dynamicSharedBytes);
   EXPECT_EQ(plan.splitSharedBytes, e.splitSharedBytes);
+  EXPECT_EQ(plan.clusterCTAs, e.clusterCTAs);
 }
 
 TEST_P(KernelPlanTest, FitsTheChip) {
@@ -235,8 +242,18 @@ TEST_P(KernelPlanTierTest, TiersAreTheStaticPlans) {
   beyond.n = lastIsPowerOfTwo ? last + last / 2 : last / 3 * 4;
   MixedReductionOp beyondOp = fused(beyond);
   ASSERT_TRUE(beyondOp);
-  EXPECT_FALSE(planKernel(beyondOp, options, target).resident())
+  // (in one CTA; a cluster holds it)
+  KernelPlanOptions oneCTA = options;
+  oneCTA.maxClusterCTAs = 1;
+  EXPECT_FALSE(planKernel(beyondOp, oneCTA, target).resident())
       << "N = " << beyond.n;
+  KernelPlan clustered = planKernel(beyondOp, options, target);
+  // Only a cluster holds it: 32-bit rows on sm_90+ (16-bit rows stay
+  // looped, see pickCluster).
+  bool wide = std::string(dynamic.config) == "f32";
+  EXPECT_EQ(clustered.resident(), target.hasClusters && wide)
+      << "N = " << beyond.n;
+  EXPECT_EQ(clustered.clusterCTAs, clustered.resident() ? 2 : 1);
   // No tiers for a static N, nor with tier-min-cols = 0.
   EXPECT_TRUE(planKernel(beyondOp, options, target).tiers.empty());
   options.tierMinCols = 0;

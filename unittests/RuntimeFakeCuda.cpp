@@ -643,6 +643,27 @@ CU_EXPORT cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks,
   return CUDA_SUCCESS;
 }
 
+// The H100's GPCs: clusters never span one, so fewer fit than the SMs
+// divided by the cluster size (16 GPCs of up to 9 SMs pairs here; as
+// cudaOccupancyMaxActiveClusters, per cluster shape).
+CU_EXPORT cuOccupancyMaxActiveClusters(int *clusters, CUfunction function,
+                                       const CUlaunchConfig *config) {
+  FakeFunction *f = reinterpret_cast<FakeFunction *>(function);
+  if (!f->module->live || !config || config->blockDimX == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  unsigned size = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+      size = config->attrs[i].value.clusterDim.x;
+  if (size == 0 || size > 8 || config->gridDimX % size != 0)
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  int perSM = maxActiveBlocks(int(config->blockDimX), config->sharedMemBytes);
+  const int gpcs = 16, smsPerGPC = kMultiprocessors / gpcs; // 8 (of 132)
+  *clusters = gpcs * (smsPerGPC * perSM / int(size));
+  ++gStats.clusterQueries;
+  return CUDA_SUCCESS;
+}
+
 CU_EXPORT cuLaunchKernel(CUfunction function, unsigned int gridX,
                          unsigned int gridY, unsigned int gridZ,
                          unsigned int blockX, unsigned int blockY,

@@ -57,6 +57,7 @@ struct FakeCudaStats {
   // the barrier kernel ("norm_grid") whose word was in no live allocation.
   std::atomic<int> graphUnfreed{0};
   std::atomic<int> badBarriers{0};
+  std::atomic<int> clusterQueries{0}; // cuOccupancyMaxActiveClusters
 };
 
 // A node of a fake graph, in capture order.

@@ -328,6 +328,11 @@ TEST(RuntimeNoDriver, EveryEntryPointReportsIt) {
   expectNoDriver(normrt_max_active_ctas(fakeAddress(0x1234), 256, 0, &ctas),
                  "normrt_max_active_ctas");
   EXPECT_EQ(ctas, 0);
+  int clusters = -1;
+  expectNoDriver(normrt_max_active_clusters(fakeAddress(0x1234), 256, 0, 2,
+                                            &clusters),
+                 "normrt_max_active_clusters");
+  EXPECT_EQ(clusters, 0);
   int fits = -1;
   expectNoDriver(
       normrt_cooperative_fits(fakeAddress(0x1234), 1, 256, 0, &fits),
@@ -866,6 +871,37 @@ TEST_F(RuntimeFake, CooperativeFitsUpToWhatIsResident) {
   // Asking launches nothing and allocates nothing.
   EXPECT_EQ(stats->launches.load(), launches);
   EXPECT_EQ(stats->allocs.load(), allocs);
+}
+
+// Clusters resident at once: the driver's count for the cluster shape (the
+// fake: 16 GPCs of 8 SMs), with the dynamic shared memory allowed first.
+TEST_F(RuntimeFake, MaxActiveClusters) {
+  void *f = function(kImage, "norm_fwd");
+  int clusters = -1;
+  ASSERT_EQ(normrt_max_active_clusters(f, 256, 0, 2, &clusters),
+            NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(clusters, 16 * (8 * 8 / 2));
+  ASSERT_EQ(normrt_max_active_clusters(f, 256, 96 << 10, 4, &clusters),
+            NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(clusters, 16 * (8 * 2 / 4));
+  EXPECT_EQ(stats->lastSharedAttribute.load(), 96 << 10);
+  EXPECT_EQ(normrt_max_active_clusters(f, 256, 0, 0, &clusters),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(clusters, 0);
+  EXPECT_TRUE(mentions(lastError(), "cluster of 0 CTAs"));
+  EXPECT_EQ(normrt_max_active_clusters(f, 256, 0, 32, &clusters),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_max_active_clusters(f, 256, 0, 2, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(normrt_max_active_clusters(nullptr, 256, 0, 2, &clusters),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  // The driver refuses a shape it cannot place (the fake: above 8).
+  EXPECT_EQ(normrt_max_active_clusters(f, 256, 0, 16, &clusters),
+            NORMRT_ERROR_DRIVER);
+  EXPECT_TRUE(mentions(lastError(), "cuOccupancyMaxActiveClusters"));
+  EXPECT_GE(stats->clusterQueries.load(), 3);
 }
 
 TEST_F(RuntimeFake, CooperativeFitsHonoursNormrtNoCooperative) {

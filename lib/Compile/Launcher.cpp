@@ -58,6 +58,7 @@ struct KernelLaunch {
   int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
   int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
   int64_t tierCols = 0; // a resident tier: the largest N it takes
+  int64_t clusterCTAs = 1; // CTAs of a cluster per row (the kernels' shape)
 };
 
 /// Everything the launcher of one fused op needs, in kernel-parameter order.
@@ -116,6 +117,7 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   own.columnGroups = planAttr.getColumnGroups();
   own.splitColumnGroups = planAttr.getSplitColumnGroups();
   own.splitSharedBytes = planAttr.getSplitSharedBytes();
+  own.clusterCTAs = planAttr.getClusterCtas();
   if (ArrayAttr tiers = planAttr.getTiers()) {
     if (!ShapedType::isDynamic(op.getDomainShape().back()))
       return op.emitError("compile: resident tiers in the kernel plan of an "
@@ -249,14 +251,31 @@ void LauncherWriter::writeLaunch(llvm::raw_ostream &out, const OpLaunch &l,
   }
   // A persistent grid: as many CTAs as are resident at once, unless the
   // kernel was compiled with a fixed programs-per-SM.
-  if (l.programsPerSM > 0)
+  if (k.clusterCTAs > 1) {
+    // Clusters of C CTAs share each row and form one program; the driver
+    // counts the clusters that fit at once (a cluster stays in one GPC).
+    int64_t C = k.clusterCTAs;
+    if (l.programsPerSM > 0)
+      src << "int clusters = (int)((int64_t)sms * " << l.programsPerSM
+          << " / " << C << ");\n";
+    else
+      src << "int clusters = 0;\n"
+          << "if ((st = normrt_max_active_clusters(fn, " << k.block
+          << ", smem, " << C << ", &clusters)) != 0) return st;\n";
+    src << "if (clusters < 1) clusters = 1;\n"
+        << "int64_t programs = rows < clusters ? rows : clusters; "
+           "/* clusters: rows of the partial buffer */\n"
+        << "unsigned grid = (unsigned)(programs * " << C << ");\n";
+  } else if (l.programsPerSM > 0)
     src << "int per_sm = " << l.programsPerSM << ";\n";
   else
     src << "int per_sm = 0;\n"
         << "if ((st = normrt_max_active_ctas(fn, " << k.block
         << ", smem, &per_sm)) != 0) return st;\n"
         << "if (per_sm < 1) per_sm = 1;\n";
-  if (k.columnGroups > 0) {
+  if (k.clusterCTAs > 1) {
+    // The grid is above.
+  } else if (k.columnGroups > 0) {
     // Looped: cg CTAs share each row, each owning a part of the columns.
     src << "int64_t limit = (int64_t)sms * per_sm;\n"
         << "if (limit < cg) limit = cg;\n"
@@ -555,6 +574,8 @@ LogicalResult LauncherWriter::write(std::string &source, std::string &header) {
          "const char *what);\n"
       << "int normrt_max_active_ctas(void *fn, unsigned block, "
          "unsigned smem, int *out);\n"
+      << "int normrt_max_active_clusters(void *fn, unsigned block, "
+         "unsigned smem, unsigned cluster, int *out);\n"
       << "int normrt_cooperative_fits(void *fn, unsigned grid, unsigned block, "
          "unsigned smem, int *out);\n"
       << "int normrt_grid_barrier_word(void *stream, void **out);\n"

@@ -115,6 +115,9 @@ struct Driver {
   CUresult (*memFreeAsync)(CUdeviceptr, CUstream);
   // Optional (CUDA 12.4): finishes a lazily loaded function's loading.
   CUresult (*funcLoad)(CUfunction);
+  // Optional (CUDA 12): clusters resident at once, for clustered kernels.
+  CUresult (*occupancyMaxActiveClusters)(int *, CUfunction,
+                                         const CUlaunchConfig *);
 };
 
 // Written once by loadDriver(), read-only afterwards (the guarded static in
@@ -354,6 +357,8 @@ void loadDriver() {
   resolve(handle, "cuMemAllocAsync", driver.memAllocAsync);
   resolve(handle, "cuMemFreeAsync", driver.memFreeAsync);
   resolve(handle, "cuFuncLoad", driver.funcLoad);
+  resolve(handle, "cuOccupancyMaxActiveClusters",
+          driver.occupancyMaxActiveClusters);
   for (const Entry &entry : entries) {
     if (!entry.ok) {
       setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
@@ -1240,6 +1245,61 @@ int normrt_max_active_ctas(void *function, unsigned block_x,
       return status;
     return maxActiveCtas(fn, static_cast<CUfunction>(function), block_x,
                          shared_bytes, out);
+  });
+}
+
+int normrt_max_active_clusters(void *function, unsigned block_x,
+                               unsigned shared_bytes, unsigned cluster_ctas,
+                               int *out) {
+  constexpr const char *fn = "normrt_max_active_clusters";
+  return guarded(fn, [&] {
+    if (!out)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    *out = 0;
+    if (!function || block_x == 0 || block_x > 1024u)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: function is NULL or block %u is not in [1, 1024]", fn,
+                  block_x);
+    if (cluster_ctas == 0 || cluster_ctas > 16u)
+      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                  "%s: cluster of %u CTAs is not in [1, 16]", fn,
+                  cluster_ctas);
+    if (shared_bytes > static_cast<unsigned>(INT_MAX))
+      return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                  "%s: %u bytes of shared memory is out of range", fn,
+                  shared_bytes);
+    if (int status = requireDriver(fn))
+      return status;
+    if (!gDriver.occupancyMaxActiveClusters)
+      return fail(NORMRT_ERROR_DRIVER,
+                  "%s: the driver has no cuOccupancyMaxActiveClusters "
+                  "(clustered kernels need CUDA 12)",
+                  fn);
+    CUfunction f = static_cast<CUfunction>(function);
+    if (int status = allowDynamicShared(fn, f, shared_bytes))
+      return status;
+    CUlaunchAttribute cluster = {};
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = cluster_ctas;
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = cluster_ctas;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = block_x;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = shared_bytes;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    CUresult result = gDriver.occupancyMaxActiveClusters(&clusters, f, &config);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_DRIVER, result,
+                    "%s: cuOccupancyMaxActiveClusters(cluster %u, block %u, "
+                    "%u bytes of shared memory) failed",
+                    fn, cluster_ctas, block_x, shared_bytes);
+    *out = clusters;
+    return static_cast<int>(NORMRT_SUCCESS);
   });
 }
 

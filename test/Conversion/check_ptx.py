@@ -61,7 +61,7 @@ def main():
                 [args.norm_opt, stem + ".mlir", "--pass-pipeline="
                  "builtin.module(norm-decompose,func.func(norm-fuse-mixed-"
                  "reductions),canonicalize,cse,convert-norm-to-gpu{"
-                 "remarks=true})", "-o", os.devnull],
+                 f"chip={args.chip} remarks=true}})", "-o", os.devnull],
                 capture_output=True, text=True, check=True).stderr
             variant = dict(re.findall(r"GPU kernels (\w+): (\w+)", remarks))
             r = subprocess.run([args.ptxas, f"-arch={args.chip}", "-v",

@@ -76,6 +76,11 @@ struct KernelPlan {
   // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
   int64_t asyncStages = 0;
   int64_t asyncRingOffset = 0;
+  // Resident, static N too long for one CTA: this many CTAs of a
+  // thread-block cluster share each row (1: none). CTA r owns the r-th
+  // contiguous part of the row's chunks (chunksPerThread counts the part);
+  // the cluster is the program, writing one partial row.
+  int64_t clusterCTAs = 1;
   // A resident tier of a run-time N: the plan made as for a static N =
   // tierCols, whose kernels read N at run time and take any N <= tierCols
   // (0: not a tier).

@@ -37,6 +37,14 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     - `_main_scalar`: the same loop with element-wide accesses, for base
       pointers or row strides that are not 16-byte multiples and for N
       that is not a multiple of the vector width.
+    - With a cluster (`max-cluster-ctas` > 1, sm_90+, a static N that no
+      single CTA holds in registers but 2, 4 or 8 CTAs do): `_main` and
+      `_main_scalar` are resident kernels of one row per CTA whose CTAs
+      form clusters (`.reqnctapercluster`); CTA r of a cluster owns the
+      r-th contiguous part of every row it walks, and the row sums of
+      the parts are added in rank order through distributed shared memory
+      (`mapa`, cluster barriers), so every CTA of the cluster gets the same
+      sum. A cluster is a program: its CTAs write one partial row.
     - `_main_split`, `_main_split_scalar` (looped plans whose accumulators
       fit in fewer than 4 column groups): the same with 4 CTAs per row,
       for few rows.
@@ -113,6 +121,12 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "to the longest row the resident variant holds; the launcher takes "
            "the smallest that holds N, else the looped kernels); a power of "
            "two in [16, 65536], or 0 for no tiers">,
+    Option<"maxClusterCTAs", "max-cluster-ctas", "int64_t", /*default=*/"8",
+           "A static N too long for one CTA's registers: the most CTAs of a "
+           "thread-block cluster that share a row, each keeping its part in "
+           "registers and exchanging the row sums through distributed shared "
+           "memory (sm_90+; the plan takes the fewest that hold the row); "
+           "1, 2, 4 or 8, and 1 for none (the looped variant)">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

@@ -147,6 +147,15 @@ NORMRT_API int normrt_check_aligned(const void *ptr, size_t alignment,
 NORMRT_API int normrt_max_active_ctas(void *function, unsigned block_x,
                                       unsigned shared_bytes, int *out);
 
+/* How many clusters of `cluster_ctas` CTAs (block_x threads, shared_bytes
+   of dynamic shared memory each) of `function`, a kernel compiled with that
+   cluster shape, are resident on the whole device at once
+   (cuOccupancyMaxActiveClusters; NORMRT_ERROR_DRIVER where the driver has
+   none). Launchers of clustered kernels size persistent grids with it. */
+NORMRT_API int normrt_max_active_clusters(void *function, unsigned block_x,
+                                          unsigned shared_bytes,
+                                          unsigned cluster_ctas, int *out);
+
 /* *out = 1 when `function` can be launched cooperatively on a grid of
    grid_x CTAs of block_x threads (the device supports it, the driver has
    cuLaunchCooperativeKernel, every CTA fits at once), else 0. The

@@ -154,6 +154,10 @@ LogicalResult mlir::norm::validateGpuOptions(
     bad("async-stages", Twine(options.asyncStages),
         "expected 0 or 1 (plain loads) or a ring depth in [2, " +
             Twine(kMaxAsyncStagesLimit) + "]");
+  if (options.maxClusterCTAs < 1 || options.maxClusterCTAs > 8 ||
+      !isPowerOfTwo(options.maxClusterCTAs))
+    bad("max-cluster-ctas", Twine(options.maxClusterCTAs),
+        "expected 1 (no clusters), 2, 4 or 8 (the portable cluster sizes)");
   if (options.tierMinCols != 0 &&
       (!isPowerOfTwo(options.tierMinCols) ||
        options.tierMinCols < kMinTierColsLimit ||

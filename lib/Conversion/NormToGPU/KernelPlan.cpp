@@ -47,6 +47,8 @@ namespace {
 /// Measured (perf-notes v8): 262144 x 64 at 8 lanes (1 chunk each) runs
 /// 1.0-1.2x faster than at 2 lanes (4 chunks each), without the ring.
 constexpr int64_t kMinLanesPerRow = 8;
+/// Lanes of one CTA's part of a row shared by a cluster, at most.
+constexpr int64_t kMaxClusterLanes = 256;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
 
@@ -78,6 +80,7 @@ private:
       plan.staticCols = n;
     pickVectorWidth();
     pickRowGroup();
+    pickCluster();
     pickRowsPerCTA();
     pickSharedAccumulators();
     pickAsyncRing();
@@ -87,6 +90,7 @@ private:
   std::vector<KernelPlan> planTiers(int64_t vector);
   void pickVectorWidth();
   void pickRowGroup();
+  void pickCluster();
   void pickRowsPerCTA();
   void pickSharedAccumulators();
   void pickAsyncRing();
@@ -150,22 +154,29 @@ void KernelPlanner::pickVectorWidth() {
 /// kMinLanesPerRow unless the row has fewer chunks, whose share of the row
 /// fits the registers; else the looped variant (512 lanes).
 void KernelPlanner::pickRowGroup() {
-  int64_t chunks = cols ? *cols / plan.vector : -1;
+  // With a cluster, a CTA's part of the row.
+  int64_t chunks = cols ? (*cols / plan.vector + plan.clusterCTAs - 1) /
+                              plan.clusterCTAs
+                        : -1;
   int64_t maxResident = options.maxResidentElements;
   plan.chunksPerThread = 0;
   if (chunks > 0) {
-    for (int64_t g = 1; g <= target.maxThreadsPerBlock; g *= 2) {
+    // A cluster's parts take at most kMaxClusterLanes lanes: above, the
+    // scalar kernel (odd N) spills under the 128-register cap of 512 lanes.
+    int64_t maxLanes = plan.clusterCTAs > 1 ? kMaxClusterLanes
+                                            : target.maxThreadsPerBlock;
+    for (int64_t g = 1; g <= maxLanes; g *= 2) {
       if (options.threadsPerRow ? g != options.threadsPerRow
                                 : g < kMinLanesPerRow && g < chunks)
         continue;
       int64_t k = (chunks + g - 1) / g;
       int64_t columns = k * plan.vector;
       // Up to 32 columns per lane keeps registers low enough for several
-      // CTAs per SM; only the widest group may go past that.
+      // CTAs per SM; only the widest group of one CTA may go past that.
       bool fits = maxResident ? columns <= maxResident
                               : registersFor(columns) <= registerBudget(g) &&
                                     (columns <= 32 ||
-                                     g == target.maxThreadsPerBlock ||
+                                     (g == maxLanes && plan.clusterCTAs == 1) ||
                                      options.threadsPerRow);
       if (fits) {
         plan.threadsPerRow = g;
@@ -187,6 +198,34 @@ void KernelPlanner::pickRowGroup() {
   }
 }
 
+/// A static N that no single CTA holds in registers (the looped variant
+/// re-reads such rows, perf-notes v6): the fewest CTAs of a cluster, up to
+/// max-cluster-ctas, whose parts of the row fit one CTA's registers each.
+/// Every CTA must own a part (N of at least C chunks' worth).
+/// Not for 16-bit rows of the vector kernel: their looped kernels run two
+/// CTAs per SM, one loading while the other reduces, and were measured
+/// faster than a cluster's one CTA per SM that waits for the row sums of
+/// its peers at every row (perf-notes v9: 2048 x 16384 110 vs 124 us);
+/// 32-bit rows and the scalar kernel (odd N) gain (0.60-0.85 -> 0.85-0.94
+/// of the floor; 29 x 17389 18 -> 15 us).
+void KernelPlanner::pickCluster() {
+  if (plan.resident() || !cols || plan.tierCols || !target.hasClusters ||
+      options.rowsPerCTA > 1 || (widest < 4 && plan.vector > 1))
+    return;
+  int64_t chunks = *cols / plan.vector;
+  for (int64_t c = 2; c <= options.maxClusterCTAs; c *= 2) {
+    int64_t part = (chunks + c - 1) / c;
+    if (part * (c - 1) >= chunks)
+      break;
+    plan.clusterCTAs = c;
+    pickRowGroup();
+    if (plan.resident())
+      return;
+  }
+  plan.clusterCTAs = 1;
+  pickRowGroup();
+}
+
 void KernelPlanner::pickRowsPerCTA() {
   // Rows of at most 64 lanes: several programs (rows) per CTA of 256
   // threads, so that the CTA can add their partials (P = CTAs). Every lane
@@ -196,6 +235,8 @@ void KernelPlanner::pickRowsPerCTA() {
   // threads.)
   if (options.rowsPerCTA)
     plan.rowsPerCTA = options.rowsPerCTA;
+  else if (plan.clusterCTAs > 1)
+    plan.rowsPerCTA = 1;
   else if (plan.resident() && plan.threadsPerRow <= 64)
     plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
   else
@@ -290,7 +331,10 @@ void KernelPlanner::pickLaunch() {
   // Only for the resident variant: measured on the H100 (perf-notes v6),
   // the looped kernels run slower with the tail (it costs them a CTA per
   // SM).
+  // Clusters take two launches: a cooperative launch of clustered kernels
+  // is not one the runtime makes.
   plan.singleLaunch = options.singleLaunch && plan.resident() &&
+                      plan.clusterCTAs == 1 &&
                       !op.getColResults().empty() &&
                       plan.blockThreads() % kFinalColumnsPerCTA == 0;
   // The split kernels (few rows) could finish in one launch too, but

@@ -10,6 +10,7 @@
 #include "MainKernel.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 using namespace mlir::norm;
@@ -121,6 +122,23 @@ void MainKernelBuilder::computeProgramIds() {
   chunks = arith::DivUIOp::create(b, loc, cols, c64(V));
 }
 
+void MainKernelBuilder::computeRowParts() {
+  int64_t C = plan.clusterCTAs;
+  if (C == 1) {
+    progRow = prog;
+    rowPrograms = programs;
+    partEnd = partChunks = chunks;
+    return;
+  }
+  // Clusters are C consecutive CTAs of the 1-D grid (R = 1).
+  clusterRank = arith::RemUIOp::create(b, loc, blockId(), c64(C));
+  prog = progRow = arith::DivUIOp::create(b, loc, blockId(), c64(C));
+  programs = rowPrograms = arith::DivUIOp::create(b, loc, gridDim(), c64(C));
+  partChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(C));
+  partBegin = mul(clusterRank, partChunks);
+  partEnd = minU(add(partBegin, partChunks), chunks);
+}
+
 void MainKernelBuilder::computeRowBounds() {
   iters = arith::CeilDivUIOp::create(b, loc, rows, rowPrograms);
   lastRow = arith::SubIOp::create(b, loc, rows, c64(1));
@@ -140,7 +158,10 @@ Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
     c = add(c, partBegin);
     end = partEnd;
   }
-  chunk.valid = ult(c, end);
+  chunk.valid = alwaysInPart(k) ? arith::ConstantOp::create(
+                                      b, loc, b.getBoolAttr(true))
+                                      .getResult()
+                                : ult(c, end);
   if (maskedChunks()) {
     chunk.column = mul(c, c64(V));
   } else {
@@ -154,9 +175,23 @@ Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
   return chunk;
 }
 
+/// A cluster's parts of a static N that tile the row, and chunk k of every
+/// lane inside every part: valid without a compare (one predicate less per
+/// owned chunk; the scalar kernels of 32 columns per lane spilled).
+bool MainKernelBuilder::alwaysInPart(Value k) const {
+  APInt index;
+  if (plan.clusterCTAs == 1 || !plan.staticCols ||
+      !matchPattern(k, m_ConstantInt(&index)))
+    return false;
+  int64_t total = *plan.staticCols / V;
+  int64_t part = (total + plan.clusterCTAs - 1) / plan.clusterCTAs;
+  return part * plan.clusterCTAs == total &&
+         (index.getSExtValue() + 1) * G <= part;
+}
+
 Value MainKernelBuilder::loadChunkRaw(const Chunk &chunk, Value base,
                                       Type elem, Value index) {
-  if (!maskedChunks())
+  if (!maskedChunks() || matchPattern(chunk.valid, m_One()))
     return loadRaw(base, elem, index, V);
   Type type = V == 1 ? elem : VectorType::get({V}, elem);
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, chunk.valid,

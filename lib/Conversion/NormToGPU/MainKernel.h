@@ -85,6 +85,10 @@ protected:
   void layoutSharedMemory(gpu::GPUFuncOp func);
   /// lane, group, prog, programs, chunks.
   void computeProgramIds();
+  /// The row's part of the program: the whole row, or with a cluster the
+  /// CTA's rank-th part (partBegin, partEnd, partChunks); progRow and
+  /// rowPrograms (a cluster is one program).
+  void computeRowParts();
   /// iters = ceil(rows / rowPrograms), lastRow.
   void computeRowBounds();
 
@@ -94,13 +98,17 @@ protected:
   /// Chunk k of the lane (its column inputs loaded): of the whole row, or
   /// of the program's column part (looped variant with column groups).
   Chunk chunkAt(Value k, bool inPart = false);
+  bool alwaysInPart(Value k) const;
   ChunkValues loadFull(const RowState &row, const Chunk &chunk);
-  /// A resident tier's kernels take a run-time N up to the plan's: a chunk
-  /// past the row keeps its own column, and its loads are skipped (zeros)
-  /// instead of re-reading the row's last chunk. A clamped column would be
-  /// a run-time value per chunk, live across the row loop (the scalar
-  /// kernels spilled); this one is the lane's column plus a constant.
-  bool maskedChunks() const { return plan.tierCols > 0; }
+  /// A resident tier's kernels take a run-time N up to the plan's, and a
+  /// cluster's CTAs own parts that start at a run-time offset (the rank's):
+  /// a chunk past the row (or part) keeps its own column, and its loads are
+  /// skipped (zeros) instead of re-reading the last chunk. A clamped column
+  /// would be a run-time value per chunk, live across the row loop (the
+  /// scalar kernels spilled); this one is the lane's column plus a constant.
+  bool maskedChunks() const {
+    return plan.tierCols > 0 || plan.clusterCTAs > 1;
+  }
   /// The raw access of `chunk` at base[index]: zeros for a masked chunk
   /// past the row.
   Value loadChunkRaw(const Chunk &chunk, Value base, Type elem, Value index);
@@ -123,6 +131,15 @@ protected:
   /// The warps of a row (G > 32): lane 0 of each writes the program's
   /// slots, every lane reads its program's slots in warp order.
   void reduceAcrossWarps(SmallVector<Value> &sums);
+  /// The CTAs of a cluster (plan.clusterCTAs > 1): thread 0 of each writes
+  /// its part's sums to its slots, every thread adds the cluster's slots in
+  /// rank order through distributed shared memory.
+  void reduceAcrossCluster(SmallVector<Value> &sums, Value iteration,
+                           int64_t stageIndex);
+  /// The static shared array of the cluster's slots (reduceAcrossCluster)
+  /// and a cluster barrier (arrive with release, wait with acquire).
+  void declareClusterSlots(gpu::GPUFuncOp func);
+  void clusterBarrier();
 
   //===--------------------------------------------------------------===//
   // Elementwise part and column contributions (MainKernel.cpp)
@@ -185,6 +202,8 @@ protected:
   Value zero64, one64; // loop bounds and steps
   int64_t maxSums = 1; // row results per stage, at most
   Value smem;          // warp slots (G > 32)
+  Value clusterSlots;  // cluster: the CTA's row-sum slots (!llvm.ptr<3>)
+  Value clusterRank;   // cluster: the CTA's rank in it
   Value accSmem;       // dynamic shared memory as f32
 };
 

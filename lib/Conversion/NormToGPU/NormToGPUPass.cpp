@@ -102,6 +102,8 @@ struct ConvertNormToGPUPass
        << plan.chunksPerThread << (plan.prefetch ? ", prefetch" : "");
     if (plan.minColumnGroups > 1)
       os << ", " << plan.minColumnGroups << " CTAs per row (column groups)";
+    if (plan.clusterCTAs > 1)
+      os << ", clusters of " << plan.clusterCTAs << " CTAs per row";
     os << (plan.combineInCTA         ? ", CTA-combined partials"
            : plan.sharedAccumulators ? ", shared-memory accumulators"
                                      : "");
@@ -242,6 +244,12 @@ struct ConvertNormToGPUPass
       // The scalar fallback (misaligned rows) would spill under the cap.
       if (plan.twoCTAsPerSM && vector > 1)
         fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
+      // The cluster shape is the kernel's (.reqnctapercluster): a plain
+      // launch then makes the clusters.
+      if (plan.clusterCTAs > 1)
+        fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                    b.getDenseI32ArrayAttr(
+                        {int32_t(plan.clusterCTAs), 1, 1}));
 
       if (failed(builder->build(fn)) ||
           failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
@@ -282,7 +290,8 @@ struct ConvertNormToGPUPass
                     b.getBoolAttr(plan.singleLaunch), plan.asyncStages,
                     plan.resident() ? 0 : plan.minColumnGroups,
                     plan.splitColumnGroups, plan.splitSharedBytes,
-                    plan.finalThreads(), plan.dynamicSharedBytes, tiers));
+                    plan.finalThreads(), plan.dynamicSharedBytes,
+                    plan.clusterCTAs, tiers));
   }
 };
 

@@ -35,10 +35,10 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
     return failure();
   layoutSharedMemory(func);
   computeProgramIds();
-  progRow = prog;
-  rowPrograms = programs;
-  partEnd = partChunks = chunks;
+  computeRowParts();
   computeRowBounds();
+  if (plan.clusterCTAs > 1)
+    declareClusterSlots(func);
   initAccumulators();
 
   // Row loading: the cp.async ring (vector kernel), else the register
@@ -93,6 +93,9 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
 
   if (stages > 0) // no copy may still be writing the ring at exit
     NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  // No CTA may leave while a peer can still read its slots.
+  if (plan.clusterCTAs > 1)
+    clusterBarrier();
   if (plan.combineInCTA)
     combinePartialsInCTA(rowLoop);
   else
@@ -105,7 +108,7 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
 
 void ResidentKernelBuilder::initAccumulators() {
   for (int64_t k = 0; k < K; ++k)
-    owned.push_back(chunkAt(c64(k)));
+    owned.push_back(chunkAt(c64(k), /*inPart=*/plan.clusterCTAs > 1));
   accInit.assign(numCol * K * V, zeroF32());
 }
 

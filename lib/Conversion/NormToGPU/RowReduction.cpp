@@ -7,11 +7,15 @@
 //   reduceWithinWarp   shuffle-xor butterfly (every lane gets the sum)
 //   reduceAcrossWarps  G > 32: per-warp slots in shared memory, read back
 //                      in warp order by every lane of the program
+//   reduceAcrossCluster  a row shared by the CTAs of a cluster: per-CTA
+//                      slots, read back in rank order through distributed
+//                      shared memory by every thread of the cluster
 //
 //===----------------------------------------------------------------------===//
 
 #include "MainKernel.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -35,6 +39,10 @@ void MainKernelBuilder::finishStage(Region &stage, SmallVector<Value> sums,
   reduceWithinWarp(sums);
   if (G > 32)
     reduceAcrossWarps(sums);
+  if (plan.clusterCTAs > 1)
+    reduceAcrossCluster(sums, row.iteration,
+                        stage.getRegionNumber() -
+                            op.getRowStages().front().getRegionNumber());
   for (auto [total, type] : llvm::zip(sums, yieldTypes))
     row.results.push_back(fromF32(total, type));
 }
@@ -76,4 +84,63 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
   }
   gpu::BarrierOp::create(b, loc); // smem is reused by the next reduction
   sums = totals;
+}
+
+/// Slots [set][sum] of f32 per CTA, two sets per row stage: a set written
+/// at row `it` is written again at row it + 2, after the cluster barrier
+/// of row it + 1, which no CTA reaches before it has read the set (so one
+/// barrier per exchange).
+void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
+  auto module = func->getParentOfType<gpu::GPUModuleOp>();
+  int64_t count = 2 * op.getRowStages().size() * maxSums;
+  std::string name = (func.getName() + "_cluster_sums").str();
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(f32, count),
+                           /*isConstant=*/false, LLVM::Linkage::Internal, name,
+                           Attribute(), kSharedAlignment, /*addrSpace=*/3);
+  }
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  clusterSlots = LLVM::AddressOfOp::create(b, loc, ptr3, name);
+}
+
+void MainKernelBuilder::clusterBarrier() {
+  NVVM::ClusterArriveOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+  NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+}
+
+void MainKernelBuilder::reduceAcrossCluster(SmallVector<Value> &sums,
+                                            Value iteration,
+                                            int64_t stageIndex) {
+  int64_t stages = op.getRowStages().size();
+  Value parity = arith::RemUIOp::create(b, loc, iteration, c64(2));
+  Value first = mul(add(mul(parity, c64(stages)), c64(stageIndex)),
+                    c64(maxSums));
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  Type ptr7 = LLVM::LLVMPointerType::get(b.getContext(), 7);
+  auto slot = [&](unsigned j) {
+    return LLVM::GEPOp::create(b, loc, ptr3, f32, clusterSlots,
+                               ValueRange{add(first, c64(j))})
+        .getResult();
+  };
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                                        c64(0));
+  ifThen(isFirst, [&] {
+    for (auto [j, s] : llvm::enumerate(sums))
+      LLVM::StoreOp::create(b, loc, s, slot(j), /*alignment=*/4);
+  });
+  clusterBarrier();
+  for (auto [j, s] : llvm::enumerate(sums)) {
+    Value local = slot(j);
+    Value total;
+    for (int64_t r = 0; r < plan.clusterCTAs; ++r) {
+      Value rank = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(r));
+      Value remote = NVVM::MapaOp::create(b, loc, ptr7, local, rank);
+      Value part = LLVM::LoadOp::create(b, loc, f32, remote, /*alignment=*/4);
+      total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
+                    : part;
+    }
+    s = total;
+  }
 }

@@ -9,6 +9,7 @@
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::norm;
@@ -98,7 +99,7 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t asyncStages, int64_t columnGroups,
                        int64_t splitColumnGroups, int64_t splitSharedBytes,
                        int64_t finalThreads, int64_t dynamicSharedBytes,
-                       ArrayAttr tiers) {
+                       int64_t clusterCtas, ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -116,6 +117,13 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "ring and no CTA-combined partials";
   if (splitSharedBytes % 4 != 0)
     return emitError() << "kernel_plan: shared-memory sizes are f32 counts";
+  if (clusterCtas < 1 || clusterCtas > 16 || !llvm::isPowerOf2_64(clusterCtas))
+    return emitError() << "kernel_plan: cluster_ctas must be 1, 2, 4, 8 or "
+                          "16, got "
+                       << clusterCtas;
+  if (clusterCtas > 1 && (!resident || rowsPerCta != 1 || tiers))
+    return emitError() << "kernel_plan: only a resident plan of one row per "
+                          "CTA and a static N shares rows in a cluster";
   if (!tiers)
     return success();
   int64_t previous = 0;

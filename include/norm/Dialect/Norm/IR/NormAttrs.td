@@ -58,6 +58,12 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     Shared-memory sizes are bytes of dynamic shared memory; see
     docs/gpu.md for every field.
 
+    `cluster_ctas` (a resident plan on sm_90+, printed only when not 1):
+    the CTAs of one thread-block cluster share each row, each keeping a
+    contiguous part of it in registers; they exchange the row sums through
+    distributed shared memory. The kernels carry the cluster shape
+    (`.reqnctapercluster`); the grid is a multiple of it.
+
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
     plan's `vector`. The launcher takes the first tier whose `cols` holds
@@ -84,6 +90,8 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     "int64_t":$split_shared_bytes,
     "int64_t":$final_threads,
     "int64_t":$dynamic_shared_bytes,
+    DefaultValuedParameter<"int64_t", "1",
+                           "CTAs of a thread-block cluster per row">:$cluster_ctas,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );

@@ -1,0 +1,90 @@
+// RUN: norm-opt %s --convert-norm-to-gpu -split-input-file | FileCheck %s
+// RUN: norm-opt %s --convert-norm-to-gpu="remarks=true" -split-input-file -verify-diagnostics -o /dev/null
+// RUN: norm-opt %s --convert-norm-to-gpu="chip=sm_80 remarks=true" -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=SM80
+// RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1" -split-input-file | FileCheck %s --check-prefix=OFF
+
+// RMSNorm backward, f32, N = 32768 (static), as --norm-fuse-mixed-reductions
+// leaves it: one CTA's registers hold at most 8192 columns (256 lanes of
+// 32), so on sm_90 a thread-block cluster of 4 CTAs shares each row: CTA r
+// keeps the r-th quarter in registers, and the row sum goes through
+// distributed shared memory (thread 0 writes the CTA's part, a cluster
+// barrier, every thread adds the 4 parts in rank order).
+
+// CHECK-LABEL: func.func @rms_wide
+// CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_wide_0", vector = 4,
+// CHECK-SAME:      threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 8,
+// CHECK-SAME:      single_launch = false,
+// CHECK-SAME:      column_groups = 0, split_column_groups = 0
+// CHECK-SAME:      cluster_ctas = 4>
+// Two slot sets of the one stage's one sum, per CTA.
+// CHECK:       llvm.mlir.global internal @rms_wide_0_main_cluster_sums() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<2 x f32>
+// CHECK:       gpu.func @rms_wide_0_main(
+// CHECK-SAME:    nvvm.cluster_dim = array<i32: 4, 1, 1>
+// The CTA's rank, its cluster (the program), the clusters, and its
+// quarter of the 8192 chunks.
+// CHECK:         %[[RANK:.*]] = arith.remui %{{.*}}, %c4_i64{{.*}} : i64
+// CHECK:         %[[PROG:.*]] = arith.divui %{{.*}}, %c4_i64{{.*}} : i64
+// CHECK:         %[[PROGS:.*]] = arith.divui %{{.*}}, %c4_i64{{.*}} : i64
+// CHECK:         %[[PART:.*]] = arith.ceildivui %{{.*}}, %c4_i64{{.*}} : i64
+// CHECK:         arith.muli %[[RANK]], %[[PART]] : i64
+// CHECK:         %[[SLOTS:.*]] = llvm.mlir.addressof @rms_wide_0_main_cluster_sums : !llvm.ptr<3>
+// CHECK:         scf.for
+// The row sum: within the warp, across the CTA's warps, then the cluster.
+// CHECK:           gpu.shuffle  xor
+// CHECK:           gpu.barrier
+// CHECK:           scf.if
+// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<3>
+// CHECK:           nvvm.cluster.arrive {aligned}
+// CHECK-NEXT:      nvvm.cluster.wait {aligned}
+// CHECK:           %[[SLOT:.*]] = llvm.getelementptr %[[SLOTS]][%{{.*}}] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, f32
+// CHECK:           %[[R0:.*]] = nvvm.mapa %[[SLOT]], %c0_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK:           %[[S0:.*]] = llvm.load %[[R0]] {alignment = 4 : i64} : !llvm.ptr<7> -> f32
+// CHECK:           %[[R1:.*]] = nvvm.mapa %[[SLOT]], %c1_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK:           %[[S1:.*]] = llvm.load %[[R1]] {alignment = 4 : i64} : !llvm.ptr<7> -> f32
+// CHECK:           %[[A01:.*]] = arith.addf %[[S0]], %[[S1]] : f32
+// CHECK:           nvvm.mapa %[[SLOT]], %c2_i32
+// CHECK:           %[[A012:.*]] = arith.addf %[[A01]], %{{.*}} : f32
+// CHECK:           nvvm.mapa %[[SLOT]], %c3_i32
+// CHECK:           arith.addf %[[A012]], %{{.*}} : f32
+// After the row loop: no CTA leaves while a peer may read its slots.
+// CHECK:         nvvm.cluster.arrive {aligned}
+// CHECK-NEXT:    nvvm.cluster.wait {aligned}
+// CHECK:       gpu.func @rms_wide_0_main_scalar(
+// CHECK-SAME:    nvvm.cluster_dim = array<i32: 4, 1, 1>
+// CHECK:       gpu.func @rms_wide_0_final(
+// CHECK-NOT:     nvvm.cluster_dim
+
+// SM80: remark: GPU kernels rms_wide_0: looped, 512 lanes per row
+// OFF-LABEL: func.func @rms_wide
+// OFF:         chunks_per_thread = 0,
+// OFF-NOT:     cluster_ctas
+// OFF-NOT:     nvvm.cluster_dim
+func.func @rms_wide(%arg0: tensor<?x32768xf32>, %arg1: tensor<?x32768xf32>, %arg2: tensor<?xf32>, %arg3: tensor<32768xf32>) -> (tensor<?x32768xf32>, tensor<32768xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %cst_0 = arith.constant 3.276800e+04 : f32
+  %0 = tensor.empty() : tensor<32768xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<32768xf32>) -> tensor<32768xf32>
+  // expected-remark @below {{GPU kernels rms_wide_0: resident, 256 lanes per row, 1 rows per CTA, vector 4, chunks per lane 8, clusters of 4 CTAs per row, ~200 registers, CTAs per SM: occupancy}}
+  %full_results, %col_results = norm.mixed_reduction full(%arg1, %arg0 : tensor<?x32768xf32>, tensor<?x32768xf32>) row(%arg2 : tensor<?xf32>) col(%arg3 : tensor<32768xf32>) col_init(%1 : tensor<32768xf32>) row_stages {
+  ^bb0(%arg4: f32, %arg5: f32, %arg6: f32, %arg7: f32):
+    %2 = arith.mulf %arg4, %arg6 : f32
+    %3 = arith.mulf %arg5, %arg7 : f32
+    %4 = arith.mulf %2, %3 : f32
+    norm.yield %4 : f32
+  } elementwise {
+  ^bb0(%arg4: f32, %arg5: f32, %arg6: f32, %arg7: f32, %arg8: f32):
+    %2 = arith.mulf %arg4, %arg6 : f32
+    %3 = arith.mulf %arg5, %arg7 : f32
+    %4 = arith.divf %arg8, %cst_0 : f32
+    %5 = arith.mulf %2, %4 : f32
+    %6 = arith.subf %3, %5 : f32
+    %7 = arith.mulf %6, %arg6 : f32
+    norm.yield %7 : f32
+  } columns {
+  ^bb0(%arg4: f32, %arg5: f32, %arg6: f32, %arg7: f32, %arg8: f32):
+    %2 = arith.mulf %arg4, %arg6 : f32
+    %3 = arith.mulf %arg5, %2 : f32
+    norm.yield %3 : f32
+  } -> full(tensor<?x32768xf32>) col(tensor<32768xf32>)
+  return %full_results, %col_results : tensor<?x32768xf32>, tensor<32768xf32>
+}
