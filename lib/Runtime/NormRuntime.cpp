@@ -852,6 +852,23 @@ int checkLegacyStream(const char *fn, CUstream stream) {
 }
 
 // CTAs of `f` per multiprocessor (the driver's occupancy calculator).
+/// The arguments of an occupancy query (before any driver call); *out = 0.
+int checkOccupancyQuery(const char *fn, void *function, unsigned block_x,
+                        unsigned shared_bytes, int *out) {
+  if (!out)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+  *out = 0;
+  if (!function || block_x == 0 || block_x > 1024u)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                "%s: function is NULL or block %u is not in [1, 1024]", fn,
+                block_x);
+  if (shared_bytes > static_cast<unsigned>(INT_MAX))
+    return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                "%s: %u bytes of shared memory is out of range", fn,
+                shared_bytes);
+  return NORMRT_SUCCESS;
+}
+
 int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
                   unsigned shared_bytes, int *out) {
   if (int status = allowDynamicShared(fn, f, shared_bytes))
@@ -1230,17 +1247,9 @@ int normrt_max_active_ctas(void *function, unsigned block_x,
                            unsigned shared_bytes, int *out) {
   constexpr const char *fn = "normrt_max_active_ctas";
   return guarded(fn, [&] {
-    if (!out)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    *out = 0;
-    if (!function || block_x == 0 || block_x > 1024u)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
-                  "%s: function is NULL or block %u is not in [1, 1024]", fn,
-                  block_x);
-    if (shared_bytes > static_cast<unsigned>(INT_MAX))
-      return fail(NORMRT_ERROR_OUT_OF_RANGE,
-                  "%s: %u bytes of shared memory is out of range", fn,
-                  shared_bytes);
+    if (int status = checkOccupancyQuery(fn, function, block_x,
+                                         shared_bytes, out))
+      return status;
     if (int status = requireDriver(fn))
       return status;
     return maxActiveCtas(fn, static_cast<CUfunction>(function), block_x,
@@ -1253,21 +1262,13 @@ int normrt_max_active_clusters(void *function, unsigned block_x,
                                int *out) {
   constexpr const char *fn = "normrt_max_active_clusters";
   return guarded(fn, [&] {
-    if (!out)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    *out = 0;
-    if (!function || block_x == 0 || block_x > 1024u)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
-                  "%s: function is NULL or block %u is not in [1, 1024]", fn,
-                  block_x);
+    if (int status = checkOccupancyQuery(fn, function, block_x,
+                                         shared_bytes, out))
+      return status;
     if (cluster_ctas == 0 || cluster_ctas > 16u)
       return fail(NORMRT_ERROR_INVALID_ARGUMENT,
                   "%s: cluster of %u CTAs is not in [1, 16]", fn,
                   cluster_ctas);
-    if (shared_bytes > static_cast<unsigned>(INT_MAX))
-      return fail(NORMRT_ERROR_OUT_OF_RANGE,
-                  "%s: %u bytes of shared memory is out of range", fn,
-                  shared_bytes);
     if (int status = requireDriver(fn))
       return status;
     if (!gDriver.occupancyMaxActiveClusters)
