@@ -73,3 +73,26 @@ func.func @tier_looped() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0"
 func.func @tier_not_a_tier() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [3]>} {
   return
 }
+
+// -----
+
+// A cluster plan round-trips (cluster_ctas is printed only when not 1).
+// CHECK-LABEL: func.func @cluster
+// CHECK: dynamic_shared_bytes = 0, cluster_ctas = 4>
+func.func @cluster() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 4, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 8, programs_per_sm = 0, block = 256, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 0, cluster_ctas = 4>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: cluster_ctas must be 1, 2, 4, 8 or 16, got 3}}
+func.func @cluster_not_a_power_of_two() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 4, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 8, programs_per_sm = 0, block = 256, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 0, cluster_ctas = 3>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: only a resident plan of one row per CTA and a static N shares rows in a cluster}}
+func.func @cluster_looped() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, cluster_ctas = 2>} {
+  return
+}
