@@ -22,7 +22,6 @@ every timed variant equal the first call's bitwise.
 
 import argparse
 import ctypes
-import json
 import os
 import sys
 
@@ -38,9 +37,6 @@ def main():
     ap.add_argument("--cases", required=True)
     ap.add_argument("--reps", type=int, default=100)
     args = ap.parse_args()
-    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
-    libs = {e["library"]: gc.Library(os.path.join(args.dir, e["library"]), e)
-            for e in manifest["libraries"]}
     timer = Timer(args.reps)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
@@ -49,14 +45,8 @@ def main():
     tiny = torch.zeros(1, device="cuda")
     empty = timer.graph_time(lambda: tiny.add_(1))
     print(f"path={path} empty graph: {empty:.1f} us", flush=True)
-    for case in args.cases.split(","):
-        name, shape = case.split(":")
-        m, n = (int(v) for v in shape.split("x"))
-        lib = libs[f"lib{name}.so"]
-        fn, sig = lib.funcs[n]
-        xdt, wdt = gc.DT[sig["x"]], gc.DT[sig["w"]]
-        t = gc.make_inputs(sig["kind"], xdt, wdt, m, n, gen, "cuda")
-        outs = gc.poisoned_outputs(sig, m, n, xdt, wdt, "cuda")
+    for case, m, n, lib, fn, sig, t, outs in gc.prepared_cases(
+            args.dir, args.cases, gen):
         gc.call(lib, fn, sig, t, outs, m, n)
         torch.cuda.synchronize()
         first = {k: v.clone() for k, v in outs.items()}

@@ -157,6 +157,24 @@ def poisoned_outputs(sig, m, n, xdt, wdt, dev):
     return outs
 
 
+def prepared_cases(directory, cases, gen, dev="cuda"):
+    """For each `name:MxN` of `cases` (comma-separated; `name` picks
+    lib<name>.so of bench/build_gpu_kernels.py's manifest in `directory`):
+    (case, m, n, lib, fn, sig, fresh inputs, poisoned outputs)."""
+    manifest = json.load(open(os.path.join(directory, "manifest.json")))
+    libs = {e["library"]: Library(os.path.join(directory, e["library"]), e)
+            for e in manifest["libraries"]}
+    for case in cases.split(","):
+        name, shape = case.split(":")
+        m, n = (int(v) for v in shape.split("x"))
+        lib = libs[f"lib{name}.so"]
+        fn, sig = lib.funcs[n]
+        xdt, wdt = DT[sig["x"]], DT[sig["w"]]
+        t = make_inputs(sig["kind"], xdt, wdt, m, n, gen, dev)
+        outs = poisoned_outputs(sig, m, n, xdt, wdt, dev)
+        yield case, m, n, lib, fn, sig, t, outs
+
+
 def eager_errors(sig, t, m, n, ref):
     """torch eager's relative L2 errors on the inputs `t` (aten's
     native_layer_norm_backward / _fused_rms_norm_backward, as bench.py

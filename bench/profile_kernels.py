@@ -11,7 +11,6 @@ it launches, warm L2 and cold L2 (256 MB written before each call).
 
 import argparse
 import collections
-import json
 import os
 import sys
 
@@ -32,20 +31,11 @@ def main():
                          "under ncu: ncu --clock-control none -k regex:main "
                          "python3 bench/profile_kernels.py --plain ...)")
     args = ap.parse_args()
-    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
-    libs = {e["library"]: gc.Library(os.path.join(args.dir, e["library"]), e)
-            for e in manifest["libraries"]}
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     gen = torch.Generator(device="cuda")
     gen.manual_seed(3)
-    for case in args.cases.split(","):
-        name, shape = case.split(":")
-        m, n = (int(v) for v in shape.split("x"))
-        lib = libs[f"lib{name}.so"]
-        fn, sig = lib.funcs[n]
-        xdt, wdt = gc.DT[sig["x"]], gc.DT[sig["w"]]
-        t = gc.make_inputs(sig["kind"], xdt, wdt, m, n, gen, "cuda")
-        outs = gc.poisoned_outputs(sig, m, n, xdt, wdt, "cuda")
+    for case, m, n, lib, fn, sig, t, outs in gc.prepared_cases(
+            args.dir, args.cases, gen):
         for _ in range(2 if args.plain else 3):
             gc.call(lib, fn, sig, t, outs, m, n)
         torch.cuda.synchronize()
@@ -67,8 +57,8 @@ def main():
                 f"{k.split(sig['name'] + '_0_')[-1]} "
                 f"{sorted(v)[len(v) // 2]:.1f} us"
                 for k, v in sorted(times.items()))
-            print(f"{name:<10} {m}x{n} {'cold' if cold else 'warm'} L2: "
-                  f"{parts}", flush=True)
+            print(f"{case.split(':')[0]:<10} {m}x{n} "
+                  f"{'cold' if cold else 'warm'} L2: {parts}", flush=True)
 
 
 if __name__ == "__main__":
