@@ -18,6 +18,17 @@ every timed variant equal the first call's bitwise.
 
   python3 bench/fixed_costs.py --dir .carry/gpu \
       --cases layer_bf16:512x1024,rms_bf16:4096x1024
+
+--sweep NAME:N --rows M1,M2,...: ours and the copy of the same bytes at
+each row count, each timed twice: after bench.py's flush (a 256 MB write,
+which leaves the L2 full of dirty lines the timed work must write back)
+and after the same flush followed by a read of the buffer (clean L2 lines);
+then the least-squares line t = a + b M of each: `a` is the fixed cost per
+call, `b` the streaming rate (b over the floor's per-row time is the SOL of
+the steady state).
+
+  python3 bench/fixed_costs.py --dir .carry/gpu --sweep layer_bf16:4096 \
+      --rows 1024,2048,4096,8192,16384
 """
 
 import argparse
@@ -31,15 +42,71 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_check as gc  # noqa: E402
 from bench import Timer  # noqa: E402  (bench.py's protocol)
 
+def fit_line(xs, ys):
+    """Least squares y = a + b x: (a, b)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    b = (sum((x - mx) * (y - my) for x, y in zip(xs, ys)) /
+         sum((x - mx) ** 2 for x in xs))
+    return my - b * mx, b
+
+
+def sweep(args, timer, gen):
+    """Fixed cost and streaming rate of ours and of a copy (see --sweep)."""
+    name, n = args.sweep.split(":")
+    rows = [int(v) for v in args.rows.split(",")]
+    clean = Timer(args.reps)
+
+    def clean_flush():
+        clean.cache.zero_()
+        clean.cache.view(torch.int32).sum()  # reads: clean lines in L2
+
+    clean.flush = clean_flush
+    bw = timer.copy_bandwidth()
+    series = {"ours": [], "ours-clean": [], "copy": [], "copy-clean": []}
+    floor_per_row = None
+    for case, m, n_, lib, fn, sig, t, outs in gc.prepared_cases(
+            args.dir, ",".join(f"{name}:{m}x{n}" for m in rows), gen):
+        def ours():
+            gc.call(lib, fn, sig, t, outs, m, n_)
+        nbytes = sum(v.numel() * v.element_size() for v in t.values()) + sum(
+            v.numel() * v.element_size() for v in outs.values())
+        src = torch.empty(nbytes // 2, dtype=torch.int8, device="cuda")
+        dst = torch.empty_like(src)
+        times = {"ours": timer.graph_time(ours),
+                 "ours-clean": clean.graph_time(ours),
+                 "copy": timer.graph_time(lambda: dst.copy_(src)),
+                 "copy-clean": clean.graph_time(lambda: dst.copy_(src))}
+        for k, v in times.items():
+            series[k].append(v)
+        floor = nbytes / bw * 1e6
+        floor_per_row = floor / m
+        print(f"{case}: floor {floor:.1f} us, " +
+              ", ".join(f"{k} {v:.1f}" for k, v in times.items()), flush=True)
+    print(f"\n{name} N={n}, copy bandwidth {bw / 1e12:.2f} TB/s; "
+          f"t = a + b M over M = {args.rows}")
+    print("| series | a (us per call) | b (us per 1024 rows) | steady-state SOL |")
+    print("|---|---|---|---|")
+    for k, ys in series.items():
+        a, b = fit_line(rows, ys)
+        print(f"| {k} | {a:.1f} | {b * 1024:.2f} | {floor_per_row / b:.2f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=".carry/gpu")
-    ap.add_argument("--cases", required=True)
+    ap.add_argument("--cases")
+    ap.add_argument("--sweep", help="NAME:N (see the module doc)")
+    ap.add_argument("--rows", default="1024,2048,4096,8192,16384")
     ap.add_argument("--reps", type=int, default=100)
     args = ap.parse_args()
     timer = Timer(args.reps)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
+    if args.sweep:
+        return sweep(args, timer, gen)
+    if not args.cases:
+        ap.error("--cases or --sweep")
     path = ("two-launch" if os.environ.get("NORMRT_NO_COOPERATIVE")
             else "default")
     tiny = torch.zeros(1, device="cuda")

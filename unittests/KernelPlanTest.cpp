@@ -61,10 +61,11 @@ const Case kCases[] = {
     {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
     {"layer", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
     {"layer", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
-    {"layer", "f32", 4096, "sm_90a", {4, 128, 1, 8, 0, false, false, true, 0, 0, 0, 0}},
+    // Rows of 128 lanes: two per CTA, partials combined in the CTA.
+    {"layer", "f32", 4096, "sm_90a", {4, 128, 2, 8, 0, false, true, true, 0, 0, 65536, 0}},
     {"layer", "f32", 16384, "sm_90a", {4, 256, 1, 8, 0, false, false, false, 0, 0, 0, 0, 2}},
     {"layer", "f32", 32768, "sm_90a", {4, 256, 1, 8, 0, false, false, false, 0, 0, 0, 0, 4}},
-    {"layer", "bf16w32", 4096, "sm_90a", {8, 128, 1, 4, 3, false, false, true, 0, 0, 49152, 0}},
+    {"layer", "bf16w32", 4096, "sm_90a", {8, 128, 2, 4, 3, false, true, true, 0, 0, 163840, 0}},
     // sm_80 (no clusters): 163 KiB per CTA still holds 160 KiB of
     // accumulators; the looped variant (column groups, the split kernels
     // for few rows) has two CTAs per SM of 68 KiB parts (164 KiB per SM).

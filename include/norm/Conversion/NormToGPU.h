@@ -57,6 +57,9 @@ struct KernelPlan {
   // Resident: load the next row while this one is reduced (when the
   // registers allow it).
   bool prefetch = false;
+  // The same for the scalar fallback kernel of a vector plan (misaligned
+  // rows), which keeps one register per prefetched element.
+  bool scalarPrefetch = false;
   int64_t dynamicSharedBytes = 0;
   // The main kernel also does the final reduction, after a grid barrier
   // (cooperative launch; the launcher falls back to the final kernel).

@@ -46,7 +46,8 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   stages = V > 1 ? plan.asyncStages : 0;
   if (stages > 0)
     startAsyncRing(func);
-  prefetch = plan.prefetch && stages == 0;
+  prefetch = (V < plan.vector ? plan.scalarPrefetch : plan.prefetch) &&
+             stages == 0;
   SmallVector<Value> loopInit(accInit);
   if (prefetch)
     llvm::append_range(loopInit, loadRawRow(minU(prog, lastRow)));
