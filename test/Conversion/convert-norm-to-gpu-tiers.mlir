@@ -16,8 +16,8 @@
 // CHECK-SAME:      threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0,
 // CHECK-SAME:      final_threads = 512, dynamic_shared_bytes = 0, tiers = [
 // CHECK-SAME:      #norm.resident_tier<cols = 2048, vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, final_threads = 256, dynamic_shared_bytes = 32768>,
-// CHECK-SAME:      #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 2, chunks_per_thread = 3, block = 256, combine_in_cta = true,
-// CHECK-SAME:      #norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 2, chunks_per_thread = 4,
+// CHECK-SAME:      #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128,
+// CHECK-SAME:      #norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4,
 // CHECK-SAME:      #norm.resident_tier<cols = 6144, vector = 8, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 3, block = 256, combine_in_cta = false, single_launch = true, async_stages = 3, final_threads = 256, dynamic_shared_bytes = 73728>,
 // CHECK-SAME:      #norm.resident_tier<cols = 8192, vector = 8, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 4,
 // CHECK-SAME:      ]>
@@ -49,7 +49,7 @@
 // CHECK:         arith.remui %{{.*}}, %[[COLS]] : i64
 // CHECK:       gpu.func @rms_bf16_dyn_0_tier2048_main_scalar(
 // CHECK:       gpu.func @rms_bf16_dyn_0_tier3072_main(
-// CHECK-SAME:    known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME:    known_block_size = array<i32: 128, 1, 1>
 // CHECK:       gpu.func @rms_bf16_dyn_0_tier3072_main_scalar(
 // CHECK:       gpu.func @rms_bf16_dyn_0_tier4096_main(
 // CHECK:       gpu.func @rms_bf16_dyn_0_tier4096_main_scalar(
@@ -66,6 +66,8 @@
 // CHECK-SAME:    known_block_size = array<i32: 512, 1, 1>
 // CHECK:       gpu.func @rms_bf16_dyn_0_final_256(
 // CHECK-SAME:    known_block_size = array<i32: 256, 1, 1>
+// CHECK:       gpu.func @rms_bf16_dyn_0_final_128(
+// CHECK-SAME:    known_block_size = array<i32: 128, 1, 1>
 // CHECK-NOT:   gpu.func
 
 // Without tiers: the looped kernels and one final kernel.
@@ -90,7 +92,7 @@ func.func @rms_bf16_dyn(%arg0: tensor<?x?xbf16>, %arg1: tensor<?x?xbf16>, %arg2:
   %3 = linalg.fill ins(%cst : f32) outs(%2 : tensor<?xf32>) -> tensor<?xf32>
   // expected-remark @+6 {{GPU kernels rms_bf16_dyn_0: looped, 512 lanes per row, 1 rows per CTA, vector 8, chunks per lane 0, ~64 registers, CTAs per SM: occupancy; a run-time N up to 8192 takes the smallest of 5 resident tiers that holds it}}
   // expected-remark @+5 {{GPU kernels rms_bf16_dyn_0_tier2048: resident tier, N <= 2048 at run time, 64 lanes per row, 4 rows per CTA, vector 8, chunks per lane 4, prefetch, CTA-combined partials, single launch}}
-  // expected-remark @+4 {{GPU kernels rms_bf16_dyn_0_tier3072: resident tier, N <= 3072 at run time, 128 lanes per row, 2 rows per CTA, vector 8, chunks per lane 3, prefetch, CTA-combined partials, single launch}}
+  // expected-remark @+4 {{GPU kernels rms_bf16_dyn_0_tier3072: resident tier, N <= 3072 at run time, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 3, prefetch, single launch}}
   // expected-remark @+3 {{GPU kernels rms_bf16_dyn_0_tier4096: resident tier, N <= 4096 at run time, 128 lanes per row}}
   // expected-remark @+2 {{GPU kernels rms_bf16_dyn_0_tier6144: resident tier, N <= 6144 at run time, 256 lanes per row, 1 rows per CTA, vector 8, chunks per lane 3, cp.async ring of 3 rows, single launch}}
   // expected-remark @+1 {{GPU kernels rms_bf16_dyn_0_tier8192: resident tier, N <= 8192 at run time, 256 lanes per row}}

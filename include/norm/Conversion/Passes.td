@@ -90,8 +90,9 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "Lanes that share one row (power of two, <= 1024); 0 picks it "
            "from N and the element types">,
     Option<"rowsPerCTA", "rows-per-cta", "int64_t", /*default=*/"0",
-           "Rows a CTA works on at once when threads-per-row < 32; 0 fills "
-           "256 threads">,
+           "Rows (programs) a CTA of the resident variant works on at once; "
+           "0 picks: 256 threads for rows of <= 64 lanes, two rows of 128 "
+           "lanes where their partials add in shared memory, else 1">,
     Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"16",
            "Bytes per global access of the widest element type (16, 8, 4, "
            "or the element size for scalar accesses)">,

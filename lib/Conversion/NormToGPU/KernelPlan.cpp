@@ -243,8 +243,10 @@ void KernelPlanner::pickRowsPerCTA() {
   // shared memory): one 256-thread CTA per SM instead of two of 128 halves
   // P, the partial buffer written and read again and the final
   // reduction's rows per column; measured (perf-notes v10) 1.5-7.7% faster
-  // (LayerNorm bf16 5000x3000 52.9 -> 49.1 us), though the scalar kernel
-  // of some such plans spills a little (RMSNorm bf16 4096: 88 bytes).
+  // (LayerNorm bf16 5000x3000 52.9 -> 49.1 us). Not for a run-time N's
+  // tiers: their masked scalar kernels, at 255 registers with 128
+  // threads, spilled 52-312 bytes with 256 (5000x2999 with N dynamic: 61
+  // -> 109 us).
   int64_t numCol = op.getColResults().size();
   auto combinedFit = [&](int64_t r) {
     return cols && r * numCol * *cols * 4 <= maxAccumulatorSharedBytes(target);
@@ -256,7 +258,7 @@ void KernelPlanner::pickRowsPerCTA() {
   else if (plan.resident() && plan.threadsPerRow <= 64)
     plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
   else if (plan.resident() && plan.threadsPerRow == 128 && numCol > 0 &&
-           combinedFit(2))
+           !plan.tierCols && combinedFit(2))
     plan.rowsPerCTA = 2;
   else
     plan.rowsPerCTA = 1;
