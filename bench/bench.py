@@ -876,6 +876,7 @@ def main(argv=None):
                           "jax": jaxp.jax.__version__ if jaxp else None,
                           "liger": liger_revision(args.liger)})
     json_path = os.path.join(args.out, "bench.json")
+    os.makedirs(os.path.dirname(json_path) or ".", exist_ok=True)
     for dt in args.dtypes:
         for kind in args.kinds:
             if stopped:
