@@ -6,7 +6,8 @@ Runs on the GPU machine over the libraries bench/build_gpu_kernels.py made
 inputs (never zeros), outputs poisoned with NaN first, dx/dw/db compared
 with a float64 reference by relative L2 error, and every element checked
 written. Also: dw/db bitwise identical over 20 runs; strided rows and an
-unaligned base pointer (the scalar kernel); rows = 0; a problem of more
+unaligned base pointer (the scalar kernel); rows around the programs of
+the two-rows-per-CTA plans (N = 2999, 3000, 4096); rows = 0; a problem of more
 than 2^31 elements; the dynamic-N function at odd and aligned N; and a
 small training step whose backward is ours.
 
@@ -39,6 +40,11 @@ BENCH_SHAPES = [(4096, 1024), (8192, 2048), (8192, 4096), (16384, 4096),
                 (576000, 384), (29, 17389)]
 EXTRA_SHAPES = [(1, 8192), (7, 4099), (3, 131072), (100000, 17),
                 (4096, 262144)]
+# Rows of 128 lanes run two per CTA (N = 2999, 3000, 4096 here): row
+# counts at and around the multiples of the programs (132 per wave of one
+# CTA per SM, 264 rows), and fewer rows than programs.
+PAIRED_ROW_SHAPES = [(m, n) for n in (2999, 3000, 4096)
+                     for m in (1, 2, 3, 131, 132, 133, 263, 264, 265, 1001)]
 HUGE = (2097169, 1024)  # > 2^31 elements
 # The dynamic-N function (`<kind>_<config>_dyn`) at odd and aligned N, and
 # at the ends of resident tiers (256 and 2048: the N itself, one less, one
@@ -179,6 +185,10 @@ def eager_errors(sig, t, m, n, ref):
     """torch eager's relative L2 errors on the inputs `t` (aten's
     native_layer_norm_backward / _fused_rms_norm_backward, as bench.py
     times them), by result."""
+    # aten wants one dtype: with 16-bit activations and f32 weights, eager
+    # runs on all of them upcast to f32 (the bar of f32 arithmetic).
+    if t["x"].dtype != t["w"].dtype:
+        t = {k: v.float() for k, v in t.items()}
     if sig["kind"] == "layer":
         o = torch.ops.aten.native_layer_norm_backward(
             t["dy"], t["x"], [n], t["mean"].view(m, 1), t["rstd"].view(m, 1),
@@ -489,9 +499,10 @@ def main():
                                     ok=False, det=False, errs={},
                                     note=str(e)))
             continue
-        shapes = BENCH_SHAPES + EXTRA_SHAPES
+        shapes = BENCH_SHAPES + EXTRA_SHAPES + PAIRED_ROW_SHAPES
         if args.quick:
-            shapes = [(4096, 1024), (29, 17389), (7, 4099), (100000, 17)]
+            shapes = [(4096, 1024), (29, 17389), (7, 4099), (100000, 17),
+                      (3, 4096), (133, 3000), (265, 2999)]
         for m, n in shapes:
             if n not in lib.funcs:
                 continue
