@@ -63,6 +63,8 @@ const Case kCases[] = {
     {"layer", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     // Rows of 128 lanes: two per CTA, partials combined in the CTA.
     {"layer", "f32", 4096, "sm_90a", {4, 128, 2, 8, 0, false, true, true, 0, 0, 65536, 0}},
+    {"rms", "bf16", 4096, "sm_90a", {8, 128, 2, 4, 0, true, true, true, 0, 0, 32768, 0}},
+    {"layer", "bf16", 3000, "sm_90a", {8, 128, 2, 3, 0, true, true, true, 0, 0, 48000, 0}},
     {"layer", "f32", 16384, "sm_90a", {4, 256, 1, 8, 0, false, false, false, 0, 0, 0, 0, 2}},
     {"layer", "f32", 32768, "sm_90a", {4, 256, 1, 8, 0, false, false, false, 0, 0, 0, 0, 4}},
     {"layer", "bf16w32", 4096, "sm_90a", {8, 128, 2, 4, 3, false, true, true, 0, 0, 163840, 0}},
@@ -181,6 +183,23 @@ TEST_P(KernelPlanTest, FitsTheChip) {
     EXPECT_LE(2 * (plan.dynamicSharedBytes + 3 * 1024),
               target.sharedBytesPerSM);
   }
+}
+
+// The scalar fallback of a vector plan prefetches only where one register
+// per prefetched element fits: RMSNorm bf16 4096 (32 columns per lane)
+// spilled with it at two rows per CTA; LayerNorm bf16 3000 (24) does not.
+TEST_P(KernelPlanTest, ScalarFallbackPrefetchFits) {
+  const Case &c = GetParam();
+  MixedReductionOp op = fused(c);
+  ASSERT_TRUE(op);
+  KernelPlan plan =
+      planKernel(op, KernelPlanOptions(), *lookupGpuTarget(c.chip));
+  if (!plan.prefetch)
+    EXPECT_FALSE(plan.scalarPrefetch);
+  if (std::string(c.config) == "bf16" && c.n == 4096 && plan.prefetch)
+    EXPECT_FALSE(plan.scalarPrefetch);
+  if (std::string(c.config) == "bf16" && c.n == 3000)
+    EXPECT_TRUE(plan.scalarPrefetch);
 }
 
 INSTANTIATE_TEST_SUITE_P(
