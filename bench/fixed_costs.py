@@ -42,6 +42,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_check as gc  # noqa: E402
 from bench import Timer  # noqa: E402  (bench.py's protocol)
 
+def bytes_moved(t, outs):
+    """Bytes of every input and output of one call."""
+    return sum(v.numel() * v.element_size()
+               for v in list(t.values()) + list(outs.values()))
+
+
+class CleanFlushTimer(Timer):
+    """bench.py's protocol, but the flush ends with a read of its buffer:
+    the timed work finds clean lines in L2 instead of dirty ones."""
+
+    def flush(self):
+        super().flush()
+        self.cache.view(torch.int32).sum()
+
+
 def fit_line(xs, ys):
     """Least squares y = a + b x: (a, b)."""
     n = len(xs)
@@ -55,13 +70,7 @@ def sweep(args, timer, gen):
     """Fixed cost and streaming rate of ours and of a copy (see --sweep)."""
     name, n = args.sweep.split(":")
     rows = [int(v) for v in args.rows.split(",")]
-    clean = Timer(args.reps)
-
-    def clean_flush():
-        clean.cache.zero_()
-        clean.cache.view(torch.int32).sum()  # reads: clean lines in L2
-
-    clean.flush = clean_flush
+    clean = CleanFlushTimer(args.reps)
     bw = timer.copy_bandwidth()
     series = {"ours": [], "ours-clean": [], "copy": [], "copy-clean": []}
     floor_per_row = None
@@ -69,8 +78,7 @@ def sweep(args, timer, gen):
             args.dir, ",".join(f"{name}:{m}x{n}" for m in rows), gen):
         def ours():
             gc.call(lib, fn, sig, t, outs, m, n_)
-        nbytes = sum(v.numel() * v.element_size() for v in t.values()) + sum(
-            v.numel() * v.element_size() for v in outs.values())
+        nbytes = bytes_moved(t, outs)
         src = torch.empty(nbytes // 2, dtype=torch.int8, device="cuda")
         dst = torch.empty_like(src)
         times = {"ours": timer.graph_time(ours),
@@ -151,8 +159,7 @@ def main():
 
         preset_us = timer.graph_time(preset)
         same()
-        nbytes = sum(v.numel() * v.element_size() for v in t.values()) + sum(
-            v.numel() * v.element_size() for v in outs.values())
+        nbytes = bytes_moved(t, outs)
         src = torch.empty(nbytes // 2, dtype=torch.int8, device="cuda")
         dst = torch.empty_like(src)
         copy_us = timer.graph_time(lambda: dst.copy_(src))

@@ -96,6 +96,13 @@ private:
   void pickAsyncRing();
   void pickLaunch();
   int64_t registersFor(int64_t columnsPerLane) const;
+  /// Whether `r` programs' partial rows (static N or a tier's, with column
+  /// results) fit shared memory, so that the CTA adds them.
+  bool partialsCombineInCTA(int64_t r) const {
+    int64_t numCol = op.getColResults().size();
+    return cols && numCol > 0 &&
+           r * numCol * *cols * 4 <= maxAccumulatorSharedBytes(target);
+  }
   double prefetchRegistersPerColumn() const;
   int64_t registerBudget(int64_t group) const;
 
@@ -247,18 +254,14 @@ void KernelPlanner::pickRowsPerCTA() {
   // tiers: their masked scalar kernels, at 255 registers with 128
   // threads, spilled 52-312 bytes with 256 (5000x2999 with N dynamic: 61
   // -> 109 us).
-  int64_t numCol = op.getColResults().size();
-  auto combinedFit = [&](int64_t r) {
-    return cols && r * numCol * *cols * 4 <= maxAccumulatorSharedBytes(target);
-  };
   if (options.rowsPerCTA)
     plan.rowsPerCTA = options.rowsPerCTA;
   else if (plan.clusterCTAs > 1)
     plan.rowsPerCTA = 1;
   else if (plan.resident() && plan.threadsPerRow <= 64)
     plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
-  else if (plan.resident() && plan.threadsPerRow == 128 && numCol > 0 &&
-           !plan.tierCols && combinedFit(2))
+  else if (plan.resident() && plan.threadsPerRow == 128 && !plan.tierCols &&
+           partialsCombineInCTA(2))
     plan.rowsPerCTA = 2;
   else
     plan.rowsPerCTA = 1;
@@ -270,7 +273,7 @@ void KernelPlanner::pickSharedAccumulators() {
   if (cols && numCol > 0) {
     int64_t row = numCol * *cols * 4;
     if (plan.resident() && plan.rowsPerCTA > 1 &&
-        plan.rowsPerCTA * row <= maxAccumulatorSharedBytes(target)) {
+        partialsCombineInCTA(plan.rowsPerCTA)) {
       plan.combineInCTA = true;
       plan.dynamicSharedBytes = plan.rowsPerCTA * row;
     } else if (!plan.resident()) {
