@@ -7,12 +7,13 @@ inputs (never zeros), outputs poisoned with NaN first, dx/dw/db compared
 with a float64 reference by relative L2 error, and every element checked
 written. Also: dw/db bitwise identical over 20 runs; strided rows and an
 unaligned base pointer (the scalar kernel); rows around the programs of
-the two-rows-per-CTA plans (N = 2999, 3000, 4096); rows = 0; a problem of more
+the two-rows-per-CTA plans (N = 2999, 3000, 4096) and of the looped
+kernels' bulk ring (N = 12288, 16384); rows = 0; a problem of more
 than 2^31 elements; the dynamic-N function at odd and aligned N; and a
 small training step whose backward is ours.
 
   python3 bench/gpu_check.py --dir .carry/gpu [--quick] [--out DIR]
-      [--libs libriders_bf16.so,...]
+      [--libs libriders_bf16.so,...] [--shapes MxN,...]
 
 Prints one line per case and a table last; exits non-zero on any failure.
 """
@@ -45,6 +46,13 @@ EXTRA_SHAPES = [(1, 8192), (7, 4099), (3, 131072), (100000, 17),
 # CTA per SM, 264 rows), and fewer rows than programs.
 PAIRED_ROW_SHAPES = [(m, n) for n in (2999, 3000, 4096)
                      for m in (1, 2, 3, 131, 132, 133, 263, 264, 265, 1001)]
+# The looped kernels' bulk ring (N = 12288, 16384: S = 2 or 3 stages, 132
+# or 66 row programs with column groups): one to many row iterations, so
+# every stage is reused and each mbarrier's phase parity flips; row
+# counts of the split kernels (rows x 4 <= SMs) and just past them.
+BULK_ROW_SHAPES = [(m, n) for n in (12288, 16384)
+                   for m in (1, 33, 34, 65, 66, 67, 131, 132, 133, 197, 263,
+                             264, 265, 1001)]
 HUGE = (2097169, 1024)  # > 2^31 elements
 # The dynamic-N function (`<kind>_<config>_dyn`) at odd and aligned N, and
 # at the ends of resident tiers (256 and 2048: the N itself, one less, one
@@ -464,6 +472,30 @@ def check_riders_bf16(lib, results, gen, dev):
     return ok
 
 
+def check_shapes(args):
+    """Only the cases `args.shapes` names, in each library that has their N."""
+    dev = torch.device("cuda")
+    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(1234)
+    only = set(args.libs.split(",")) if args.libs else None
+    shapes = [tuple(int(v) for v in item.split("x"))
+              for item in args.shapes.split(",")]
+    results = []
+    for entry in manifest["libraries"]:
+        if (only is not None and entry["library"] not in only) or \
+                entry["library"].startswith("libriders"):
+            continue
+        lib = Library(os.path.join(args.dir, entry["library"]), entry)
+        for m, n in shapes:
+            if n in lib.funcs:
+                fn, sig = lib.funcs[n]
+                check_case(lib, fn, sig, m, n, gen, dev, results)
+    failed = [r for r in results if not r["ok"]]
+    print(f"{len(results) - len(failed)} of {len(results)} checks passed")
+    return 1 if failed or not results else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=".carry/gpu")
@@ -474,7 +506,12 @@ def main():
     ap.add_argument("--libs", default=None,
                     help="comma-separated libraries of the manifest to "
                          "check (default: all)")
+    ap.add_argument("--shapes", default=None,
+                    help="MxN,...: only these cases of each library (for "
+                         "compute-sanitizer runs)")
     args = ap.parse_args()
+    if args.shapes:
+        return check_shapes(args)
     dev = torch.device("cuda")
     manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
     gen = torch.Generator(device=dev)
@@ -499,7 +536,8 @@ def main():
                                     ok=False, det=False, errs={},
                                     note=str(e)))
             continue
-        shapes = BENCH_SHAPES + EXTRA_SHAPES + PAIRED_ROW_SHAPES
+        shapes = (BENCH_SHAPES + EXTRA_SHAPES + PAIRED_ROW_SHAPES +
+                  BULK_ROW_SHAPES)
         if args.quick:
             shapes = [(4096, 1024), (29, 17389), (7, 4099), (100000, 17),
                       (3, 4096), (133, 3000), (265, 2999)]

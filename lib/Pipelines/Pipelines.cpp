@@ -78,8 +78,11 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
                    " features=" + options.features +
                    " O=" + llvm::Twine(options.optLevel) + "}")
                       .str());
+  // convert-nvvm-to-llvm: the NVVM ops without an LLVM intrinsic (the bulk
+  // ring's mbarrier wait loop) become inline PTX.
   addUpstream(pm, "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,"
-                  "canonicalize,cse,reconcile-unrealized-casts)");
+                  "convert-nvvm-to-llvm,canonicalize,cse,"
+                  "reconcile-unrealized-casts)");
   addUpstream(pm, "gpu-module-to-binary{format=isa}");
 }
 

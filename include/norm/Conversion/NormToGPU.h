@@ -79,6 +79,12 @@ struct KernelPlan {
   // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
   int64_t asyncStages = 0;
   int64_t asyncRingOffset = 0;
+  // Looped vector kernel (sm_90+, static N, 16-byte chunks of every full
+  // input): this many rows of the full inputs staged whole in shared
+  // memory by cp.async.bulk (0: none), at byte `bulkRingOffset` of the
+  // dynamic shared memory, then one mbarrier per stage.
+  int64_t bulkStages = 0;
+  int64_t bulkRingOffset = 0;
   // Resident, static N too long for one CTA: this many CTAs of a
   // thread-block cluster share each row (1: none). CTA r owns the r-th
   // contiguous part of the row's chunks (chunksPerThread counts the part);
@@ -110,6 +116,14 @@ struct KernelPlan {
 /// rest stays for a second CTA's worth of occupancy; measured on the H100),
 /// and 3 KiB below the CTA's limit (its static arrays) elsewhere.
 int64_t maxAccumulatorSharedBytes(const GpuTarget &target);
+
+/// Dynamic shared memory of one CTA that takes an SM to itself (the
+/// looped kernels' bulk ring, KernelPlan::bulkStages): the CTA's limit less
+/// 3 KiB for its static arrays.
+int64_t maxDynamicSharedBytes(const GpuTarget &target);
+
+/// The bulk ring's mbarrier per stage (8 bytes, kept 16-byte aligned).
+constexpr int64_t kBulkBarrierBytes = 16;
 
 /// The looped variant's accumulators per CTA when it aims at two CTAs per
 /// SM (KernelPlan::twoCTAsPerSM): 100 KiB on the H100, at most half an SM's

@@ -111,6 +111,13 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "a shared-memory ring (register-resident vector kernel; reduced "
            "until the ring fits the shared-memory budget); 0 or 1: plain "
            "loads (and the register prefetch)">,
+    Option<"bulkStages", "bulk-stages", "int64_t", /*default=*/"3",
+           "Rows of full inputs staged whole in shared memory by "
+           "cp.async.bulk, completing on an mbarrier (looped vector kernel, "
+           "sm_90+, static N; reduced until the ring fits beside the "
+           "accumulators, none below 2): both passes over a row read it "
+           "from shared memory; 0 or 1: none (each pass reads the row from "
+           "global memory)">,
     Option<"singleLaunch", "single-launch", "bool", /*default=*/"true",
            "Let the main kernel also do the final reduction after a grid "
            "barrier (one cooperative launch instead of two kernels; the "

@@ -154,6 +154,10 @@ LogicalResult mlir::norm::validateGpuOptions(
     bad("async-stages", Twine(options.asyncStages),
         "expected 0 or 1 (plain loads) or a ring depth in [2, " +
             Twine(kMaxAsyncStagesLimit) + "]");
+  if (options.bulkStages < 0 || options.bulkStages > kMaxAsyncStagesLimit)
+    bad("bulk-stages", Twine(options.bulkStages),
+        "expected 0 or 1 (no bulk ring) or a ring depth in [2, " +
+            Twine(kMaxAsyncStagesLimit) + "]");
   if (options.maxClusterCTAs < 1 || options.maxClusterCTAs > 8 ||
       !isPowerOfTwo(options.maxClusterCTAs))
     bad("max-cluster-ctas", Twine(options.maxClusterCTAs),

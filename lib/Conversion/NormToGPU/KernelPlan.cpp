@@ -36,6 +36,10 @@ int64_t mlir::norm::maxAccumulatorSharedBytes(const GpuTarget &target) {
   return std::min<int64_t>(160 * 1024, target.sharedBytesPerBlock - 3 * 1024);
 }
 
+int64_t mlir::norm::maxDynamicSharedBytes(const GpuTarget &target) {
+  return target.sharedBytesPerBlock - 3 * 1024;
+}
+
 int64_t mlir::norm::loopedSharedBytes(const GpuTarget &target) {
   return std::min<int64_t>(100 * 1024,
                            target.sharedBytesPerSM / 2 - 14 * 1024);
@@ -84,6 +88,7 @@ private:
     pickRowsPerCTA();
     pickSharedAccumulators();
     pickAsyncRing();
+    pickBulkRing();
     pickLaunch();
     return plan;
   }
@@ -94,6 +99,7 @@ private:
   void pickRowsPerCTA();
   void pickSharedAccumulators();
   void pickAsyncRing();
+  void pickBulkRing();
   void pickLaunch();
   int64_t registersFor(int64_t columnsPerLane) const;
   /// Whether `r` programs' partial rows (static N or a tier's, with column
@@ -343,6 +349,42 @@ void KernelPlanner::pickAsyncRing() {
       plan.prefetch = plan.scalarPrefetch = false;
       break;
     }
+  }
+}
+
+void KernelPlanner::pickBulkRing() {
+  // The looped kernels read a row from global memory once per pass (the
+  // row sums, then the elementwise pass and the column sums; with column
+  // groups every CTA of the row repeats the row sums), with a memory
+  // latency at the top of each loop: ncu of LayerNorm bf16 2048x16384
+  // (perf-notes v10) put them at 61% of DRAM bandwidth, 36% of the stall
+  // cycles on L1TEX scoreboard. Staged whole in shared memory by one
+  // thread's bulk copies, `bulkStages - 1` rows ahead, a row is read from
+  // global memory once per CTA and both passes read shared memory.
+  // One CTA per SM (the stages take most of it): no two-CTA cap.
+  // Needs 16-byte aligned rows of a static N (16-byte chunks of every full
+  // input: the launcher checks the pointers and strides to them) and a
+  // multiple of 16 bytes per row (cp.async.bulk's size).
+  if (!target.hasBulkCopy || plan.resident() || !plan.staticCols ||
+      plan.vector == 1 || plan.rowsPerCTA != 1 || options.bulkStages < 2)
+    return;
+  int64_t perStage = 0;
+  for (Value v : op.getFull()) {
+    int64_t bytes = elementBytes(v.getType());
+    if (bytes * plan.vector != 16)
+      return;
+    perStage += bytes * *cols;
+  }
+  int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
+  for (int64_t s = options.bulkStages; s >= 2; --s) {
+    int64_t bytes = offset + s * (perStage + kBulkBarrierBytes);
+    if (bytes > maxDynamicSharedBytes(target))
+      continue;
+    plan.bulkStages = s;
+    plan.bulkRingOffset = offset;
+    plan.dynamicSharedBytes = bytes;
+    plan.twoCTAsPerSM = false;
+    return;
   }
 }
 

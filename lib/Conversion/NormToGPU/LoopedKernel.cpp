@@ -12,15 +12,26 @@
 //     prologue (unpack, captures, shared memory, program ids)
 //     computeColumnParts     progRow, rowPrograms, [partBegin, partEnd)
 //     zeroAccumulators
+//     startBulkRing          (plan.bulkStages) mbarriers, the first rows
 //     row loop (RowState):
+//       stageRow             (bulk ring) the next row in, wait for this one
 //       reduceRowStages      per stage: looped within thread, warp, warps
 //       finishRow            elementwise results, column contributions
 //     copySharedAccumulators shared memory -> the partial row
 //     single-launch tail (plan.singleLaunch)
 //
+// The bulk ring (vector kernel, plan.bulkStages = S): thread 0 copies the
+// whole row of every full input into stage j % S with cp.async.bulk, S - 1
+// rows ahead, completing on the stage's mbarrier with the row's byte
+// count; the passes over the row read the stage (shared memory) instead of
+// global memory. A CTA barrier at the top of each row iteration frees the
+// stage the previous row used before thread 0 refills it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "MainKernel.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 using namespace mlir;
 using namespace mlir::norm;
@@ -44,20 +55,35 @@ LogicalResult LoopedKernelBuilder::build(gpu::GPUFuncOp func) {
   loopedChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(G));
   partLoopedChunks = arith::CeilDivUIOp::create(b, loc, partChunks, c64(G));
   unroll = plan.loopUnroll(op, V);
+  bulkStages = V > 1 ? plan.bulkStages : 0;
   zeroAccumulators();
+  if (bulkStages)
+    startBulkRing(func);
 
+  // With the bulk ring (one CTA per SM, registers to spare) the row inputs
+  // are loaded a row ahead, so no row starts with a memory latency.
+  SmallVector<Value> firstInputs;
+  if (bulkStages)
+    firstInputs = loadRowInputs(minU(progRow, lastRow));
   scf::ForOp::create(
-      b, loc, zero64, iters, one64, ValueRange{},
-      [&](OpBuilder &, Location, Value it, ValueRange) {
+      b, loc, zero64, iters, one64, firstInputs,
+      [&](OpBuilder &, Location, Value it, ValueRange carried) {
         RowState row;
         row.iteration = it;
         row.row = add(mul(it, rowPrograms), progRow);
         row.valid = ult(row.row, rows);
         row.clamped = minU(row.row, lastRow);
-        row.inputs = loadRowInputs(row.clamped);
+        SmallVector<Value> nextInputs;
+        if (bulkStages) {
+          row.inputs.assign(carried.begin(), carried.end());
+          nextInputs = loadRowInputs(minU(add(row.row, rowPrograms), lastRow));
+          stageRow(it);
+        } else {
+          row.inputs = loadRowInputs(row.clamped);
+        }
         reduceRowStages(row);
         finishRow(row);
-        scf::YieldOp::create(b, loc);
+        scf::YieldOp::create(b, loc, nextInputs);
       });
 
   if (plan.sharedAccumulators)
@@ -75,6 +101,141 @@ void LoopedKernelBuilder::computeColumnParts() {
   partBegin = mul(arith::RemUIOp::create(b, loc, prog, colGroups), partChunks);
   partEnd = minU(add(partBegin, partChunks), chunks);
 }
+
+//===----------------------------------------------------------------------===//
+// The bulk ring
+//===----------------------------------------------------------------------===//
+
+/// Thread 0 initialises one mbarrier per stage (one arrival: its own, with
+/// the stage's byte count) and makes them visible to the async proxy
+/// before any thread waits or any copy completes on them; then the first
+/// S - 1 rows.
+void LoopedKernelBuilder::startBulkRing(gpu::GPUFuncOp func) {
+  Value base = LLVM::AddressOfOp::create(
+      b, loc,
+      getDynamicSharedMemory(b, func->getParentOfType<gpu::GPUModuleOp>()));
+  bulkRing = LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                                 ValueRange{c64(plan.bulkRingOffset)});
+  bulkStageBytes = 0;
+  for (Value in : op.getFull()) {
+    bulkInputOffsets.push_back(bulkStageBytes);
+    bulkStageBytes += elementBytes(in.getType()) * *plan.staticCols;
+  }
+  ifThen(isThreadZero(), [&] {
+    for (int64_t s = 0; s < bulkStages; ++s)
+      NVVM::MBarrierInitOp::create(b, loc, bulkBarrier(c64(s)),
+                                   arith::ConstantOp::create(
+                                       b, loc, b.getI32IntegerAttr(1)),
+                                   Value());
+    fenceProxyAsyncShared();
+  });
+  gpu::BarrierOp::create(b, loc);
+  for (int64_t j = 0; j + 1 < bulkStages; ++j)
+    issueBulkRow(c64(j));
+}
+
+Value LoopedKernelBuilder::isThreadZero() {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                               c64(0));
+}
+
+/// Orders this thread's (and, after a barrier, the CTA's) generic accesses
+/// to shared memory before its later async-proxy ones (bulk copies).
+void LoopedKernelBuilder::fenceProxyAsyncShared() {
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+}
+
+Value LoopedKernelBuilder::bulkAt(Value byteOffset) {
+  return LLVM::GEPOp::create(b, loc, bulkRing.getType(), b.getI8Type(),
+                             bulkRing, ValueRange{byteOffset});
+}
+
+Value LoopedKernelBuilder::bulkBarrier(Value stage) {
+  return bulkAt(add(c64(bulkStages * bulkStageBytes),
+                    mul(stage, c64(kBulkBarrierBytes))));
+}
+
+/// Thread 0: the full inputs of row iteration j's row into stage j % S,
+/// unless j is past the loop (every copy issued is waited for).
+void LoopedKernelBuilder::issueBulkRow(Value j) {
+  Value stage = arith::RemUIOp::create(b, loc, j, c64(bulkStages));
+  Value rowIndex = minU(add(mul(j, rowPrograms), progRow), lastRow);
+  Value go = arith::AndIOp::create(b, loc, isThreadZero(), ult(j, iters));
+  ifThen(go, [&] {
+    // The CTA's reads of the stage (a row ago, before the barrier) come
+    // before the copy's writes.
+    fenceProxyAsyncShared();
+    Value barrier = bulkBarrier(stage);
+    NVVM::MBarrierArriveExpectTxOp::create(
+        b, loc, Type(), barrier,
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(bulkStageBytes)),
+        NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
+    Value stageBase = bulkAt(mul(stage, c64(bulkStageBytes)));
+    for (auto [i, in] : llvm::enumerate(fullIn)) {
+      Type elem = elementTypeOf(op.getFull()[i]);
+      Value src = LLVM::GEPOp::create(b, loc, ptr, elem, in,
+                                      ValueRange{mul(rowIndex, strideIn[i])});
+      Value dst = LLVM::GEPOp::create(b, loc, bulkRing.getType(),
+                                      b.getI8Type(), stageBase,
+                                      ValueRange{c64(bulkInputOffsets[i])});
+      // As a shared::cluster address (the CTA's own window): the
+      // shared::cta form of the copy needs PTX 8.6.
+      dst = LLVM::AddrSpaceCastOp::create(
+          b, loc, LLVM::LLVMPointerType::get(b.getContext(), 7), dst);
+      int64_t bytes = elementBytes(elem) * *plan.staticCols;
+      NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+          b, loc, dst, src, barrier,
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(bytes)),
+          Value(), Value());
+    }
+  });
+}
+
+/// Row iteration `it`: once every thread is past the previous row (the
+/// barrier), its stage takes row it + S - 1; then every thread waits for
+/// this row's stage (phase parity (it / S) % 2) and reads it from there.
+void LoopedKernelBuilder::stageRow(Value it) {
+  gpu::BarrierOp::create(b, loc);
+  issueBulkRow(add(it, c64(bulkStages - 1)));
+  Value stage = arith::RemUIOp::create(b, loc, it, c64(bulkStages));
+  Value use = arith::DivUIOp::create(b, loc, it, c64(bulkStages));
+  Value parity = arith::TruncIOp::create(
+      b, loc, i32, arith::RemUIOp::create(b, loc, use, c64(2)));
+  // The suspend-time hint of each try (ns); the op loops until the phase
+  // completes.
+  Value ticks = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1000000));
+  NVVM::MBarrierTryWaitParityOp::create(b, loc, bulkBarrier(stage), parity,
+                                        ticks);
+  rowStage = bulkAt(mul(stage, c64(bulkStageBytes)));
+}
+
+/// The full inputs of `chunk`: from the row's stage of the bulk ring, else
+/// from global memory.
+ChunkValues LoopedKernelBuilder::loadRowChunk(const RowState &row,
+                                              const Chunk &chunk) {
+  if (!bulkStages)
+    return loadFull(row, chunk);
+  ChunkValues vals;
+  for (auto [i, in] : llvm::enumerate(op.getFull())) {
+    Type elem = elementTypeOf(in);
+    Value input = LLVM::GEPOp::create(b, loc, rowStage.getType(),
+                                      b.getI8Type(), rowStage,
+                                      ValueRange{c64(bulkInputOffsets[i])});
+    Value at = LLVM::GEPOp::create(b, loc, rowStage.getType(), elem, input,
+                                   ValueRange{chunk.column});
+    Value raw = LLVM::LoadOp::create(b, loc, VectorType::get({V}, elem), at,
+                                     kSharedAlignment);
+    vals.push_back(split(raw, V));
+  }
+  return vals;
+}
+
+//===----------------------------------------------------------------------===//
+// Accumulators
+//===----------------------------------------------------------------------===//
 
 /// The program's part of its accumulators starts at zero.
 void LoopedKernelBuilder::zeroAccumulators() {
@@ -106,7 +267,7 @@ void LoopedKernelBuilder::reduceRowStages(RowState &row) {
           SmallVector<ChunkValues> vals;
           for (int64_t u = 0; u < unroll; ++u) {
             group.push_back(chunkAt(add(k, c64(u))));
-            vals.push_back(loadFull(row, group.back()));
+            vals.push_back(loadRowChunk(row, group.back()));
           }
           SmallVector<Value> next(carried);
           for (int64_t u = 0; u < unroll; ++u)
@@ -127,7 +288,7 @@ void LoopedKernelBuilder::finishRow(const RowState &row) {
         SmallVector<ChunkValues> vals;
         for (int64_t u = 0; u < unroll; ++u) {
           group.push_back(chunkAt(add(k, c64(u)), /*inPart=*/true));
-          vals.push_back(loadFull(row, group.back()));
+          vals.push_back(loadRowChunk(row, group.back()));
         }
         for (int64_t u = 0; u < unroll; ++u) {
           ChunkResults results = computeElementwise(row, group[u], vals[u]);

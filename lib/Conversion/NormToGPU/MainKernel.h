@@ -254,6 +254,15 @@ private:
   void accumulateColumns(const Chunk &chunk,
                          ArrayRef<SmallVector<Value>> contribs);
   void copySharedAccumulators();
+  // The bulk ring (plan.bulkStages).
+  void startBulkRing(gpu::GPUFuncOp func);
+  void issueBulkRow(Value j);
+  void stageRow(Value it);
+  ChunkValues loadRowChunk(const RowState &row, const Chunk &chunk);
+  Value isThreadZero();
+  void fenceProxyAsyncShared();
+  Value bulkAt(Value byteOffset);
+  Value bulkBarrier(Value stage);
   /// Index of (column result c, column) in the shared accumulators of the
   /// program's part.
   Value sharedIndex(unsigned c, Value column) {
@@ -263,6 +272,11 @@ private:
 
   Value colGroups, partCols, partFirstCol, loopedChunks, partLoopedChunks;
   int64_t unroll = 2; // chunks per loop iteration
+  int64_t bulkStages = 0;     // rows of the bulk ring (0: none)
+  int64_t bulkStageBytes = 0; // one row of every full input
+  SmallVector<int64_t> bulkInputOffsets; // of each full input in a stage
+  Value bulkRing;             // !llvm.ptr<3>
+  Value rowStage;             // the stage of the row iteration being built
 };
 
 /// Creates the builder of the main kernel for `plan`.

@@ -109,6 +109,8 @@ struct ConvertNormToGPUPass
                                      : "");
     if (plan.asyncStages)
       os << ", cp.async ring of " << plan.asyncStages << " rows";
+    if (plan.bulkStages)
+      os << ", cp.async.bulk ring of " << plan.bulkStages << " rows";
     os << (plan.singleLaunch ? ", single launch" : "") << ", ~"
        << plan.estimatedRegisters << " registers, CTAs per SM: ";
     if (plan.programsPerSM)
@@ -216,6 +218,7 @@ struct ConvertNormToGPUPass
     split.minColumnGroups = plan.splitColumnGroups;
     split.dynamicSharedBytes = plan.splitSharedBytes;
     split.twoCTAsPerSM = false;
+    split.bulkStages = 0;
     // Measured no faster with the tail (perf-notes v6): two launches.
     split.singleLaunch = false;
     struct Variant {
