@@ -32,6 +32,7 @@ struct Expected {
   int64_t columnGroups, splitColumnGroups, dynamicSharedBytes,
       splitSharedBytes;
   int64_t clusterCTAs = 1;
+  int64_t bulkStages = 0;
 };
 
 struct Case {
@@ -51,15 +52,22 @@ const Case kCases[] = {
     // Rows of 256 lanes: the cp.async ring behind no accumulators.
     {"rms", "bf16", 5120, "sm_90a", {8, 256, 1, 3, 3, false, false, true, 0, 0, 73728, 0}},
     {"rms", "bf16", 8192, "sm_90a", {8, 256, 1, 4, 3, false, false, true, 0, 0, 98304, 0}},
-    // Looped 16-bit rows: column groups and the split kernels for few rows.
-    {"rms", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 65536, 16384}},
+    // Looped 16-bit rows: column groups and the split kernels for few rows;
+    // on sm_90a the bulk ring behind the accumulators, as deep as fits 224
+    // KiB (RMSNorm 12288: 3 stages of 48 KiB; 16384: 2 of 64 KiB).
+    {"rms", "bf16", 12288, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 196656, 12288, 1, 3}},
+    {"rms", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 196640, 16384, 1, 2}},
+    {"layer", "bf16", 12288, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 196640, 24576, 1, 2}},
     // Odd N (the scalar kernel) and 32-bit rows past one CTA: clusters of
     // resident CTAs (4 of 256 lanes for 17389: 8695 columns would need 34
     // per lane at 256).
     {"rms", "bf16", 17389, "sm_90a", {1, 256, 1, 17, 0, true, false, false, 0, 0, 0, 0, 4}},
+    // N = 32768: two stages of a whole row do not fit beside the
+    // accumulators (128 KiB, or a part of 128 KiB): no bulk ring.
     {"rms", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 131072, 32768}},
     {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
-    {"layer", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 65536, 32768}},
+    // Two column groups: each CTA stages the whole row (the row sums).
+    {"layer", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 196640, 32768, 1, 2}},
     {"layer", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     // Rows of 128 lanes: two per CTA, partials combined in the CTA.
     {"layer", "f32", 4096, "sm_90a", {4, 128, 2, 8, 0, false, true, true, 0, 0, 65536, 0}},
@@ -161,6 +169,7 @@ TEST_P(KernelPlanTest, MatchesTable) {
   EXPECT_EQ(plan.dynamicSharedBytes, e.dynamicSharedBytes);
   EXPECT_EQ(plan.splitSharedBytes, e.splitSharedBytes);
   EXPECT_EQ(plan.clusterCTAs, e.clusterCTAs);
+  EXPECT_EQ(plan.bulkStages, e.bulkStages);
 }
 
 TEST_P(KernelPlanTest, FitsTheChip) {
@@ -171,8 +180,23 @@ TEST_P(KernelPlanTest, FitsTheChip) {
   KernelPlan plan = planKernel(op, KernelPlanOptions(), target);
   // Dynamic shared memory plus the static arrays (warp slots, the tail's
   // slices: at most 3 KiB) within the CTA's limit.
-  EXPECT_LE(plan.dynamicSharedBytes, maxAccumulatorSharedBytes(target));
+  // The bulk ring takes the SM (one CTA), the rest leave room for two.
+  EXPECT_LE(plan.dynamicSharedBytes, plan.bulkStages
+                                         ? maxDynamicSharedBytes(target)
+                                         : maxAccumulatorSharedBytes(target));
   EXPECT_LE(plan.splitSharedBytes, maxAccumulatorSharedBytes(target));
+  EXPECT_LE(maxDynamicSharedBytes(target) + 3 * 1024,
+            target.sharedBytesPerBlock);
+  if (plan.bulkStages) {
+    EXPECT_TRUE(target.hasBulkCopy);
+    EXPECT_GE(plan.bulkStages, 2);
+    EXPECT_FALSE(plan.resident());
+    EXPECT_FALSE(plan.twoCTAsPerSM);
+    EXPECT_EQ(plan.bulkRingOffset % 16, 0);
+    EXPECT_LE(plan.bulkRingOffset + plan.bulkStages * kBulkBarrierBytes,
+              plan.dynamicSharedBytes);
+  }
+
   EXPECT_LE(maxAccumulatorSharedBytes(target) + 3 * 1024,
             target.sharedBytesPerBlock);
   // The ring is read with 16-byte vectors.
