@@ -2,6 +2,8 @@
 // RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(convert-norm-to-gpu)' | FileCheck %s %}
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="threads-per-row=64" | FileCheck %s --check-prefix=WIDE
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4" | FileCheck %s --check-prefix=LOOPED
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 bulk-stages=0" | FileCheck %s --check-prefix=NOBULK
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 chip=sm_80" | FileCheck %s --check-prefix=NOBULK
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="async-stages=0" | FileCheck %s --check-prefix=PREFETCH
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false" | FileCheck %s --check-prefix=TWO
 // The remarks (the resident tiers of @captured's run-time N have their own
@@ -150,24 +152,56 @@
 
 // LOOPED-LABEL: func.func @rms
 // LOOPED:         chunks_per_thread = 0
-// LOOPED-SAME:    dynamic_shared_bytes = 2048
+// LOOPED-SAME:    dynamic_shared_bytes = 8240
 // The looped variant keeps its column accumulators in shared memory (N x 4
-// bytes): zeroed first, then each pass re-reads the row, and the last pass
-// adds into the lane's own columns; finally each lane copies its columns
-// to the program's partial row.
+// = 2048 bytes): zeroed first, then the passes over the row, and the last
+// pass adds into the lane's own columns; finally each lane copies its
+// columns to the program's partial row. On sm_90a the rows of x and dy are
+// staged in a bulk ring behind the accumulators (3 stages of 2 x 1024
+// bytes, then an mbarrier of 16 bytes per stage): thread 0 initialises the
+// barriers and issues the first two rows; each row iteration frees the
+// previous row's stage (barrier), refills it with the row two ahead, waits
+// for its own stage and reads its chunks from shared memory.
 // LOOPED:         gpu.func @rms_0_main
 // LOOPED:           gpu.dynamic_shared_memory
 // LOOPED:           scf.for
 // LOOPED:             memref.store %{{.*}}, %view
+// LOOPED-COUNT-3:   nvvm.mbarrier.init
+// LOOPED:           nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// LOOPED:           gpu.barrier
+// LOOPED:           nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c2048_i32
+// LOOPED-COUNT-2:   nvvm.cp.async.bulk.shared.cluster.global %{{.*}}, %c1024_i32
 // LOOPED:           scf.for
+// LOOPED:             gpu.barrier
+// LOOPED:             nvvm.fence.proxy
+// LOOPED:             nvvm.mbarrier.arrive.expect_tx
+// LOOPED-COUNT-2:     nvvm.cp.async.bulk.shared.cluster.global
+// LOOPED:             nvvm.mbarrier.try_wait.parity
 // LOOPED:             scf.for {{.*}} -> (f32)
+// LOOPED:               llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<8xbf16>
 // LOOPED:             scf.for
+// LOOPED:               llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<8xbf16>
 // LOOPED:               memref.load %view
 // LOOPED:               arith.addf
 // LOOPED:               memref.store %{{.*}}, %view
 // LOOPED:           scf.for
 // LOOPED:             memref.load %view
 // LOOPED:             llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xf32>, !llvm.ptr<1>
+// The scalar fallback (rows not 16-byte aligned) reads global memory.
+// LOOPED:         gpu.func @rms_0_main_scalar
+// LOOPED-NOT:       nvvm.cp.async.bulk
+// LOOPED:         gpu.func @rms_0_final
+
+// Without the bulk ring (bulk-stages=0, or sm_80): each pass re-reads the
+// row from global memory.
+// NOBULK-LABEL: func.func @rms
+// NOBULK:         chunks_per_thread = 0
+// NOBULK-SAME:    dynamic_shared_bytes = 2048
+// NOBULK:         gpu.func @rms_0_main
+// NOBULK-NOT:       nvvm.cp.async.bulk
+// NOBULK:           scf.for {{.*}} -> (f32)
+// NOBULK:             llvm.load %{{.*}} : !llvm.ptr<1> -> vector<8xbf16>
+// NOBULK:         gpu.func @rms_0_main_scalar
 
 #map = affine_map<(d0) -> (d0)>
 func.func @rms(%x: tensor<?x512xbf16>, %dy: tensor<?x512xbf16>, %rstd: tensor<?xf32>, %w: tensor<512xbf16>) -> (tensor<?x512xbf16>, tensor<512xbf16>) {
