@@ -85,7 +85,7 @@ MUTANTS = {
 }
 VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
             "column-groups", "combine-in-cta", "cooperative", "two-launch",
-            "tier-vector", "tier-scalar", "tier-boundary", "cluster")
+            "tier-vector", "tier-scalar", "tier-boundary", "cluster", "bulk")
 
 
 # --------------------------------------------------------------------------
@@ -127,6 +127,12 @@ def plan_thresholds(p):
     for budget in (100 * 1024, 160 * 1024):
         for groups in (1, 2, 3, 4, 8):
             ts.append(groups * budget // (4 * max(1, num_col)))
+    # The looped kernels' bulk ring (16-bit full inputs, sm_90a): the
+    # longest row whose two stages of x, dy (, residual) fit 224 KiB beside
+    # the accumulators of 1 or 2 column groups.
+    room = 224 * 1024 - 2 * 16
+    for groups in (1, 2):
+        ts.append(room // (4 * num_col // groups + 2 * 2 * full))
     return sorted(set(t for t in ts if 1 <= t <= 70000))
 
 
@@ -253,7 +259,7 @@ def gen_cases(p, rng, count, plan=None):
 PLAN_KEYS = ("threads_per_row", "rows_per_cta", "chunks_per_thread",
              "vector", "async_stages", "single_launch", "combine_in_cta",
              "column_groups", "split_column_groups", "dynamic_shared_bytes",
-             "cluster_ctas")
+             "cluster_ctas", "bulk_stages")
 TIER_KEYS = ("cols",) + PLAN_KEYS
 
 
@@ -416,6 +422,8 @@ def variants_of(plan, kernels, n=None):
             out.add("looped")
             if not split and plan.get("column_groups", 1) > 1:
                 out.add("column-groups")
+            if not split and not scalar and plan.get("bulk_stages", 0) >= 2:
+                out.add("bulk")
         out.add("cooperative" if mode == "coop" else "two-launch")
     if any("_final" in n for n, _, _ in names) and not mains:
         out.add("two-launch")
@@ -776,6 +784,7 @@ def pick_sanitize(todo, count):
                plan.get("async_stages", 0) >= 2,
                plan.get("column_groups", 1) > 1,
                plan.get("cluster_ctas", 1) > 1,
+               plan.get("bulk_stages", 0) >= 2,
                t[2]["rows"] * 4 <= SMS, bool(t[2]["off"]) or bool(t[2]["pad"]))
         buckets.setdefault(key, []).append(t)
     picked = []

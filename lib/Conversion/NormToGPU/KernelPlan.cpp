@@ -394,9 +394,10 @@ void KernelPlanner::pickLaunch() {
   plan.programsPerSM = options.programsPerSM;
   // One launch when there are column results to finish and the block can
   // hold the final reduction's 32-column tiles.
-  // Only for the resident variant: measured on the H100 (perf-notes v6),
-  // the looped kernels run slower with the tail (it costs them a CTA per
-  // SM).
+  // Only for the resident variant: measured on the H100, the looped
+  // kernels run slower with the tail: without the bulk ring it costs them
+  // their second CTA per SM (perf-notes v6); with it (one CTA per SM
+  // anyway) 0-7% slower all the same (v11).
   // Clusters take two launches: a cooperative launch of clustered kernels
   // is not one the runtime makes.
   plan.singleLaunch = options.singleLaunch && plan.resident() &&

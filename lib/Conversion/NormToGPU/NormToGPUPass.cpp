@@ -294,7 +294,7 @@ struct ConvertNormToGPUPass
                     plan.resident() ? 0 : plan.minColumnGroups,
                     plan.splitColumnGroups, plan.splitSharedBytes,
                     plan.finalThreads(), plan.dynamicSharedBytes,
-                    plan.clusterCTAs, tiers));
+                    plan.clusterCTAs, plan.bulkStages, tiers));
   }
 };
 

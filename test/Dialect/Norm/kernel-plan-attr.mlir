@@ -92,6 +92,30 @@ func.func @cluster_not_a_power_of_two() attributes {norm.gpu = #norm.kernel_plan
 
 // -----
 
+// A looped plan with a bulk ring round-trips (bulk_stages is printed only
+// when not 0).
+// CHECK-LABEL: func.func @bulk_ring
+// CHECK: dynamic_shared_bytes = 196640, bulk_stages = 2>
+func.func @bulk_ring() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = true, async_stages = 0, column_groups = 1, split_column_groups = 4, split_shared_bytes = 16384, final_threads = 512, dynamic_shared_bytes = 196640, bulk_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: bulk_stages must be 0 (none) or at least 2, got 1}}
+func.func @bulk_one_stage() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, bulk_stages = 1>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: only a looped vector plan of one row per CTA and a static N has a bulk ring}}
+func.func @bulk_resident() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 32, rows_per_cta = 8, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 131072, bulk_stages = 2>} {
+  return
+}
+
+// -----
+
 // expected-error @below {{kernel_plan: only a resident plan of one row per CTA and a static N shares rows in a cluster}}
 func.func @cluster_looped() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, cluster_ctas = 2>} {
   return

@@ -99,7 +99,8 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t asyncStages, int64_t columnGroups,
                        int64_t splitColumnGroups, int64_t splitSharedBytes,
                        int64_t finalThreads, int64_t dynamicSharedBytes,
-                       int64_t clusterCtas, ArrayAttr tiers) {
+                       int64_t clusterCtas, int64_t bulkStages,
+                       ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -124,6 +125,13 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (clusterCtas > 1 && (!resident || rowsPerCta != 1 || tiers))
     return emitError() << "kernel_plan: only a resident plan of one row per "
                           "CTA and a static N shares rows in a cluster";
+  if (bulkStages < 0 || bulkStages == 1)
+    return emitError() << "kernel_plan: bulk_stages must be 0 (none) or at "
+                          "least 2, got "
+                       << bulkStages;
+  if (bulkStages > 0 && (resident || vector == 1 || rowsPerCta != 1 || tiers))
+    return emitError() << "kernel_plan: only a looped vector plan of one row "
+                          "per CTA and a static N has a bulk ring";
   if (!tiers)
     return success();
   int64_t previous = 0;

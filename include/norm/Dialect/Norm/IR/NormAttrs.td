@@ -64,6 +64,11 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     distributed shared memory. The kernels carry the cluster shape
     (`.reqnctapercluster`); the grid is a multiple of it.
 
+    `bulk_stages` (a looped plan on sm_90+ with a static N, printed only
+    when not 0): the rows of the full inputs its vector kernel stages whole
+    in dynamic shared memory with `cp.async.bulk` (after the accumulators;
+    `dynamic_shared_bytes` counts them and one mbarrier per stage).
+
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
     plan's `vector`. The launcher takes the first tier whose `cols` holds
@@ -92,6 +97,8 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     "int64_t":$dynamic_shared_bytes,
     DefaultValuedParameter<"int64_t", "1",
                            "CTAs of a thread-block cluster per row">:$cluster_ctas,
+    DefaultValuedParameter<"int64_t", "0",
+                           "rows of the looped kernel's bulk ring">:$bulk_stages,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
