@@ -9,7 +9,9 @@ buffers, several column results, recomputed statistics, zero-centred or no
 weight, no bias -- bf16 / f16 / f32 and 16-bit activations with f32
 weights), with GPU-sized shapes instead of the CPU's small ones: N from 1
 to 70000 (primes, odd N, multiples of 8 / 16, N on either side of every
-threshold of the kernel plan), rows from 1 to ~200k (static, dynamic rows,
+threshold of the kernel plan; a tenth of the 16-bit programs at the looped
+kernels' bulk ring: an aligned N of 9000 to 20000 and 34 rows or more),
+rows from 1 to ~200k (static, dynamic rows,
 all dims dynamic). Each program is run on several cases: random rows (when
 dynamic), row strides > N, base pointers off their 16-byte alignment; a
 run-time N lands half the time at a resident tier's boundary (its capacity,
@@ -181,6 +183,12 @@ def gen_program(index, seed):
     n = pick_n(rng, base, vector)
     limit = MAX_ELEMS_LARGE if rng.random() < 0.05 else MAX_ELEMS
     rows = pick_rows(rng, n, limit)
+    if base.x_type != "f32" and rng.random() < 0.1:
+        # The looped kernels' bulk ring (16-bit rows past the resident
+        # variant, aligned, more rows than the split kernels take): a
+        # multiple of the vector width up to where its stages stop fitting.
+        n = vector * rng.randint(9000 // vector, 20000 // vector)
+        rows = rng.randint(34, max(34, min(3000, MAX_ELEMS // n)))
     rank = 3 if rng.random() < 0.25 else 2
     lead = factor_lead(rng, rows, rank)
     dynamic = rng.choice((None, "rows", "rows", "rows", "all"))
