@@ -234,7 +234,7 @@ ChunkValues LoopedKernelBuilder::loadRowChunk(const RowState &row,
 }
 
 //===----------------------------------------------------------------------===//
-// Accumulators
+// Accumulators and the passes over a row
 //===----------------------------------------------------------------------===//
 
 /// The program's part of its accumulators starts at zero.
