@@ -381,11 +381,15 @@ def probe_jax():
 # --- providers --------------------------------------------------------------
 
 def ours_provider(gc, lib, fn, sig, t, m, n):
+    """Ours as norm_opt.torch's ops call it: the workspace from torch's
+    allocator (inside the captured graph: its private pool, no allocation
+    nodes, as for every peer's temporaries)."""
     outs = gc.poisoned_outputs(sig, m, n, t["x"].dtype, t["w"].dtype,
                                t["x"].device)
+    nbytes = lib.workspace_bytes(fn, sig, t, outs, m, n)
 
     def ours():
-        gc.call(lib, fn, sig, t, outs, m, n)
+        gc.call_framework_workspace(lib, fn, sig, t, outs, m, n, nbytes)
     return ours, lambda: outs
 
 

@@ -80,6 +80,27 @@ class Library:
     def error(self):
         return self.lib.normrt_last_error().decode()
 
+    def workspace_bytes(self, fn, sig, t, outs, m, n):
+        """The workspace `call` would take (normrt_query_begin/_end around
+        the launcher: it plans and launches nothing)."""
+        self.lib.normrt_query_end.argtypes = [ctypes.c_void_p]
+        self.lib.normrt_query_begin()
+        try:
+            call(self, fn, sig, t, outs, m, n)
+        finally:
+            size = ctypes.c_size_t(0)
+            rc = self.lib.normrt_query_end(ctypes.byref(size))
+        if rc != 0:
+            raise RuntimeError(f"normrt_query_end: {self.error()}")
+        return size.value
+
+    def set_workspace(self, stream, ptr, nbytes):
+        self.lib.normrt_set_workspace.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        rc = self.lib.normrt_set_workspace(stream, ptr, nbytes)
+        if rc != 0:
+            raise RuntimeError(f"normrt_set_workspace: {self.error()}")
+
 
 def make_inputs(kind, xdt, wdt, m, n, gen, dev):
     x = torch.randn(m, n, generator=gen, device=dev, dtype=torch.float32)
@@ -162,6 +183,21 @@ def call(lib, fn, sig, t, outs, m, n, strides=None, stream=None):
             else torch.cuda.current_stream().cuda_stream)
     if rc != 0:
         raise RuntimeError(f"{sig['name']}: status {rc}: {lib.error()}")
+
+
+def call_framework_workspace(lib, fn, sig, t, outs, m, n, nbytes):
+    """`call` as a framework makes it (norm_opt.torch's ops): the workspace
+    (`nbytes`, from Library.workspace_bytes) from torch's allocator, set
+    for the current stream around the call, so that a CUDA graph captured
+    around it holds no allocation nodes of ours (the peers' temporaries
+    come from the same allocator)."""
+    stream = torch.cuda.current_stream().cuda_stream
+    ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=t["x"].device)
+    lib.set_workspace(stream, ws.data_ptr() if nbytes else None, nbytes)
+    try:
+        call(lib, fn, sig, t, outs, m, n, stream=stream)
+    finally:
+        lib.set_workspace(stream, None, 0)
 
 
 def poisoned_outputs(sig, m, n, xdt, wdt, dev):

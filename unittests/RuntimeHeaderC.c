@@ -70,6 +70,13 @@ int main(void) {
         "launch_cooperative NULL");
   /* Nothing taken during a capture: no driver call, so no failure. */
   check(normrt_scratch_done(NULL) == NORMRT_SUCCESS, "scratch_done");
+  /* A query needs no driver to begin and end. */
+  size_t needed = 1;
+  check(normrt_query_begin() == NORMRT_SUCCESS, "query_begin");
+  check(normrt_query_end(&needed) == NORMRT_SUCCESS && needed == 0,
+        "query_end: nothing asked");
+  check(normrt_query_end(&needed) == NORMRT_ERROR_INVALID_ARGUMENT,
+        "query_end without a query");
   check(strcmp(normrt_status_string(NORMRT_ERROR_CAPTURE),
                "NORMRT_ERROR_CAPTURE") == 0,
         "NORMRT_ERROR_CAPTURE");

@@ -30,6 +30,7 @@ set(api normrt_status_string normrt_last_error normrt_init
   normrt_max_active_ctas normrt_max_active_clusters normrt_cooperative_fits
   normrt_grid_barrier_word
   normrt_launch_cooperative normrt_scratch_done
+  normrt_query_begin normrt_query_end
   normrt_release_all)
 set(found)
 foreach(line IN LISTS lines)

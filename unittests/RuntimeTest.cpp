@@ -756,6 +756,51 @@ TEST_F(RuntimeFake, CallerWorkspaceTakesPrecedence) {
             NORMRT_SUCCESS);
 }
 
+// A workspace query plans a launcher call without running it: the largest
+// workspace request is recorded, placeholders come back, nothing is
+// allocated, zeroed or launched; the real call then takes the caller's
+// buffer of that size.
+TEST_F(RuntimeFake, QueryRecordsTheWorkspaceAndLaunchesNothing) {
+  void *f = function(kImage, "norm_bwd");
+  void *s = fakeAddress(0x58);
+  int allocs = stats->allocs.load();
+  int launches = stats->launches.load();
+  ASSERT_EQ(normrt_query_begin(), NORMRT_SUCCESS);
+  void *ws = nullptr, *barrier = nullptr;
+  ASSERT_EQ(normrt_workspace(s, 4096, &ws), NORMRT_SUCCESS) << lastError();
+  ASSERT_EQ(normrt_workspace(s, 12288, &ws), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_workspace(s, 256, &ws), NORMRT_SUCCESS);
+  EXPECT_NE(ws, nullptr);
+  ASSERT_EQ(normrt_grid_barrier_word(s, &barrier), NORMRT_SUCCESS);
+  EXPECT_NE(barrier, nullptr);
+  int value = 7;
+  void *args[] = {&value};
+  EXPECT_EQ(normrt_launch(f, 4, 1, 128, 0, s, args), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_launch_cooperative(f, 4, 128, 0, s, args), NORMRT_SUCCESS);
+  // Bad arguments are still errors.
+  EXPECT_EQ(normrt_launch(nullptr, 4, 1, 128, 0, s, args),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  size_t bytes = 0;
+  ASSERT_EQ(normrt_query_end(&bytes), NORMRT_SUCCESS);
+  EXPECT_EQ(bytes, 12288u);
+  EXPECT_EQ(stats->allocs.load(), allocs);
+  EXPECT_EQ(stats->launches.load(), launches);
+
+  // Over: a second end is an error, and calls run again.
+  EXPECT_EQ(normrt_query_end(&bytes), NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "normrt_query_begin first"));
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(normrt_query_end(nullptr), NORMRT_ERROR_INVALID_ARGUMENT);
+  void *mine = fakeAddress(0x9000);
+  ASSERT_EQ(normrt_set_workspace(s, mine, 12288), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_workspace(s, 12288, &ws), NORMRT_SUCCESS);
+  EXPECT_EQ(ws, mine);
+  ASSERT_EQ(normrt_launch(f, 4, 1, 128, 0, s, args), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->launches.load(), launches + 1);
+  ASSERT_EQ(normrt_set_workspace(s, nullptr, 0), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->allocs.load(), allocs);
+}
+
 TEST_F(RuntimeFake, Launch) {
   void *f = function(kImage, "norm_bwd");
   int setAttributes = stats->setAttributes.load();

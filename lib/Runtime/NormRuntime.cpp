@@ -684,6 +684,14 @@ constexpr int kMaxCaptureScratch = 64;
 thread_local CaptureScratch tCaptureScratch[kMaxCaptureScratch];
 thread_local int tCaptureScratchCount;
 
+// A workspace query (normrt_query_begin .. normrt_query_end) on this
+// thread: the largest workspace request so far; nothing launches.
+thread_local bool tQuerying;
+thread_local size_t tQueryBytes;
+// What a query hands out instead of device memory: never dereferenced
+// (nothing launches), 128-byte aligned like the runtime's own buffers.
+constexpr uintptr_t kQueryPlaceholder = 0x80;
+
 // `bytes` of stream-ordered scratch on the capturing `stream` (an allocation
 // node of its graph), to be freed by normrt_scratch_done. `what` names it.
 int captureAlloc(const char *fn, CUcontext context, CUstream stream,
@@ -1025,6 +1033,11 @@ int normrt_workspace(void *stream, size_t bytes, void **ptr_out) {
       return status;
     if (bytes == 0)
       return static_cast<int>(NORMRT_SUCCESS);
+    if (tQuerying) {
+      tQueryBytes = std::max(tQueryBytes, bytes);
+      *ptr_out = reinterpret_cast<void *>(kQueryPlaceholder);
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
 
     CUstream cuStream = static_cast<CUstream>(stream);
     State &s = state();
@@ -1131,6 +1144,8 @@ int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
       return status;
     if (int status = requireDriver(fn))
       return status;
+    if (tQuerying)
+      return static_cast<int>(NORMRT_SUCCESS);
     CUfunction f = static_cast<CUfunction>(function);
     CUstream cuStream = static_cast<CUstream>(stream);
     if (int status = checkLegacyStream(fn, cuStream))
@@ -1352,6 +1367,10 @@ int normrt_grid_barrier_word(void *stream, void **ptr_out) {
     CUcontext context = nullptr;
     if (int status = requireContext(fn, &context))
       return status;
+    if (tQuerying) {
+      *ptr_out = reinterpret_cast<void *>(kQueryPlaceholder);
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
     if (!gDriver.memsetD32Async)
       return fail(NORMRT_ERROR_DRIVER, "%s: the driver has no cuMemsetD32Async",
                   fn);
@@ -1422,6 +1441,8 @@ int normrt_launch_cooperative(void *function, unsigned grid_x,
       return status;
     if (int status = requireDriver(fn))
       return status;
+    if (tQuerying)
+      return static_cast<int>(NORMRT_SUCCESS);
     if (!gDriver.launchCooperativeKernel)
       return fail(NORMRT_ERROR_LAUNCH,
                   "%s: the driver has no cuLaunchCooperativeKernel", fn);
@@ -1483,6 +1504,27 @@ int normrt_scratch_done(void *stream) {
                     fn, stream, stale);
     return status;
   });
+}
+
+int normrt_query_begin(void) {
+  tQuerying = true;
+  tQueryBytes = 0;
+  return static_cast<int>(NORMRT_SUCCESS);
+}
+
+int normrt_query_end(size_t *bytes_out) {
+  constexpr const char *fn = "normrt_query_end";
+  bool was = tQuerying;
+  size_t bytes = tQueryBytes;
+  tQuerying = false;
+  tQueryBytes = 0;
+  if (!bytes_out)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: bytes_out is NULL", fn);
+  *bytes_out = bytes;
+  if (!was)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                "%s: no query on this thread (normrt_query_begin first)", fn);
+  return static_cast<int>(NORMRT_SUCCESS);
 }
 
 // Lets generated launchers report their own checks (shapes, strides)

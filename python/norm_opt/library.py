@@ -141,6 +141,27 @@ class Function:
                                    self.library.status_string(status),
                                    self.library.last_error())
 
+    def workspace_bytes(self, *tensors, stream=None):
+        """Bytes of workspace the call with these arguments takes, without
+        running it (normrt_query_begin / normrt_query_end around the
+        launcher: it plans and launches nothing). Allocated by the caller
+        (16-byte aligned) and passed with Library.set_workspace, they keep
+        our allocation out of a CUDA graph captured around the call."""
+        args = self.arguments(*tensors, stream=stream)
+        lib = self.library
+        lib._query_begin()
+        try:
+            status = self._cfunc(*args)
+        finally:
+            size = ctypes.c_size_t(0)
+            end = lib._query_end(ctypes.byref(size))
+        if status or end:
+            status = status or end
+            raise NormRuntimeError(self.name, status,
+                                   lib.status_string(status),
+                                   lib.last_error())
+        return size.value
+
     # -- checks ------------------------------------------------------------
 
     def _facts(self, spec, t):
@@ -295,6 +316,16 @@ class Library:
         if self._status_string is not None:
             self._status_string.restype = ctypes.c_char_p
             self._status_string.argtypes = [ctypes.c_int]
+        self._query_begin = self._dll.normrt_query_begin
+        self._query_begin.restype = ctypes.c_int
+        self._query_begin.argtypes = []
+        self._query_end = self._dll.normrt_query_end
+        self._query_end.restype = ctypes.c_int
+        self._query_end.argtypes = [ctypes.c_void_p]
+        self._set_workspace = self._dll.normrt_set_workspace
+        self._set_workspace.restype = ctypes.c_int
+        self._set_workspace.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_size_t]
         self.functions = {}
         for name, sig in sigs.items():
             try:
@@ -332,6 +363,18 @@ class Library:
 
     def __repr__(self):
         return f"<norm_opt.Library {self.path} ({', '.join(self.functions)})>"
+
+    def set_workspace(self, stream, ptr, nbytes):
+        """normrt_set_workspace: [ptr, ptr + nbytes) (16-byte aligned) is the
+        workspace of the current context and `stream` (an int CUstream, None
+        or a torch.cuda.Stream) until it is set again; ptr None or 0 gives
+        the runtime's own back. The runtime never frees it."""
+        handle = _stream_handle(stream, ())
+        status = self._set_workspace(handle, ptr or None, nbytes if ptr else 0)
+        if status:
+            raise NormRuntimeError("normrt_set_workspace", status,
+                                   self.status_string(status),
+                                   self.last_error())
 
     def last_error(self):
         """normrt_last_error() of the calling thread."""

@@ -10,7 +10,10 @@
   x / dy: [..., N]; mean / rstd: the fp32 statistics of the forward, one per
   row ([...] or [..., 1]); weight: [N]. They launch on torch's current
   stream, so they work inside CUDA graphs (torch.compile
-  mode="reduce-overhead", torch.cuda.graph) once warmed up.
+  mode="reduce-overhead", torch.cuda.graph) once warmed up. Their fp32
+  workspace comes from torch's allocator (its size from the launcher's
+  query, cached per shape): a graph captured around them holds no
+  allocation nodes of ours.
 * layer_norm / rms_norm (functional) and LayerNorm / RMSNorm (drop-in
   subclasses of torch.nn's): the forward is torch's, the backward ours.
   Inputs our kernels do not cover (CPU tensors, no weight, more than one
@@ -76,6 +79,35 @@ def preload(hidden_sizes, dtypes=(torch.bfloat16,), weight_dtypes=None,
                     kernel(kind, n, dtype, wdtype, device)
 
 
+# (Function, device, arguments but the stream, pointers mod 16) -> bytes:
+# the launcher's plan depends on the shapes, strides, the pointers'
+# alignment (vector or scalar kernel) and the device (SMs, occupancy).
+_workspace_sizes = {}
+
+
+def _launch(fn, device, *tensors):
+    """fn(*tensors) on torch's current stream, with its workspace from
+    torch's allocator (set for the stream around the call)."""
+    stream = torch.cuda.current_stream(device).cuda_stream
+    args = fn.arguments(*tensors, stream=stream)
+    pointers = len(fn.signature.tensors)
+    key = (fn, device.index,
+           tuple(p % 16 for p in args[:pointers]), tuple(args[pointers:-1]))
+    nbytes = _workspace_sizes.get(key)
+    if nbytes is None:
+        nbytes = fn.workspace_bytes(*tensors, stream=stream)
+        _workspace_sizes[key] = nbytes
+    if nbytes == 0:
+        fn(*tensors, stream=stream)
+        return
+    workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    fn.library.set_workspace(stream, workspace.data_ptr(), nbytes)
+    try:
+        fn(*tensors, stream=stream)
+    finally:
+        fn.library.set_workspace(stream, None, 0)
+
+
 def _as_rows(t, rows, n):
     """t as [rows, n] with unit stride along n and one row stride >= n."""
     t2 = t.reshape(rows, n)
@@ -105,10 +137,9 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor,
     launches += 1
     with torch.cuda.device(x.device):
         # bias is not read by the kernel (dbias = sum of dy): pass weight.
-        fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
-           _stats(mean, rows), _stats(rstd, rows), w, w,
-           dx.view(rows, n), dw, db,
-           stream=torch.cuda.current_stream(x.device).cuda_stream)
+        _launch(fn, x.device, _as_rows(dy.to(x.dtype), rows, n),
+                _as_rows(x, rows, n), _stats(mean, rows), _stats(rstd, rows),
+                w, w, dx.view(rows, n), dw, db)
     return dx, dw, db
 
 
@@ -132,9 +163,9 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
     global launches
     launches += 1
     with torch.cuda.device(x.device):
-        fn(_as_rows(dy.to(x.dtype), rows, n), _as_rows(x, rows, n),
-           _stats(rstd, rows), w, dx.view(rows, n), dw,
-           stream=torch.cuda.current_stream(x.device).cuda_stream)
+        _launch(fn, x.device, _as_rows(dy.to(x.dtype), rows, n),
+                _as_rows(x, rows, n), _stats(rstd, rows), w,
+                dx.view(rows, n), dw)
     return dx, dw
 
 

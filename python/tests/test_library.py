@@ -267,6 +267,36 @@ class RuntimeErrors(unittest.TestCase):
         self.assertIn(e.status_name, str(e))
         self.assertIn(e.message, str(e))
 
+    def test_workspace_query_allocates_and_launches_nothing(self):
+        fn = self.lib.rms_norm_backward
+        if self.scenario == "no-driver":
+            with self.assertRaises(NormRuntimeError) as cm:
+                fn.workspace_bytes(*rms_args(), stream=0)
+            self.assertEqual(cm.exception.status_name,
+                             "NORMRT_ERROR_NO_DRIVER")
+            return
+        # The fake driver: a device with no memory left still answers the
+        # query (nothing is allocated), and the size is the call's.
+        fake = ctypes.CDLL(os.environ["NORMRT_LIBCUDA"])
+        fake.fakecuda_set_memory_limit.argtypes = [ctypes.c_size_t]
+        fake.fakecuda_set_memory_limit(0)
+        try:
+            nbytes = fn.workspace_bytes(*rms_args(), stream=0)
+        finally:
+            fake.fakecuda_set_memory_limit(1 << 30)
+        self.assertGreater(nbytes, 0)  # dW's fp32 partial rows
+        self.assertEqual(nbytes % (4 * N), 0)
+        # A caller buffer of that size is taken; one 16 bytes short is not.
+        try:
+            self.lib.set_workspace(0, 0x100000, nbytes - 16)
+            with self.assertRaises(NormRuntimeError) as cm:
+                fn(*rms_args(), stream=0)
+            self.assertIn(f"needs {nbytes} bytes", cm.exception.message)
+            self.lib.set_workspace(0, 0x100000, nbytes)
+            fn(*rms_args(), stream=0)
+        finally:
+            self.lib.set_workspace(0, None, 0)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -190,6 +190,23 @@ NORMRT_API int normrt_launch_cooperative(void *function, unsigned grid_x,
                                          unsigned shared_bytes, void *stream,
                                          void **args);
 
+/* The workspace a call needs, without running it. Between
+   normrt_query_begin and normrt_query_end the calling thread's launcher
+   calls plan but launch nothing: normrt_workspace records the largest
+   request and hands out a placeholder address (never dereferenced),
+   normrt_grid_barrier_word a placeholder too, and normrt_launch and
+   normrt_launch_cooperative check their arguments and return
+   NORMRT_SUCCESS without launching. normrt_query_end stores the largest
+   workspace request since normrt_query_begin in *bytes_out (0: none) and
+   ends the query (also when bytes_out is NULL, which is an error). A
+   framework queries a call this way, allocates that many bytes (16-byte
+   aligned) from its own allocator and passes them with normrt_set_workspace
+   for the real call: a CUDA graph captured so holds no allocation nodes of
+   ours. The query needs a context (it asks the occupancy calculator) and
+   must not be made while the stream captures. */
+NORMRT_API int normrt_query_begin(void);
+NORMRT_API int normrt_query_end(size_t *bytes_out);
+
 /* Sets this thread's message to `message` and returns `status`: generated
    launchers report their own argument checks through it. */
 NORMRT_API int normrt_report(int status, const char *message);

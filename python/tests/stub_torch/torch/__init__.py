@@ -21,6 +21,7 @@ class dtype:
 
 float32, float16, bfloat16 = (dtype("float32", 4), dtype("float16", 2),
                               dtype("bfloat16", 2))
+uint8 = dtype("uint8", 1)
 
 
 class device:
@@ -112,7 +113,7 @@ class Tensor:
 
 
 def empty(shape, dtype=float32, device=None):
-    return Tensor(shape, dtype, device)
+    return Tensor((shape,) if isinstance(shape, int) else shape, dtype, device)
 
 
 def empty_like(t):
