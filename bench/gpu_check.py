@@ -53,6 +53,8 @@ PAIRED_ROW_SHAPES = [(m, n) for n in (2999, 3000, 4096)
 BULK_ROW_SHAPES = [(m, n) for n in (12288, 16384)
                    for m in (1, 33, 34, 65, 66, 67, 131, 132, 133, 197, 263,
                              264, 265, 1001)]
+FRAMEWORK_WORKSPACE_SHAPES = [(4096, 1024), (512, 1024), (1000, 16384),
+                              (29, 17389), (5000, 2999)]
 HUGE = (2097169, 1024)  # > 2^31 elements
 # The dynamic-N function (`<kind>_<config>_dyn`) at odd and aligned N, and
 # at the ends of resident tiers (256 and 2048: the N itself, one less, one
@@ -243,6 +245,50 @@ def eager_errors(sig, t, m, n, ref):
     names = ["dx", "dw", "db"][:len(o)]
     return {k: rel_l2_chunked(v, ref[k], n) if k == "dx" else rel_l2(v, ref[k])
             for k, v in zip(names, o) if k in sig["results"]}
+
+
+def check_framework_workspace(lib, fn, sig, m, n, gen, dev, results):
+    """The call as a framework makes it (norm_opt.torch, bench.py): the
+    workspace sized by the launcher's query, from torch's allocator. Every
+    result bitwise equal to the runtime-owned workspace's (also captured in
+    a CUDA graph and replayed), and a buffer 16 bytes short refused with
+    the runtime's message, not used."""
+    xdt, wdt = DT[sig["x"]], DT[sig["w"]]
+    t = make_inputs(sig["kind"], xdt, wdt, m, n, gen, dev)
+    outs = poisoned_outputs(sig, m, n, xdt, wdt, dev)
+    call(lib, fn, sig, t, outs, m, n)
+    mine = poisoned_outputs(sig, m, n, xdt, wdt, dev)
+    nbytes = lib.workspace_bytes(fn, sig, t, mine, m, n)
+    call_framework_workspace(lib, fn, sig, t, mine, m, n, nbytes)
+    graph_outs = poisoned_outputs(sig, m, n, xdt, wdt, dev)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        call_framework_workspace(lib, fn, sig, t, graph_outs, m, n, nbytes)
+    for r in graph_outs.values():
+        r.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    same = all(torch.equal(outs[r].view(torch.uint8), mine[r].view(torch.uint8))
+               and torch.equal(outs[r].view(torch.uint8),
+                               graph_outs[r].view(torch.uint8))
+               for r in outs)
+    refused = nbytes == 0
+    if nbytes >= 32:
+        stream = torch.cuda.current_stream().cuda_stream
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        lib.set_workspace(stream, ws.data_ptr(), nbytes - 16)
+        try:
+            call(lib, fn, sig, t, mine, m, n, stream=stream)
+        except RuntimeError as e:
+            refused = f"needs {nbytes} bytes" in str(e)
+        finally:
+            lib.set_workspace(stream, None, 0)
+    ok = same and refused and (nbytes > 0) == (len(sig["results"]) > 1)
+    print(f"{'PASS' if ok else 'FAIL'} {sig['name']:<26} {m:>7}x{n:<6} "
+          f"framework workspace {nbytes} bytes: bitwise equal={same} "
+          f"(graph replay too), short buffer refused={refused}", flush=True)
+    results.append(dict(name=sig["name"], m=m, n=n, ok=ok, det=same, errs={},
+                        note=f"framework workspace, {nbytes} bytes"))
 
 
 def check_case(lib, fn, sig, m, n, gen, dev, results, note=""):
@@ -601,6 +647,15 @@ def main():
             if n in lib.funcs:
                 fn, sig = lib.funcs[n]
                 check_layouts(lib, fn, sig, 300, n, gen, dev, results)
+        # The framework's workspace: a cooperative plan (1024), the
+        # two-launch looped ones (16384: the bulk ring; 17389: clusters),
+        # and a run-time N at a tier.
+        for m, n in FRAMEWORK_WORKSPACE_SHAPES:
+            key = "dyn" if (m, n) == (5000, 2999) else n
+            if key in lib.funcs:
+                fn, sig = lib.funcs[key]
+                check_framework_workspace(lib, fn, sig, m, n, gen, dev,
+                                          results)
         if 1024 in lib.funcs:
             fn, sig = lib.funcs[1024]
             check_zero_rows(lib, fn, sig, 1024, dev, results)
