@@ -149,6 +149,11 @@ class Function:
         our allocation out of a CUDA graph captured around the call."""
         args = self.arguments(*tensors, stream=stream)
         lib = self.library
+        if not lib.has_workspace_query:
+            raise NormRuntimeError(
+                self.name, 3, "NORMRT_ERROR_INVALID_ARGUMENT",
+                f"{lib.path} was built without the workspace query "
+                "(normrt_query_begin); rebuild it")
         lib._query_begin()
         try:
             status = self._cfunc(*args)
@@ -316,12 +321,15 @@ class Library:
         if self._status_string is not None:
             self._status_string.restype = ctypes.c_char_p
             self._status_string.argtypes = [ctypes.c_int]
-        self._query_begin = self._dll.normrt_query_begin
-        self._query_begin.restype = ctypes.c_int
-        self._query_begin.argtypes = []
-        self._query_end = self._dll.normrt_query_end
-        self._query_end.restype = ctypes.c_int
-        self._query_end.argtypes = [ctypes.c_void_p]
+        # Libraries built before the runtime had the workspace query
+        # (cached ones, say) lack it: workspace_bytes then says so.
+        self._query_begin = getattr(self._dll, "normrt_query_begin", None)
+        self._query_end = getattr(self._dll, "normrt_query_end", None)
+        if self._query_begin is not None and self._query_end is not None:
+            self._query_begin.restype = ctypes.c_int
+            self._query_begin.argtypes = []
+            self._query_end.restype = ctypes.c_int
+            self._query_end.argtypes = [ctypes.c_void_p]
         self._set_workspace = self._dll.normrt_set_workspace
         self._set_workspace.restype = ctypes.c_int
         self._set_workspace.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
@@ -363,6 +371,11 @@ class Library:
 
     def __repr__(self):
         return f"<norm_opt.Library {self.path} ({', '.join(self.functions)})>"
+
+    @property
+    def has_workspace_query(self):
+        """Whether the library's runtime has normrt_query_begin/_end."""
+        return self._query_begin is not None and self._query_end is not None
 
     def set_workspace(self, stream, ptr, nbytes):
         """normrt_set_workspace: [ptr, ptr + nbytes) (16-byte aligned) is the

@@ -95,7 +95,10 @@ def _launch(fn, device, *tensors):
            tuple(p % 16 for p in args[:pointers]), tuple(args[pointers:-1]))
     nbytes = _workspace_sizes.get(key)
     if nbytes is None:
-        nbytes = fn.workspace_bytes(*tensors, stream=stream)
+        library = getattr(fn, "library", None)
+        # A library built before the query: the runtime's own workspace.
+        nbytes = (fn.workspace_bytes(*tensors, stream=stream)
+                  if library is None or library.has_workspace_query else 0)
         _workspace_sizes[key] = nbytes
     if nbytes == 0:
         fn(*tensors, stream=stream)
