@@ -32,7 +32,6 @@ the steady state).
 """
 
 import argparse
-import ctypes
 import os
 import sys
 
@@ -148,13 +147,10 @@ def main():
         # capture on the capturing stream (graph_time's stream differs per
         # call, so set it for every stream it may use: the current one).
         ws = torch.empty(64 << 20, dtype=torch.int8, device="cuda")
-        lib.lib.normrt_set_workspace.argtypes = [
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
         def preset():
-            lib.lib.normrt_set_workspace(
-                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
-                ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws.numel()))
+            lib.set_workspace(torch.cuda.current_stream().cuda_stream,
+                              ws.data_ptr(), ws.numel())
             gc.call(lib, fn, sig, t, outs, m, n)
 
         preset_us = timer.graph_time(preset)

@@ -68,6 +68,9 @@ class Library:
     def __init__(self, path, entry):
         self.lib = ctypes.CDLL(path)
         self.lib.normrt_last_error.restype = ctypes.c_char_p
+        self.lib.normrt_query_end.argtypes = [ctypes.c_void_p]
+        self.lib.normrt_set_workspace.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
         self.funcs = {}
         for sig in entry["functions"]:
             fn = getattr(self.lib, sig["name"])
@@ -85,7 +88,6 @@ class Library:
     def workspace_bytes(self, fn, sig, t, outs, m, n):
         """The workspace `call` would take (normrt_query_begin/_end around
         the launcher: it plans and launches nothing)."""
-        self.lib.normrt_query_end.argtypes = [ctypes.c_void_p]
         self.lib.normrt_query_begin()
         try:
             call(self, fn, sig, t, outs, m, n)
@@ -97,8 +99,6 @@ class Library:
         return size.value
 
     def set_workspace(self, stream, ptr, nbytes):
-        self.lib.normrt_set_workspace.argtypes = [
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
         rc = self.lib.normrt_set_workspace(stream, ptr, nbytes)
         if rc != 0:
             raise RuntimeError(f"normrt_set_workspace: {self.error()}")
