@@ -170,6 +170,15 @@ TEST_P(KernelPlanTest, MatchesTable) {
   EXPECT_EQ(plan.splitSharedBytes, e.splitSharedBytes);
   EXPECT_EQ(plan.clusterCTAs, e.clusterCTAs);
   EXPECT_EQ(plan.bulkStages, e.bulkStages);
+  // Every plan with column results on sm_90+ launches its final kernel as
+  // a programmatic dependent; the tiers alike (their final kernels are
+  // built with the plan's flag, their main kernels with their own).
+  EXPECT_EQ(plan.dependentLaunch, target->hasDependentLaunch);
+  for (const KernelPlan &tier : plan.tiers)
+    EXPECT_EQ(tier.dependentLaunch, plan.dependentLaunch);
+  KernelPlanOptions off;
+  off.dependentLaunch = false;
+  EXPECT_FALSE(planKernel(op, off, *target).dependentLaunch);
 }
 
 TEST_P(KernelPlanTest, FitsTheChip) {
@@ -342,6 +351,11 @@ TEST(GpuTargetTest, KnownChips) {
   EXPECT_EQ(lookupGpuTarget("sm_90a")->sharedBytesPerBlock, 227 * 1024);
   EXPECT_FALSE(lookupGpuTarget("sm_80")->hasBulkCopy);
   EXPECT_TRUE(lookupGpuTarget("sm_90a")->hasClusters);
+  EXPECT_FALSE(lookupGpuTarget("sm_80")->hasDependentLaunch);
+  EXPECT_FALSE(lookupGpuTarget("sm_89")->hasDependentLaunch);
+  EXPECT_TRUE(lookupGpuTarget("sm_90")->hasDependentLaunch);
+  EXPECT_TRUE(lookupGpuTarget("sm_100a")->hasDependentLaunch);
+  EXPECT_TRUE(lookupGpuTarget("sm_120a")->hasDependentLaunch);
 }
 
 // The option validation takes its chips and ranges from the same table:

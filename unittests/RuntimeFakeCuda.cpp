@@ -693,6 +693,55 @@ CU_EXPORT cuLaunchKernel(CUfunction function, unsigned int gridX,
   return CUDA_SUCCESS;
 }
 
+// Only the attribute the runtime sets; CUDA_ERROR_NOT_SUPPORTED with
+// FAKECUDA_NO_DEPENDENT_LAUNCH (a driver or graph that refuses it).
+CU_EXPORT cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
+                           void **args, void **extra) {
+  if (!config || extra)
+    return CUDA_ERROR_INVALID_VALUE;
+  FakeFunction *f = reinterpret_cast<FakeFunction *>(function);
+  if (!f->module->live)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (static_cast<int>(config->sharedMemBytes) > f->maxDynamicShared)
+    return CUDA_ERROR_INVALID_VALUE;
+  int dependent = 0;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute &a = config->attrs[i];
+    if (a.id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      return CUDA_ERROR_INVALID_VALUE;
+    dependent = a.value.programmaticStreamSerializationAllowed != 0;
+  }
+  if (dependent && envSet("FAKECUDA_NO_DEPENDENT_LAUNCH"))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  std::lock_guard<std::mutex> lock(gMutex);
+  FakeCapture *capture = nullptr;
+  if (CUresult refused = streamWork(config->hStream, "cuLaunchKernelEx",
+                                    &capture))
+    return refused;
+  gLastLaunch = FakeCudaLaunch{function,
+                               {config->gridDimX, config->gridDimY,
+                                config->gridDimZ},
+                               {config->blockDimX, config->blockDimY,
+                                config->blockDimZ},
+                               config->sharedMemBytes,
+                               config->hStream,
+                               args,
+                               0,
+                               dependent};
+  ++gStats.launches;
+  if (dependent)
+    ++gStats.dependentLaunches;
+  CUdeviceptr word = barrierArgument(function, args);
+  if (capture) {
+    capture->nodes.push_back(FakeCudaNode{FAKECUDA_NODE_KERNEL, word, 0, 0,
+                                          function, 0, dependent});
+    ++gStats.capturedNodes;
+  } else if (word) {
+    runBarrierKernel(word);
+  }
+  return CUDA_SUCCESS;
+}
+
 CU_EXPORT cuLaunchCooperativeKernel(CUfunction function, unsigned int gridX,
                                     unsigned int gridY, unsigned int gridZ,
                                     unsigned int blockX, unsigned int blockY,

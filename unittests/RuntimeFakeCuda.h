@@ -34,6 +34,8 @@ struct FakeCudaStats {
   std::atomic<int> lastSharedAttribute{0};
   std::atomic<int> launches{0}; // cooperative launches included
   std::atomic<int> cooperativeLaunches{0};
+  // cuLaunchKernelEx with programmatic stream serialization allowed.
+  std::atomic<int> dependentLaunches{0};
   // cuMemsetD32Async: successful calls, calls outside any live allocation,
   // and the arguments of the last successful one.
   std::atomic<int> memsets{0};
@@ -75,9 +77,11 @@ struct FakeCudaNode {
   unsigned value;
   void *function;
   int cooperative;
+  int dependent; // programmatic stream serialization (cuLaunchKernelEx)
 };
 
-// The last successful cuLaunchKernel or cuLaunchCooperativeKernel.
+// The last successful cuLaunchKernel, cuLaunchKernelEx or
+// cuLaunchCooperativeKernel.
 struct FakeCudaLaunch {
   void *function;
   unsigned grid[3];
@@ -86,6 +90,7 @@ struct FakeCudaLaunch {
   void *stream;
   void **args;
   int cooperative; // 1: cuLaunchCooperativeKernel
+  int dependent;   // 1: cuLaunchKernelEx, programmatic stream serialization
 };
 
 extern "C" {

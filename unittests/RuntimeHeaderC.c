@@ -55,6 +55,12 @@ int main(void) {
   check(normrt_launch(NULL, 1, 1, 32, 0, NULL, NULL) ==
             NORMRT_ERROR_INVALID_ARGUMENT,
         "launch NULL");
+  check(normrt_launch_dependent(NULL, 1, 1, 32, 0, NULL, NULL) ==
+            NORMRT_ERROR_INVALID_ARGUMENT,
+        "launch_dependent NULL");
+  check(normrt_launch_dependent(&sms, 1, 1, 32, 0, NULL, NULL) ==
+            NORMRT_ERROR_NO_DRIVER,
+        "launch_dependent");
   check(normrt_cooperative_fits(&sms, 1, 32, 0, &fits) ==
             NORMRT_ERROR_NO_DRIVER,
         "cooperative_fits");

@@ -260,6 +260,12 @@ TEST(RuntimeArgs, LaunchShape) {
             NORMRT_ERROR_OUT_OF_RANGE);
   EXPECT_EQ(normrt_launch(function, 1u << 31, 1, 32, 0, nullptr, nullptr),
             NORMRT_ERROR_OUT_OF_RANGE);
+  // The dependent launch checks the same, before any driver call.
+  EXPECT_EQ(normrt_launch_dependent(nullptr, 1, 1, 32, 0, nullptr, nullptr),
+            NORMRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(lastError(), "normrt_launch_dependent"));
+  EXPECT_EQ(normrt_launch_dependent(function, 1, 1, 2048, 0, nullptr, nullptr),
+            NORMRT_ERROR_OUT_OF_RANGE);
 }
 
 TEST(RuntimeArgs, CallerWorkspace) {
@@ -777,6 +783,7 @@ TEST_F(RuntimeFake, QueryRecordsTheWorkspaceAndLaunchesNothing) {
   void *args[] = {&value};
   EXPECT_EQ(normrt_launch(f, 4, 1, 128, 0, s, args), NORMRT_SUCCESS);
   EXPECT_EQ(normrt_launch_cooperative(f, 4, 128, 0, s, args), NORMRT_SUCCESS);
+  EXPECT_EQ(normrt_launch_dependent(f, 4, 1, 128, 0, s, args), NORMRT_SUCCESS);
   // Bad arguments are still errors.
   EXPECT_EQ(normrt_launch(nullptr, 4, 1, 128, 0, s, args),
             NORMRT_ERROR_INVALID_ARGUMENT);
@@ -846,6 +853,76 @@ TEST_F(RuntimeFake, Launch) {
   normrt_release_all();
   EXPECT_EQ(normrt_launch(f, 3, 1, 64, 0, nullptr, args), NORMRT_ERROR_LAUNCH);
   EXPECT_TRUE(mentions(lastError(), "cuLaunchKernel(grid 3x1, block 64"));
+  EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_HANDLE"));
+}
+
+TEST_F(RuntimeFake, LaunchDependent) {
+  void *f = function(kImage, "norm_bwd");
+  int value = 7;
+  void *args[] = {&value};
+  void *stream = fakeAddress(0x59);
+  int launches = stats->launches.load();
+  int dependent = stats->dependentLaunches.load();
+  int setAttributes = stats->setAttributes.load();
+  ASSERT_EQ(normrt_launch_dependent(f, 5, 3, 256, 64 << 10, stream, args),
+            NORMRT_SUCCESS)
+      << lastError();
+  FakeCudaLaunch launch{};
+  lastLaunch(&launch);
+  EXPECT_EQ(launch.function, f);
+  EXPECT_EQ(launch.grid[0], 5u);
+  EXPECT_EQ(launch.grid[1], 3u);
+  EXPECT_EQ(launch.grid[2], 1u);
+  EXPECT_EQ(launch.block[0], 256u);
+  EXPECT_EQ(launch.block[1], 1u);
+  EXPECT_EQ(launch.shared, 64u << 10);
+  EXPECT_EQ(launch.stream, stream);
+  EXPECT_EQ(launch.args, args);
+  EXPECT_EQ(launch.cooperative, 0);
+  EXPECT_EQ(launch.dependent, 1);
+  EXPECT_EQ(stats->launches.load(), launches + 1);
+  EXPECT_EQ(stats->dependentLaunches.load(), dependent + 1);
+  // Past 48 KiB the limit is raised first, as for a plain launch.
+  EXPECT_EQ(stats->setAttributes.load(), setAttributes + 1);
+
+  // NORMRT_NO_DEPENDENT_LAUNCH: a plain launch ("" and "0" count as unset).
+  for (const char *value : {"", "0"}) {
+    ScopedEnv on("NORMRT_NO_DEPENDENT_LAUNCH", value);
+    ASSERT_EQ(normrt_launch_dependent(f, 1, 1, 32, 0, stream, args),
+              NORMRT_SUCCESS);
+    lastLaunch(&launch);
+    EXPECT_EQ(launch.dependent, 1) << "'" << value << "'";
+  }
+  {
+    ScopedEnv off("NORMRT_NO_DEPENDENT_LAUNCH", "1");
+    ASSERT_EQ(normrt_launch_dependent(f, 2, 1, 64, 0, stream, args),
+              NORMRT_SUCCESS);
+    lastLaunch(&launch);
+    EXPECT_EQ(launch.dependent, 0);
+    EXPECT_EQ(launch.grid[0], 2u);
+    EXPECT_EQ(stats->dependentLaunches.load(), dependent + 3);
+  }
+  // A plain launch never sets the attribute.
+  ASSERT_EQ(normrt_launch(f, 1, 1, 32, 0, stream, args), NORMRT_SUCCESS);
+  lastLaunch(&launch);
+  EXPECT_EQ(launch.dependent, 0);
+
+  // The driver's refusal is the launch's error, with its name.
+  {
+    ScopedEnv refuse("FAKECUDA_NO_DEPENDENT_LAUNCH", "1");
+    EXPECT_EQ(normrt_launch_dependent(f, 1, 1, 32, 0, stream, args),
+              NORMRT_ERROR_LAUNCH);
+    EXPECT_TRUE(mentions(lastError(), "cuLaunchKernelEx(grid 1x1, block 32"));
+    EXPECT_TRUE(mentions(lastError(), "programmatic stream serialization"));
+    EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_NOT_SUPPORTED"));
+  }
+  // The legacy stream, with no capture anywhere, launches.
+  ASSERT_EQ(normrt_launch_dependent(f, 1, 1, 32, 0, nullptr, args),
+            NORMRT_SUCCESS);
+  // A function whose module is gone.
+  normrt_release_all();
+  EXPECT_EQ(normrt_launch_dependent(f, 3, 1, 64, 0, stream, args),
+            NORMRT_ERROR_LAUNCH);
   EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_HANDLE"));
 }
 
@@ -1543,6 +1620,33 @@ TEST_F(RuntimeFakeCapture, ThreadLocalModeAndTheTwoLaunchPath) {
   EXPECT_EQ(n[0].bytes, 777u);
   EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
   EXPECT_EQ(n[2].kind, FAKECUDA_NODE_KERNEL);
+  EXPECT_EQ(n[3].kind, FAKECUDA_NODE_FREE);
+  EXPECT_EQ(graphUnfreed(graph), 0);
+  ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+}
+
+TEST_F(RuntimeFakeCapture, DependentFinalLaunchIsAProgrammaticNode) {
+  // The two-launch path with a dependent final kernel: the final kernel's
+  // node carries the programmatic edge, the main kernel's does not.
+  void *s = fakeAddress(0x77);
+  void *f = function(kImage, "norm_fwd");
+  ASSERT_EQ(beginCapture(s, kThreadLocal), CUDA_SUCCESS);
+  void *ws = nullptr;
+  ASSERT_EQ(normrt_workspace(s, 555, &ws), NORMRT_SUCCESS) << lastError();
+  void *args[] = {&ws};
+  ASSERT_EQ(normrt_launch(f, 4, 1, 256, 0, s, args), NORMRT_SUCCESS);
+  ASSERT_EQ(normrt_launch_dependent(f, 1, 1, 512, 0, s, args),
+            NORMRT_SUCCESS)
+      << lastError();
+  ASSERT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS) << lastError();
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  std::vector<FakeCudaNode> n = nodes(graph);
+  ASSERT_EQ(n.size(), 4u);
+  EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
+  EXPECT_EQ(n[1].dependent, 0);
+  EXPECT_EQ(n[2].kind, FAKECUDA_NODE_KERNEL);
+  EXPECT_EQ(n[2].dependent, 1);
   EXPECT_EQ(n[3].kind, FAKECUDA_NODE_FREE);
   EXPECT_EQ(graphUnfreed(graph), 0);
   ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);

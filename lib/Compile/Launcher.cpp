@@ -65,6 +65,9 @@ struct KernelLaunch {
 struct OpLaunch {
   MixedReductionOp op;
   int64_t vector = 1, programsPerSM = 0;
+  // The final kernels wait for the main kernel (griddepcontrol): launched
+  // as its programmatic dependents.
+  bool dependentFinal = false;
   KernelLaunch kernels;                // the plan's own
   SmallVector<KernelLaunch> tiers;     // run-time N: the resident tiers
   SmallVector<std::string> fullIn, rowIn, colIn, fullOut, stridesIn,
@@ -103,6 +106,7 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   launch.op = op;
   launch.vector = planAttr.getVector();
   launch.programsPerSM = planAttr.getProgramsPerSm();
+  launch.dependentFinal = planAttr.getDependentLaunch();
   StringRef prefix = planAttr.getKernel();
   KernelLaunch &own = launch.kernels;
   own.prefix = prefix.str();
@@ -343,7 +347,9 @@ void LauncherWriter::writeLaunch(llvm::raw_ostream &out, const OpLaunch &l,
     argList(l.initIn);
     argList(l.colOut);
     src << "&programs, &cols, NULL};\n"
-        << "  if ((st = normrt_launch(fn, (unsigned)((cols + "
+        << "  if ((st = "
+        << (l.dependentFinal ? "normrt_launch_dependent" : "normrt_launch")
+        << "(fn, (unsigned)((cols + "
         << kFinalColumnsPerCTA - 1 << ") / " << kFinalColumnsPerCTA
         << "), 1, " << k.finalThreads
         << ", 0, stream, final_args)) != 0) return st;\n"
@@ -570,6 +576,8 @@ LogicalResult LauncherWriter::write(std::string &source, std::string &header) {
       << "int normrt_workspace(void *stream, size_t bytes, void **out);\n"
       << "int normrt_launch(void *fn, unsigned gx, unsigned gy, unsigned bx, "
          "unsigned smem, void *stream, void **args);\n"
+      << "int normrt_launch_dependent(void *fn, unsigned gx, unsigned gy, "
+         "unsigned bx, unsigned smem, void *stream, void **args);\n"
       << "int normrt_check_aligned(const void *p, size_t align, "
          "const char *what);\n"
       << "int normrt_max_active_ctas(void *fn, unsigned block, "

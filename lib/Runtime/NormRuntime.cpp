@@ -118,6 +118,10 @@ struct Driver {
   // Optional (CUDA 12): clusters resident at once, for clustered kernels.
   CUresult (*occupancyMaxActiveClusters)(int *, CUfunction,
                                          const CUlaunchConfig *);
+  // Optional (CUDA 12): launches with attributes (programmatic dependent
+  // launch); without it a dependent launch is a plain one.
+  CUresult (*launchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
+                             void **);
 };
 
 // Written once by loadDriver(), read-only afterwards (the guarded static in
@@ -359,6 +363,7 @@ void loadDriver() {
   resolve(handle, "cuFuncLoad", driver.funcLoad);
   resolve(handle, "cuOccupancyMaxActiveClusters",
           driver.occupancyMaxActiveClusters);
+  resolve(handle, "cuLaunchKernelEx", driver.launchKernelEx);
   for (const Entry &entry : entries) {
     if (!entry.ok) {
       setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
@@ -1134,33 +1139,81 @@ int normrt_set_workspace(void *stream, void *ptr, size_t bytes) {
   });
 }
 
+namespace {
+/// A launch of normrt_launch (dependent = false) or normrt_launch_dependent.
+int launchKernel(const char *fn, void *function, unsigned grid_x,
+                 unsigned grid_y, unsigned block_x, unsigned shared_bytes,
+                 void *stream, void **args, bool dependent) {
+  if (int status =
+          checkLaunchShape(fn, function, grid_x, grid_y, block_x, shared_bytes))
+    return status;
+  if (int status = requireDriver(fn))
+    return status;
+  if (tQuerying)
+    return static_cast<int>(NORMRT_SUCCESS);
+  CUfunction f = static_cast<CUfunction>(function);
+  CUstream cuStream = static_cast<CUstream>(stream);
+  if (int status = checkLegacyStream(fn, cuStream))
+    return status;
+  if (int status = allowDynamicShared(fn, f, shared_bytes))
+    return status;
+  const char *off = std::getenv("NORMRT_NO_DEPENDENT_LAUNCH");
+  if (dependent && gDriver.launchKernelEx &&
+      !(off && *off && std::strcmp(off, "0") != 0)) {
+    // The kernel may start once every CTA of the kernel before it on the
+    // stream has signalled (griddepcontrol.launch_dependents) or finished;
+    // it waits for that kernel's completion itself (griddepcontrol.wait).
+    CUlaunchAttribute attribute = {};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = grid_x;
+    config.gridDimY = grid_y;
+    config.gridDimZ = 1;
+    config.blockDimX = block_x;
+    config.blockDimY = 1;
+    config.blockDimZ = 1;
+    config.sharedMemBytes = shared_bytes;
+    config.hStream = cuStream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    CUresult result = gDriver.launchKernelEx(&config, f, args, nullptr);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_LAUNCH, result,
+                    "%s: cuLaunchKernelEx(grid %ux%u, block %u, %u bytes of "
+                    "shared memory, stream %p, programmatic stream "
+                    "serialization) failed",
+                    fn, grid_x, grid_y, block_x, shared_bytes, stream);
+    return static_cast<int>(NORMRT_SUCCESS);
+  }
+  CUresult result = gDriver.launchKernel(f, grid_x, grid_y, 1, block_x, 1, 1,
+                                         shared_bytes, cuStream, args, nullptr);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_LAUNCH, result,
+                  "%s: cuLaunchKernel(grid %ux%u, block %u, %u bytes of "
+                  "shared memory, stream %p) failed",
+                  fn, grid_x, grid_y, block_x, shared_bytes, stream);
+  return static_cast<int>(NORMRT_SUCCESS);
+}
+} // namespace
+
 int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
                   unsigned block_x, unsigned shared_bytes, void *stream,
                   void **args) {
   constexpr const char *fn = "normrt_launch";
   return guarded(fn, [&] {
-    if (int status = checkLaunchShape(fn, function, grid_x, grid_y, block_x,
-                                      shared_bytes))
-      return status;
-    if (int status = requireDriver(fn))
-      return status;
-    if (tQuerying)
-      return static_cast<int>(NORMRT_SUCCESS);
-    CUfunction f = static_cast<CUfunction>(function);
-    CUstream cuStream = static_cast<CUstream>(stream);
-    if (int status = checkLegacyStream(fn, cuStream))
-      return status;
-    if (int status = allowDynamicShared(fn, f, shared_bytes))
-      return status;
-    CUresult result =
-        gDriver.launchKernel(f, grid_x, grid_y, 1, block_x, 1, 1, shared_bytes,
-                             cuStream, args, nullptr);
-    if (result != CUDA_SUCCESS)
-      return cuFail(NORMRT_ERROR_LAUNCH, result,
-                    "%s: cuLaunchKernel(grid %ux%u, block %u, %u bytes of "
-                    "shared memory, stream %p) failed",
-                    fn, grid_x, grid_y, block_x, shared_bytes, stream);
-    return static_cast<int>(NORMRT_SUCCESS);
+    return launchKernel(fn, function, grid_x, grid_y, block_x, shared_bytes,
+                        stream, args, /*dependent=*/false);
+  });
+}
+
+int normrt_launch_dependent(void *function, unsigned grid_x, unsigned grid_y,
+                            unsigned block_x, unsigned shared_bytes,
+                            void *stream, void **args) {
+  constexpr const char *fn = "normrt_launch_dependent";
+  return guarded(fn, [&] {
+    return launchKernel(fn, function, grid_x, grid_y, block_x, shared_bytes,
+                        stream, args, /*dependent=*/true);
   });
 }
 

@@ -15,7 +15,7 @@
 // CHECK-SAME:      threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 8,
 // CHECK-SAME:      single_launch = false,
 // CHECK-SAME:      column_groups = 0, split_column_groups = 0
-// CHECK-SAME:      cluster_ctas = 4>
+// CHECK-SAME:      cluster_ctas = 4, dependent_launch = true>
 // Two slot sets of the one stage's one sum, per CTA.
 // CHECK:       llvm.mlir.global internal @rms_wide_0_main_cluster_sums() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<2 x f32>
 // CHECK:       gpu.func @rms_wide_0_main(
@@ -64,7 +64,7 @@ func.func @rms_wide(%arg0: tensor<?x32768xf32>, %arg1: tensor<?x32768xf32>, %arg
   %cst_0 = arith.constant 3.276800e+04 : f32
   %0 = tensor.empty() : tensor<32768xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<32768xf32>) -> tensor<32768xf32>
-  // expected-remark @below {{GPU kernels rms_wide_0: resident, 256 lanes per row, 1 rows per CTA, vector 4, chunks per lane 8, clusters of 4 CTAs per row, ~200 registers, CTAs per SM: occupancy}}
+  // expected-remark @below {{GPU kernels rms_wide_0: resident, 256 lanes per row, 1 rows per CTA, vector 4, chunks per lane 8, clusters of 4 CTAs per row, dependent final launch, ~200 registers, CTAs per SM: occupancy}}
   %full_results, %col_results = norm.mixed_reduction full(%arg1, %arg0 : tensor<?x32768xf32>, tensor<?x32768xf32>) row(%arg2 : tensor<?xf32>) col(%arg3 : tensor<32768xf32>) col_init(%1 : tensor<32768xf32>) row_stages {
   ^bb0(%arg4: f32, %arg5: f32, %arg6: f32, %arg7: f32):
     %2 = arith.mulf %arg4, %arg6 : f32

@@ -14,7 +14,7 @@
 // CHECK-LABEL: func.func @rms_bf16_dyn
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_bf16_dyn_0", vector = 8,
 // CHECK-SAME:      threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0,
-// CHECK-SAME:      final_threads = 512, dynamic_shared_bytes = 0, tiers = [
+// CHECK-SAME:      final_threads = 512, dynamic_shared_bytes = 0, dependent_launch = true, tiers = [
 // CHECK-SAME:      #norm.resident_tier<cols = 2048, vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, final_threads = 256, dynamic_shared_bytes = 32768>,
 // CHECK-SAME:      #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128,
 // CHECK-SAME:      #norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4,
@@ -73,7 +73,7 @@
 // Without tiers: the looped kernels and one final kernel.
 // NOTIERS-LABEL: func.func @rms_bf16_dyn
 // NOTIERS:         norm.gpu = #norm.kernel_plan<kernel = "rms_bf16_dyn_0",
-// NOTIERS-SAME:      dynamic_shared_bytes = 0>
+// NOTIERS-SAME:      dynamic_shared_bytes = 0, dependent_launch = true>
 // NOTIERS:       gpu.func @rms_bf16_dyn_0_main(
 // NOTIERS:       gpu.func @rms_bf16_dyn_0_main_scalar(
 // NOTIERS:       gpu.func @rms_bf16_dyn_0_final(
@@ -90,7 +90,7 @@ func.func @rms_bf16_dyn(%arg0: tensor<?x?xbf16>, %arg1: tensor<?x?xbf16>, %arg2:
   %1 = arith.uitofp %0 : i64 to f32
   %2 = tensor.empty(%dim) : tensor<?xf32>
   %3 = linalg.fill ins(%cst : f32) outs(%2 : tensor<?xf32>) -> tensor<?xf32>
-  // expected-remark @+6 {{GPU kernels rms_bf16_dyn_0: looped, 512 lanes per row, 1 rows per CTA, vector 8, chunks per lane 0, ~64 registers, CTAs per SM: occupancy; a run-time N up to 8192 takes the smallest of 5 resident tiers that holds it}}
+  // expected-remark @+6 {{GPU kernels rms_bf16_dyn_0: looped, 512 lanes per row, 1 rows per CTA, vector 8, chunks per lane 0, dependent final launch, ~64 registers, CTAs per SM: occupancy; a run-time N up to 8192 takes the smallest of 5 resident tiers that holds it}}
   // expected-remark @+5 {{GPU kernels rms_bf16_dyn_0_tier2048: resident tier, N <= 2048 at run time, 64 lanes per row, 4 rows per CTA, vector 8, chunks per lane 4, prefetch, CTA-combined partials, single launch}}
   // expected-remark @+4 {{GPU kernels rms_bf16_dyn_0_tier3072: resident tier, N <= 3072 at run time, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 3, prefetch, single launch}}
   // expected-remark @+3 {{GPU kernels rms_bf16_dyn_0_tier4096: resident tier, N <= 4096 at run time, 128 lanes per row}}

@@ -6,6 +6,8 @@
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 chip=sm_80" | FileCheck %s --check-prefix=NOBULK
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="async-stages=0" | FileCheck %s --check-prefix=PREFETCH
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false" | FileCheck %s --check-prefix=TWO
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false dependent-launch=false" | FileCheck %s --check-prefix=NODEP
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false chip=sm_80" | FileCheck %s --check-prefix=NODEP
 // The remarks (the resident tiers of @captured's run-time N have their own
 // in convert-norm-to-gpu-tiers.mlir).
 // RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="remarks=true tier-min-cols=0" -verify-diagnostics -o /dev/null
@@ -23,7 +25,7 @@
 // CHECK-SAME:      threads_per_row = 16, rows_per_cta = 16, chunks_per_thread = 4,
 // CHECK-SAME:      block = 256, combine_in_cta = true, single_launch = true,
 // CHECK-SAME:      async_stages = 3, column_groups = 0,
-// CHECK-SAME:      final_threads = 256, dynamic_shared_bytes = 131072>
+// CHECK-SAME:      final_threads = 256, dynamic_shared_bytes = 131072, dependent_launch = true>
 // CHECK:       gpu.module @norm_kernels
 // The dynamic shared memory (accumulators, then the cp.async ring): an
 // external declaration, 16-byte aligned (`.extern .shared .align 16 .b8
@@ -121,7 +123,7 @@
 // row rides in the loop's carried values (8 accesses of 16 bytes).
 // PREFETCH-LABEL: func.func @rms
 // PREFETCH:         async_stages = 0
-// PREFETCH-SAME:    dynamic_shared_bytes = 32768>
+// PREFETCH-SAME:    dynamic_shared_bytes = 32768, dependent_launch = true>
 // PREFETCH:         gpu.func @rms_0_main
 // PREFETCH-NOT:       nvvm.cp.async
 // PREFETCH:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
@@ -132,11 +134,31 @@
 // Two launches (single-launch=false): the tail parameters stay in the
 // signature (one launcher ABI), but nothing reads them: no grid barrier,
 // no tail slices in workgroup memory.
+// The final kernel is a programmatic dependent launch of the main kernel
+// (sm_90+): every main kernel lets it be scheduled on entry, and it waits
+// for the main kernel to finish before its first access.
 // TWO-LABEL: func.func @rms
 // TWO:         single_launch = false
+// TWO-SAME:    dependent_launch = true>
 // TWO:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64) kernel
+// TWO-NOT:       llvm.load
+// TWO:           nvvm.griddepcontrol launch_dependents
 // TWO-NOT:       llvm.atomicrmw
+// TWO-NOT:       nvvm.griddepcontrol
+// TWO:         gpu.func @rms_0_main_scalar(
+// TWO-NOT:       llvm.load
+// TWO:           nvvm.griddepcontrol launch_dependents
 // TWO:         gpu.func @rms_0_final
+// TWO-NOT:       llvm.load
+// TWO:           nvvm.griddepcontrol wait
+// TWO-NOT:       nvvm.griddepcontrol
+// TWO:           llvm.load
+
+// Without it (dependent-launch=false, or sm_80 where griddepcontrol does
+// not exist): no field, no griddepcontrol.
+// NODEP-LABEL: func.func @rms
+// NODEP-NOT:     dependent_launch
+// NODEP-NOT:     nvvm.griddepcontrol
 
 // WIDE-LABEL: func.func @rms
 // WIDE:         threads_per_row = 64

@@ -64,6 +64,10 @@ struct KernelPlan {
   // The main kernel also does the final reduction, after a grid barrier
   // (cooperative launch; the launcher falls back to the final kernel).
   bool singleLaunch = false;
+  // The two-launch path (sm_90+): the final kernel is launched as a
+  // programmatic dependent of the main kernel (griddepcontrol; the main
+  // kernels signal on entry, the final kernel waits before it reads).
+  bool dependentLaunch = false;
   // Looped: programs (CTAs) per row, a compile-time constant (column
   // groups; the `_main_split` kernels have their own, below).
   int64_t minColumnGroups = 1;

@@ -135,6 +135,21 @@ NORMRT_API int normrt_launch(void *function, unsigned grid_x, unsigned grid_y,
                              unsigned block_x, unsigned shared_bytes,
                              void *stream, void **args);
 
+/* normrt_launch as a programmatic dependent launch (cuLaunchKernelEx with
+   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): `function` may
+   start before the kernel ahead of it on `stream` has finished, once every
+   CTA of that kernel has executed griddepcontrol.launch_dependents (or
+   finished), and must execute griddepcontrol.wait before it touches
+   anything that kernel writes. The final kernels of norm-opt's two-launch
+   path are written so (kernel plan `dependent_launch`). Inside a stream
+   capture it becomes a programmatic edge of the graph. A plain launch
+   (normrt_launch's) when the driver has no cuLaunchKernelEx or
+   NORMRT_NO_DEPENDENT_LAUNCH is set to anything but "" or "0". */
+NORMRT_API int normrt_launch_dependent(void *function, unsigned grid_x,
+                                       unsigned grid_y, unsigned block_x,
+                                       unsigned shared_bytes, void *stream,
+                                       void **args);
+
 /* NORMRT_SUCCESS when `ptr` is a multiple of `alignment` (a power of two;
    NULL counts as aligned), NORMRT_ERROR_MISALIGNED otherwise, with a message
    naming `what` (may be NULL). Needs no driver. */
@@ -194,9 +209,10 @@ NORMRT_API int normrt_launch_cooperative(void *function, unsigned grid_x,
    normrt_query_begin and normrt_query_end the calling thread's launcher
    calls plan but launch nothing: normrt_workspace records the largest
    request and hands out a placeholder address (never dereferenced),
-   normrt_grid_barrier_word a placeholder too, and normrt_launch and
-   normrt_launch_cooperative check their arguments and return
-   NORMRT_SUCCESS without launching. normrt_query_end stores the largest
+   normrt_grid_barrier_word a placeholder too, and normrt_launch,
+   normrt_launch_dependent and normrt_launch_cooperative check their
+   arguments and return NORMRT_SUCCESS without launching. normrt_query_end
+   stores the largest
    workspace request since normrt_query_begin in *bytes_out (0: none) and
    ends the query (also when bytes_out is NULL, which is an error). A
    framework queries a call this way, allocates that many bytes (16-byte

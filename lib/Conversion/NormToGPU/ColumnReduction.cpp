@@ -17,6 +17,7 @@
 #include "KernelBuilder.h"
 #include "MainKernel.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -186,6 +187,10 @@ LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
   takeColumnResultArgs(op, args, inits, outs);
   Value programs = args[0], cols = args[1];
   dimCols = cols;
+  // Launched as a programmatic dependent, it may start while the main
+  // kernel runs: nothing of it may be read or written before this.
+  if (waitForMain)
+    NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
   if (failed(cloneEpilogueCaptures(op)))
     return failure();
   emitColumnReduction(op, threads, partial, inits, outs, programs, cols,

@@ -9,6 +9,8 @@
 
 #include "norm/Conversion/NormToGPU/GpuTarget.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <array>
 #include <iterator>
 
@@ -75,6 +77,11 @@ GpuTarget makeTarget(const ChipRow &row) {
   t.hasAsyncCopy = true;
   t.hasBulkCopy = row.hopperCopies;
   t.hasClusters = row.hopperCopies;
+  // griddepcontrol: PTX 7.8, sm_90 and newer (sm_12x included).
+  llvm::StringRef digits = llvm::StringRef(row.chip).drop_front(3).take_while(
+      [](char c) { return llvm::isDigit(c); });
+  unsigned arch = 0;
+  t.hasDependentLaunch = !digits.getAsInteger(10, arch) && arch >= 90;
   return t;
 }
 } // namespace

@@ -407,6 +407,11 @@ void KernelPlanner::pickLaunch() {
   // The split kernels (few rows) could finish in one launch too, but
   // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes v6): their
   // tail is latency-bound over few partial rows; they take two launches.
+  // Where two launches are made, the final kernel's launch overlaps the
+  // main kernel (programmatic dependent launch, sm_90+; perf-notes v12).
+  plan.dependentLaunch = options.dependentLaunch &&
+                         target.hasDependentLaunch &&
+                         !op.getColResults().empty();
 }
 
 /// Resident tiers for a run-time N: the plans for a static N of m, 1.5m,

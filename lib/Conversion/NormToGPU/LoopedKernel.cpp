@@ -38,6 +38,7 @@ using namespace mlir::norm;
 
 LogicalResult LoopedKernelBuilder::build(gpu::GPUFuncOp func) {
   unpackArguments(func);
+  signalDependents();
   // A compile-time constant: at run time it costs ~35 registers (and a CTA
   // per SM).
   colGroups = c64(plan.minColumnGroups);

@@ -9,6 +9,7 @@
 
 #include "MainKernel.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Matchers.h"
 
@@ -49,6 +50,15 @@ SmallVector<Type> MainKernelBuilder::parameterTypes() {
 //===----------------------------------------------------------------------===//
 // Prologue
 //===----------------------------------------------------------------------===//
+
+void MainKernelBuilder::signalDependents() {
+  // On entry: every CTA of this grid is then resident or done once the
+  // last one signals, so the final kernel's CTAs (blocked in their wait)
+  // only take what this grid leaves free.
+  if (plan.dependentLaunch)
+    NVVM::GriddepcontrolOp::create(
+        b, loc, NVVM::GridDepActionKind::launch_dependents);
+}
 
 void MainKernelBuilder::unpackArguments(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();

@@ -78,6 +78,10 @@ protected:
   /// Binds the kernel's arguments to fullIn, rowIn, ... (in parameter
   /// order); the insertion point goes to the entry block.
   void unpackArguments(gpu::GPUFuncOp func);
+  /// With a dependent final kernel (plan.dependentLaunch): lets it be
+  /// scheduled now (griddepcontrol.launch_dependents); it still waits for
+  /// this grid to finish before it reads (FinalKernelBuilder).
+  void signalDependents();
   /// Clones the captured constants / scalars / sizes to the entry.
   LogicalResult cloneCaptures();
   /// The warp slots (static) and the accumulators' view of the dynamic
@@ -288,8 +292,12 @@ makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
 /// (the two-launch path, when a cooperative launch is not available).
 class FinalKernelBuilder : public KernelBuilderBase {
 public:
-  FinalKernelBuilder(OpBuilder &b, MixedReductionOp op, int64_t threads)
-      : KernelBuilderBase(b, op.getLoc()), op(op), threads(threads) {}
+  /// `waitForMain`: the final kernel is a programmatic dependent launch
+  /// (KernelPlan::dependentLaunch) and first waits for the main kernel.
+  FinalKernelBuilder(OpBuilder &b, MixedReductionOp op, int64_t threads,
+                     bool waitForMain)
+      : KernelBuilderBase(b, op.getLoc()), op(op), threads(threads),
+        waitForMain(waitForMain) {}
 
   /// Parameters: partial, the non-constant inits, the outputs, P, cols.
   SmallVector<Type> parameterTypes();
@@ -298,6 +306,7 @@ public:
 private:
   MixedReductionOp op;
   int64_t threads;
+  bool waitForMain;
 };
 
 } // namespace mlir::norm

@@ -111,7 +111,8 @@ struct ConvertNormToGPUPass
       os << ", cp.async ring of " << plan.asyncStages << " rows";
     if (plan.bulkStages)
       os << ", cp.async.bulk ring of " << plan.bulkStages << " rows";
-    os << (plan.singleLaunch ? ", single launch" : "") << ", ~"
+    os << (plan.singleLaunch ? ", single launch" : "")
+       << (plan.dependentLaunch ? ", dependent final launch" : "") << ", ~"
        << plan.estimatedRegisters << " registers, CTAs per SM: ";
     if (plan.programsPerSM)
       os << plan.programsPerSM;
@@ -172,7 +173,7 @@ struct ConvertNormToGPUPass
     int64_t numCol = op.getColResults().size();
     for (int64_t threads : finalThreads) {
       OpBuilder::InsertionGuard guard(b);
-      FinalKernelBuilder final(b, op, threads);
+      FinalKernelBuilder final(b, op, threads, plan.dependentLaunch);
       gpu::GPUFuncOp fn = makeKernel(
           b, gpuModule, symbols, op.getLoc(),
           finalKernelName(prefix, threads, plan.finalThreads()),
@@ -294,7 +295,8 @@ struct ConvertNormToGPUPass
                     plan.resident() ? 0 : plan.minColumnGroups,
                     plan.splitColumnGroups, plan.splitSharedBytes,
                     plan.finalThreads(), plan.dynamicSharedBytes,
-                    plan.clusterCTAs, plan.bulkStages, tiers));
+                    plan.clusterCTAs, plan.bulkStages, plan.dependentLaunch,
+                    tiers));
   }
 };
 

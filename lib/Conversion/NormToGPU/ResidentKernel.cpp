@@ -31,6 +31,7 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   // The scalar kernel owns as many columns per lane as the vector one.
   K = plan.chunksPerThread * (plan.vector / V);
   unpackArguments(func);
+  signalDependents();
   if (failed(cloneCaptures()))
     return failure();
   layoutSharedMemory(func);

@@ -92,6 +92,33 @@ func.func @cluster_not_a_power_of_two() attributes {norm.gpu = #norm.kernel_plan
 
 // -----
 
+// A plan whose final kernel is a dependent launch round-trips
+// (dependent_launch is printed only when true).
+// CHECK-LABEL: func.func @dependent
+// CHECK: dynamic_shared_bytes = 0, dependent_launch = true>
+func.func @dependent() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, dependent_launch = true>} {
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @not_dependent
+// CHECK-NOT: dependent_launch
+// CHECK: dynamic_shared_bytes = 0>
+func.func @not_dependent() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, dependent_launch = false>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{expected integer value}}
+// expected-error @+1 {{failed to parse Norm_KernelPlanAttr parameter 'dependent_launch'}}
+func.func @dependent_not_bool() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, dependent_launch = yes>} {
+  return
+}
+
+// -----
+
 // A looped plan with a bulk ring round-trips (bulk_stages is printed only
 // when not 0).
 // CHECK-LABEL: func.func @bulk_ring

@@ -36,6 +36,7 @@ struct GpuTarget {
   bool hasAsyncCopy = false;   // cp.async (sm_80+)
   bool hasBulkCopy = false;    // cp.async.bulk / TMA (sm_90+)
   bool hasClusters = false;    // thread-block clusters, DSMEM (sm_90+)
+  bool hasDependentLaunch = false; // griddepcontrol (sm_90+)
 };
 
 /// The description of `chip` (exact, case-sensitive NVPTX name: "sm_80",

@@ -100,7 +100,7 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t splitColumnGroups, int64_t splitSharedBytes,
                        int64_t finalThreads, int64_t dynamicSharedBytes,
                        int64_t clusterCtas, int64_t bulkStages,
-                       ArrayAttr tiers) {
+                       bool dependentLaunch, ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,

@@ -69,6 +69,14 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     in dynamic shared memory with `cp.async.bulk` (after the accumulators;
     `dynamic_shared_bytes` counts them and one mbarrier per stage).
 
+    `dependent_launch` (sm_90+ with column results, printed only when
+    true): where the launcher takes two launches, the final kernel is a
+    programmatic dependent launch of the main kernel. Every main kernel
+    (tiers included) executes `griddepcontrol.launch_dependents` on entry
+    and every final kernel `griddepcontrol.wait` before it reads the
+    partial buffer; the launcher sets the programmatic stream
+    serialization attribute on the final kernel's launch.
+
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
     plan's `vector`. The launcher takes the first tier whose `cols` holds
@@ -99,6 +107,9 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
                            "CTAs of a thread-block cluster per row">:$cluster_ctas,
     DefaultValuedParameter<"int64_t", "0",
                            "rows of the looped kernel's bulk ring">:$bulk_stages,
+    DefaultValuedParameter<"bool", "false",
+                           "final kernel launched as a programmatic "
+                           "dependent">:$dependent_launch,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
