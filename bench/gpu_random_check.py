@@ -87,7 +87,8 @@ MUTANTS = {
 }
 VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
             "column-groups", "combine-in-cta", "cooperative", "two-launch",
-            "tier-vector", "tier-scalar", "tier-boundary", "cluster", "bulk")
+            "tier-vector", "tier-scalar", "tier-boundary", "cluster", "bulk",
+            "dependent-launch")
 
 
 # --------------------------------------------------------------------------
@@ -435,6 +436,8 @@ def variants_of(plan, kernels, n=None):
         out.add("cooperative" if mode == "coop" else "two-launch")
     if any("_final" in n for n, _, _ in names) and not mains:
         out.add("two-launch")
+    if any("_final" in n and m == "dependent" for n, m, _ in names):
+        out.add("dependent-launch")
     return out
 
 

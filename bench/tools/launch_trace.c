@@ -69,10 +69,16 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy,
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
                           void **params, void **extra) {
   const char *mode = "ex";
-  for (unsigned i = 0; i < config->numAttrs; ++i)
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
     if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
         config->attrs[i].value.cooperative)
       mode = "coop";
+    // A programmatic dependent launch (normrt_launch_dependent).
+    if (config->attrs[i].id ==
+            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+        config->attrs[i].value.programmaticStreamSerializationAllowed)
+      mode = "dependent";
+  }
   note(f, mode, config->gridDimX * config->gridDimY * config->gridDimZ);
   CUresult (*launch)(const CUlaunchConfig *, CUfunction, void **, void **) =
       real("cuLaunchKernelEx");

@@ -135,19 +135,24 @@
 // signature (one launcher ABI), but nothing reads them: no grid barrier,
 // no tail slices in workgroup memory.
 // The final kernel is a programmatic dependent launch of the main kernel
-// (sm_90+): every main kernel lets it be scheduled on entry, and it waits
-// for the main kernel to finish before its first access.
+// (sm_90+): every main kernel lets it be scheduled once its partial rows
+// are written (last), and it waits for the main kernel to finish before
+// its first access.
 // TWO-LABEL: func.func @rms
 // TWO:         single_launch = false
 // TWO-SAME:    dependent_launch = true>
 // TWO:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64) kernel
-// TWO-NOT:       llvm.load
-// TWO:           nvvm.griddepcontrol launch_dependents
-// TWO-NOT:       llvm.atomicrmw
 // TWO-NOT:       nvvm.griddepcontrol
-// TWO:         gpu.func @rms_0_main_scalar(
-// TWO-NOT:       llvm.load
+// TWO-NOT:       llvm.atomicrmw
+// TWO:           scf.for
+// TWO:           llvm.store %{{.*}} : f32, !llvm.ptr<1>
+// TWO-NOT:       nvvm.griddepcontrol
 // TWO:           nvvm.griddepcontrol launch_dependents
+// TWO-NEXT:      gpu.return
+// TWO:         gpu.func @rms_0_main_scalar(
+// TWO-NOT:       nvvm.griddepcontrol
+// TWO:           nvvm.griddepcontrol launch_dependents
+// TWO-NEXT:      gpu.return
 // TWO:         gpu.func @rms_0_final
 // TWO-NOT:       llvm.load
 // TWO:           nvvm.griddepcontrol wait

@@ -66,7 +66,8 @@ struct KernelPlan {
   bool singleLaunch = false;
   // The two-launch path (sm_90+): the final kernel is launched as a
   // programmatic dependent of the main kernel (griddepcontrol; the main
-  // kernels signal on entry, the final kernel waits before it reads).
+  // kernels signal after their partial rows, the final kernel waits for
+  // the main kernel before it reads).
   bool dependentLaunch = false;
   // Looped: programs (CTAs) per row, a compile-time constant (column
   // groups; the `_main_split` kernels have their own, below).

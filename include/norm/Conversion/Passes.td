@@ -126,11 +126,11 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     Option<"dependentLaunch", "dependent-launch", "bool", /*default=*/"true",
            "Two-launch path on sm_90+: launch the final kernel as a "
            "programmatic dependent of the main kernel (the main kernels "
-           "execute griddepcontrol.launch_dependents on entry, the final "
-           "kernel griddepcontrol.wait before it reads the partial buffer; "
-           "the launcher sets the programmatic stream serialization "
-           "attribute), so its launch and scheduling overlap the main "
-           "kernel's tail instead of following it">,
+           "execute griddepcontrol.launch_dependents after their partial "
+           "rows, the final kernel griddepcontrol.wait before it reads the "
+           "partial buffer; the launcher sets the programmatic stream "
+           "serialization attribute), so its launch overlaps the main "
+           "kernel's last CTAs instead of following the whole grid">,
     Option<"tierMinCols", "tier-min-cols", "int64_t", /*default=*/"256",
            "Run-time N: the smallest capacity of the resident tiers (kernels "
            "planned as for a static N of 1, 1.5, 2, 3, 4, ... times this, up "

@@ -38,7 +38,6 @@ using namespace mlir::norm;
 
 LogicalResult LoopedKernelBuilder::build(gpu::GPUFuncOp func) {
   unpackArguments(func);
-  signalDependents();
   // A compile-time constant: at run time it costs ~35 registers (and a CTA
   // per SM).
   colGroups = c64(plan.minColumnGroups);
@@ -91,6 +90,7 @@ LogicalResult LoopedKernelBuilder::build(gpu::GPUFuncOp func) {
     copySharedAccumulators();
   if (plan.singleLaunch)
     emitSingleLaunchTail(func, rowPrograms);
+  signalDependents();
   gpu::ReturnOp::create(b, loc);
   return success();
 }

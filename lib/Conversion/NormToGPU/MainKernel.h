@@ -78,10 +78,6 @@ protected:
   /// Binds the kernel's arguments to fullIn, rowIn, ... (in parameter
   /// order); the insertion point goes to the entry block.
   void unpackArguments(gpu::GPUFuncOp func);
-  /// With a dependent final kernel (plan.dependentLaunch): lets it be
-  /// scheduled now (griddepcontrol.launch_dependents); it still waits for
-  /// this grid to finish before it reads (FinalKernelBuilder).
-  void signalDependents();
   /// Clones the captured constants / scalars / sizes to the entry.
   LogicalResult cloneCaptures();
   /// The warp slots (static) and the accumulators' view of the dynamic
@@ -95,6 +91,12 @@ protected:
   void computeRowParts();
   /// iters = ceil(rows / rowPrograms), lastRow.
   void computeRowBounds();
+
+  /// The last step, with a dependent final kernel (plan.dependentLaunch):
+  /// lets it be scheduled (griddepcontrol.launch_dependents) once every CTA
+  /// has written its partial rows; it still waits for this grid to finish
+  /// before it reads (FinalKernelBuilder).
+  void signalDependents();
 
   //===--------------------------------------------------------------===//
   // Loads

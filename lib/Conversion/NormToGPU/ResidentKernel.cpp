@@ -31,7 +31,6 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   // The scalar kernel owns as many columns per lane as the vector one.
   K = plan.chunksPerThread * (plan.vector / V);
   unpackArguments(func);
-  signalDependents();
   if (failed(cloneCaptures()))
     return failure();
   layoutSharedMemory(func);
@@ -104,6 +103,7 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
     writePartials(rowLoop);
   if (plan.singleLaunch)
     emitSingleLaunchTail(func, plan.combineInCTA ? gridDim() : rowPrograms);
+  signalDependents();
   gpu::ReturnOp::create(b, loc);
   return success();
 }

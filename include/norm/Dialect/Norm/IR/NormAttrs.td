@@ -72,8 +72,9 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     `dependent_launch` (sm_90+ with column results, printed only when
     true): where the launcher takes two launches, the final kernel is a
     programmatic dependent launch of the main kernel. Every main kernel
-    (tiers included) executes `griddepcontrol.launch_dependents` on entry
-    and every final kernel `griddepcontrol.wait` before it reads the
+    (tiers included) executes `griddepcontrol.launch_dependents` after its
+    partial rows and every final kernel `griddepcontrol.wait` before it
+    reads the
     partial buffer; the launcher sets the programmatic stream
     serialization attribute on the final kernel's launch.
 
