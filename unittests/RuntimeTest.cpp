@@ -522,6 +522,27 @@ protected:
     return f;
   }
 
+  /// The last launch the fake recorded, checked field by field (a grid_y
+  /// of 1 and z dimensions of 1).
+  void expectLastLaunch(void *function, unsigned gridX, unsigned gridY,
+                        unsigned blockX, unsigned shared, void *stream,
+                        void **args, int cooperative, int dependent) {
+    FakeCudaLaunch launch{};
+    lastLaunch(&launch);
+    EXPECT_EQ(launch.function, function);
+    EXPECT_EQ(launch.grid[0], gridX);
+    EXPECT_EQ(launch.grid[1], gridY);
+    EXPECT_EQ(launch.grid[2], 1u);
+    EXPECT_EQ(launch.block[0], blockX);
+    EXPECT_EQ(launch.block[1], 1u);
+    EXPECT_EQ(launch.block[2], 1u);
+    EXPECT_EQ(launch.shared, shared);
+    EXPECT_EQ(launch.stream, stream);
+    EXPECT_EQ(launch.args, args);
+    EXPECT_EQ(launch.cooperative, cooperative);
+    EXPECT_EQ(launch.dependent, dependent);
+  }
+
   void *handle = nullptr;
   FakeCudaStats *stats = nullptr;
   FakeCudaLastLaunchFn lastLaunch = nullptr;
@@ -816,19 +837,8 @@ TEST_F(RuntimeFake, Launch) {
   void *stream = fakeAddress(0x57);
   ASSERT_EQ(normrt_launch(f, 4, 2, 128, 1024, stream, args), NORMRT_SUCCESS)
       << lastError();
-  FakeCudaLaunch launch{};
-  lastLaunch(&launch);
-  EXPECT_EQ(launch.function, f);
-  EXPECT_EQ(launch.grid[0], 4u);
-  EXPECT_EQ(launch.grid[1], 2u);
-  EXPECT_EQ(launch.grid[2], 1u);
-  EXPECT_EQ(launch.block[0], 128u);
-  EXPECT_EQ(launch.block[1], 1u);
-  EXPECT_EQ(launch.block[2], 1u);
-  EXPECT_EQ(launch.shared, 1024u);
-  EXPECT_EQ(launch.stream, stream);
-  EXPECT_EQ(launch.args, args);
-  EXPECT_EQ(launch.cooperative, 0);
+  expectLastLaunch(f, 4, 2, 128, 1024, stream, args, /*cooperative=*/0,
+                   /*dependent=*/0);
   // Any dynamic shared memory sets the limit (static shared memory counts
   // against the same 48 KiB default); none sets nothing.
   EXPECT_EQ(stats->setAttributes.load(), setAttributes + 1);
@@ -867,19 +877,9 @@ TEST_F(RuntimeFake, LaunchDependent) {
   ASSERT_EQ(normrt_launch_dependent(f, 5, 3, 256, 64 << 10, stream, args),
             NORMRT_SUCCESS)
       << lastError();
+  expectLastLaunch(f, 5, 3, 256, 64u << 10, stream, args, /*cooperative=*/0,
+                   /*dependent=*/1);
   FakeCudaLaunch launch{};
-  lastLaunch(&launch);
-  EXPECT_EQ(launch.function, f);
-  EXPECT_EQ(launch.grid[0], 5u);
-  EXPECT_EQ(launch.grid[1], 3u);
-  EXPECT_EQ(launch.grid[2], 1u);
-  EXPECT_EQ(launch.block[0], 256u);
-  EXPECT_EQ(launch.block[1], 1u);
-  EXPECT_EQ(launch.shared, 64u << 10);
-  EXPECT_EQ(launch.stream, stream);
-  EXPECT_EQ(launch.args, args);
-  EXPECT_EQ(launch.cooperative, 0);
-  EXPECT_EQ(launch.dependent, 1);
   EXPECT_EQ(stats->launches.load(), launches + 1);
   EXPECT_EQ(stats->dependentLaunches.load(), dependent + 1);
   // Past 48 KiB the limit is raised first, as for a plain launch.
@@ -1247,19 +1247,8 @@ TEST_F(RuntimeFake, LaunchCooperative) {
   ASSERT_EQ(normrt_launch_cooperative(f, 264, 128, 100 << 10, stream, args),
             NORMRT_SUCCESS)
       << lastError();
-  FakeCudaLaunch launch{};
-  lastLaunch(&launch);
-  EXPECT_EQ(launch.function, f);
-  EXPECT_EQ(launch.grid[0], 264u);
-  EXPECT_EQ(launch.grid[1], 1u);
-  EXPECT_EQ(launch.grid[2], 1u);
-  EXPECT_EQ(launch.block[0], 128u);
-  EXPECT_EQ(launch.block[1], 1u);
-  EXPECT_EQ(launch.block[2], 1u);
-  EXPECT_EQ(launch.shared, unsigned(100 << 10));
-  EXPECT_EQ(launch.stream, stream);
-  EXPECT_EQ(launch.args, args);
-  EXPECT_EQ(launch.cooperative, 1);
+  expectLastLaunch(f, 264, 1, 128, unsigned(100 << 10), stream, args,
+                   /*cooperative=*/1, /*dependent=*/0);
   EXPECT_EQ(stats->cooperativeLaunches.load(), cooperative + 1);
   EXPECT_EQ(stats->launches.load(), launches + 1);
   // Dynamic shared memory raised the limit first, as normrt_launch does.
@@ -1273,8 +1262,8 @@ TEST_F(RuntimeFake, LaunchCooperative) {
   EXPECT_EQ(stats->setAttributes.load(), setAttributes + 1);
   EXPECT_EQ(stats->cooperativeLaunches.load(), cooperative + 2);
   ASSERT_EQ(normrt_launch(f, 1, 1, 32, 0, nullptr, args), NORMRT_SUCCESS);
-  lastLaunch(&launch);
-  EXPECT_EQ(launch.cooperative, 0);
+  expectLastLaunch(f, 1, 1, 32, 0, nullptr, args, /*cooperative=*/0,
+                   /*dependent=*/0);
   EXPECT_EQ(stats->cooperativeLaunches.load(), cooperative + 2);
   EXPECT_EQ(stats->launches.load(), launches + 3);
 }
@@ -1603,53 +1592,36 @@ TEST_F(RuntimeFakeCapture, EachGraphHasItsOwnScratchWhateverTheSize) {
 
 TEST_F(RuntimeFakeCapture, ThreadLocalModeAndTheTwoLaunchPath) {
   // The two-launch path takes no barrier word: one allocation, one free.
-  void *s = fakeAddress(0x76);
-  void *f = function(kImage, "norm_fwd");
-  ASSERT_EQ(beginCapture(s, kThreadLocal), CUDA_SUCCESS);
-  void *ws = nullptr;
-  ASSERT_EQ(normrt_workspace(s, 777, &ws), NORMRT_SUCCESS) << lastError();
-  void *args[] = {&ws};
-  ASSERT_EQ(normrt_launch(f, 4, 1, 256, 0, s, args), NORMRT_SUCCESS);
-  ASSERT_EQ(normrt_launch(f, 1, 1, 512, 0, s, args), NORMRT_SUCCESS);
-  ASSERT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS) << lastError();
-  void *graph = nullptr;
-  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
-  std::vector<FakeCudaNode> n = nodes(graph);
-  ASSERT_EQ(n.size(), 4u);
-  EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
-  EXPECT_EQ(n[0].bytes, 777u);
-  EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
-  EXPECT_EQ(n[2].kind, FAKECUDA_NODE_KERNEL);
-  EXPECT_EQ(n[3].kind, FAKECUDA_NODE_FREE);
-  EXPECT_EQ(graphUnfreed(graph), 0);
-  ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
-}
-
-TEST_F(RuntimeFakeCapture, DependentFinalLaunchIsAProgrammaticNode) {
-  // The two-launch path with a dependent final kernel: the final kernel's
-  // node carries the programmatic edge, the main kernel's does not.
-  void *s = fakeAddress(0x77);
-  void *f = function(kImage, "norm_fwd");
-  ASSERT_EQ(beginCapture(s, kThreadLocal), CUDA_SUCCESS);
-  void *ws = nullptr;
-  ASSERT_EQ(normrt_workspace(s, 555, &ws), NORMRT_SUCCESS) << lastError();
-  void *args[] = {&ws};
-  ASSERT_EQ(normrt_launch(f, 4, 1, 256, 0, s, args), NORMRT_SUCCESS);
-  ASSERT_EQ(normrt_launch_dependent(f, 1, 1, 512, 0, s, args),
-            NORMRT_SUCCESS)
-      << lastError();
-  ASSERT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS) << lastError();
-  void *graph = nullptr;
-  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
-  std::vector<FakeCudaNode> n = nodes(graph);
-  ASSERT_EQ(n.size(), 4u);
-  EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
-  EXPECT_EQ(n[1].dependent, 0);
-  EXPECT_EQ(n[2].kind, FAKECUDA_NODE_KERNEL);
-  EXPECT_EQ(n[2].dependent, 1);
-  EXPECT_EQ(n[3].kind, FAKECUDA_NODE_FREE);
-  EXPECT_EQ(graphUnfreed(graph), 0);
-  ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+  // With a dependent final launch the final kernel's node carries the
+  // programmatic edge, the main kernel's does not.
+  for (bool dependent : {false, true}) {
+    SCOPED_TRACE(dependent ? "dependent final launch" : "plain final launch");
+    void *s = fakeAddress(dependent ? 0x77 : 0x76);
+    void *f = function(kImage, "norm_fwd");
+    ASSERT_EQ(beginCapture(s, kThreadLocal), CUDA_SUCCESS);
+    void *ws = nullptr;
+    ASSERT_EQ(normrt_workspace(s, 777, &ws), NORMRT_SUCCESS) << lastError();
+    void *args[] = {&ws};
+    ASSERT_EQ(normrt_launch(f, 4, 1, 256, 0, s, args), NORMRT_SUCCESS);
+    ASSERT_EQ(dependent ? normrt_launch_dependent(f, 1, 1, 512, 0, s, args)
+                        : normrt_launch(f, 1, 1, 512, 0, s, args),
+              NORMRT_SUCCESS)
+        << lastError();
+    ASSERT_EQ(normrt_scratch_done(s), NORMRT_SUCCESS) << lastError();
+    void *graph = nullptr;
+    ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+    std::vector<FakeCudaNode> n = nodes(graph);
+    ASSERT_EQ(n.size(), 4u);
+    EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
+    EXPECT_EQ(n[0].bytes, 777u);
+    EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
+    EXPECT_EQ(n[1].dependent, 0);
+    EXPECT_EQ(n[2].kind, FAKECUDA_NODE_KERNEL);
+    EXPECT_EQ(n[2].dependent, dependent ? 1 : 0);
+    EXPECT_EQ(n[3].kind, FAKECUDA_NODE_FREE);
+    EXPECT_EQ(graphUnfreed(graph), 0);
+    ASSERT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+  }
 }
 
 TEST_F(RuntimeFakeCapture, ScratchDoneOutsideCaptureCallsNoDriver) {
