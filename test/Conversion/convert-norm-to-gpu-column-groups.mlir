@@ -57,6 +57,23 @@
 // CHECK:         arith.divui %[[SGRID]], %c4_i64 : i64
 // CHECK-NOT:     llvm.atomicrmw
 // CHECK:       gpu.func @layer_wide_0_main_split_scalar(
+// The final kernel sums dW's and dB's partial rows in the same loops: a
+// group's 16 loads (8 per column result) in flight before any addition,
+// then each column's 8 additions in program order; the rest one program
+// (both columns) per iteration.
+// CHECK:       gpu.func @layer_wide_0_final(
+// CHECK:         nvvm.griddepcontrol wait
+// CHECK:         scf.for {{.*}} iter_args(%[[DW:.*]] = %{{.*}}, %[[DB:.*]] = %{{.*}}) -> (f32, f32)
+// CHECK-COUNT-16:  llvm.load %{{.*}} : !llvm.ptr<1> -> f32
+// CHECK-NOT:       llvm.load
+// CHECK:           arith.addf %[[DW]], %{{.*}} : f32
+// CHECK-COUNT-7:   arith.addf
+// CHECK-NEXT:      arith.addf %[[DB]], %{{.*}} : f32
+// CHECK:         scf.for {{.*}} -> (f32, f32)
+// CHECK-COUNT-2:   llvm.load %{{.*}} : !llvm.ptr<1> -> f32
+// CHECK-NOT:       llvm.load
+// CHECK:           arith.addf
+// CHECK-NEXT:      arith.addf
 
 #map = affine_map<(d0) -> (d0)>
 module {

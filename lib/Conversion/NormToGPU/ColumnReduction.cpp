@@ -8,6 +8,7 @@
 //   shapeSlices         threads = W columns x S slices of the P programs
 //   for each tile of W columns (CTA-strided):
 //     sumSliceOfPrograms  slice s sums programs s, s + S, ... in order
+//                         (every column result in the same loops)
 //     (slot in shared memory, barrier)
 //     finishColumn        slice 0 adds the slices in order, the initial
 //                         value, the column epilogue; stores the result
@@ -44,15 +45,17 @@ KernelBuilderBase::shapeSlices(int64_t threads, Value programs) {
   return shape;
 }
 
-/// Programs sy, sy + S, ... of column result `c` in order. The step is
-/// known only at run time, so the loop is unrolled by hand (8 loads in
-/// flight, added in the same order), then the rest one by one.
-Value KernelBuilderBase::sumSliceOfPrograms(unsigned c,
-                                            const SliceShape &shape,
-                                            Value partial, Value programs,
-                                            Value cols, Value colClamped) {
+/// Programs sy, sy + S, ... of every column result, each in order. The
+/// step is known only at run time, so the loop is unrolled by hand (8
+/// loads per column result in flight, added in the same order), then the
+/// rest one by one. The column results share the loops: their loads are
+/// in flight together, so dW and dB cost one chain of memory latencies,
+/// not two (perf-notes v12).
+SmallVector<Value> KernelBuilderBase::sumSliceOfPrograms(
+    unsigned numCol, const SliceShape &shape, Value partial, Value programs,
+    Value cols, Value colClamped) {
   Value S = shape.slices, sy = shape.slice;
-  auto partAt = [&](Value q) {
+  auto partAt = [&](unsigned c, Value q) {
     Value index = add(mul(add(mul(c64(c), programs), q), cols), colClamped);
     return load(partial, f32, index, 1)[0];
   };
@@ -64,25 +67,33 @@ Value KernelBuilderBase::sumSliceOfPrograms(unsigned c,
       c64(0));
   Value full =
       mul(arith::DivUIOp::create(b, loc, count, c64(kUnroll)), c64(kUnroll));
+  SmallVector<Value> zeros(numCol, zeroF32());
   auto unrolled = scf::ForOp::create(
-      b, loc, c64(0), full, c64(kUnroll), ValueRange{zeroF32()},
+      b, loc, c64(0), full, c64(kUnroll), zeros,
       [&](OpBuilder &, Location, Value i, ValueRange acc) {
-        SmallVector<Value> parts;
+        // Every load of the group first, then the additions in order.
+        SmallVector<SmallVector<Value>> parts(numCol);
         for (int64_t u = 0; u < kUnroll; ++u)
-          parts.push_back(partAt(add(sy, mul(add(i, c64(u)), S))));
-        Value sum = acc[0];
-        for (Value part : parts)
-          sum = arith::AddFOp::create(b, loc, sum, part);
-        scf::YieldOp::create(b, loc, ValueRange{sum});
+          for (unsigned c = 0; c < numCol; ++c)
+            parts[c].push_back(partAt(c, add(sy, mul(add(i, c64(u)), S))));
+        SmallVector<Value> sums(acc.begin(), acc.end());
+        for (unsigned c = 0; c < numCol; ++c)
+          for (Value part : parts[c])
+            sums[c] = arith::AddFOp::create(b, loc, sums[c], part);
+        scf::YieldOp::create(b, loc, sums);
       });
   auto rest = scf::ForOp::create(
-      b, loc, full, count, c64(1), ValueRange{unrolled.getResult(0)},
+      b, loc, full, count, c64(1), unrolled.getResults(),
       [&](OpBuilder &, Location, Value i, ValueRange acc) {
-        Value part = partAt(add(sy, mul(i, S)));
-        scf::YieldOp::create(
-            b, loc, ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
+        SmallVector<Value> parts;
+        for (unsigned c = 0; c < numCol; ++c)
+          parts.push_back(partAt(c, add(sy, mul(i, S))));
+        SmallVector<Value> sums;
+        for (unsigned c = 0; c < numCol; ++c)
+          sums.push_back(arith::AddFOp::create(b, loc, acc[c], parts[c]));
+        scf::YieldOp::create(b, loc, sums);
       });
-  return rest.getResult(0);
+  return SmallVector<Value>(rest.getResults());
 }
 
 /// Slice 0: the slices of column result `c` in order, plus the initial
@@ -143,9 +154,10 @@ void KernelBuilderBase::emitColumnReduction(
         Value valid = ult(col, cols);
         Value colClamped =
             minU(col, arith::SubIOp::create(b, loc, cols, c64(1)));
+        SmallVector<Value> sums = sumSliceOfPrograms(
+            numCol, shape, partial, programs, cols, colClamped);
         for (unsigned c = 0; c < numCol; ++c) {
-          Value sum = sumSliceOfPrograms(c, shape, partial, programs, cols,
-                                         colClamped);
+          Value sum = sums[c];
           Value slot = add(
               mul(add(mul(c64(c), shape.slices), shape.slice), shape.width),
               shape.column);

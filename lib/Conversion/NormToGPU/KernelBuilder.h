@@ -157,9 +157,10 @@ private:
     Value slice;    // sy = tid / W
   };
   SliceShape shapeSlices(int64_t threads, Value programs);
-  Value sumSliceOfPrograms(unsigned c, const SliceShape &shape,
-                           Value partial, Value programs, Value cols,
-                           Value colClamped);
+  SmallVector<Value> sumSliceOfPrograms(unsigned numCol,
+                                        const SliceShape &shape, Value partial,
+                                        Value programs, Value cols,
+                                        Value colClamped);
   void finishColumn(MixedReductionOp op, unsigned c, const SliceShape &shape,
                     Value smem, Value col, ArrayRef<Value> inits,
                     ArrayRef<Value> outs);
