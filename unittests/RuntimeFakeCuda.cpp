@@ -664,6 +664,27 @@ CU_EXPORT cuOccupancyMaxActiveClusters(int *clusters, CUfunction function,
   return CUDA_SUCCESS;
 }
 
+// A launch the stream accepted (gMutex held): the last launch and the
+// counters, then a captured kernel node, or the barrier kernel run.
+static void recordLaunch(const FakeCudaLaunch &launch, FakeCapture *capture) {
+  gLastLaunch = launch;
+  ++gStats.launches;
+  if (launch.cooperative)
+    ++gStats.cooperativeLaunches;
+  if (launch.dependent)
+    ++gStats.dependentLaunches;
+  CUdeviceptr word =
+      barrierArgument(static_cast<CUfunction>(launch.function), launch.args);
+  if (capture) {
+    capture->nodes.push_back(FakeCudaNode{FAKECUDA_NODE_KERNEL, word, 0, 0,
+                                          launch.function, launch.cooperative,
+                                          launch.dependent});
+    ++gStats.capturedNodes;
+  } else if (word) {
+    runBarrierKernel(word);
+  }
+}
+
 CU_EXPORT cuLaunchKernel(CUfunction function, unsigned int gridX,
                          unsigned int gridY, unsigned int gridZ,
                          unsigned int blockX, unsigned int blockY,
@@ -678,18 +699,10 @@ CU_EXPORT cuLaunchKernel(CUfunction function, unsigned int gridX,
   FakeCapture *capture = nullptr;
   if (CUresult refused = streamWork(stream, "cuLaunchKernel", &capture))
     return refused;
-  gLastLaunch = FakeCudaLaunch{function, {gridX, gridY, gridZ},
-                               {blockX, blockY, blockZ}, shared, stream,
-                               args, 0};
-  ++gStats.launches;
-  CUdeviceptr word = barrierArgument(function, args);
-  if (capture) {
-    capture->nodes.push_back(
-        FakeCudaNode{FAKECUDA_NODE_KERNEL, word, 0, 0, function, 0});
-    ++gStats.capturedNodes;
-  } else if (word) {
-    runBarrierKernel(word);
-  }
+  recordLaunch(FakeCudaLaunch{function, {gridX, gridY, gridZ},
+                              {blockX, blockY, blockZ}, shared, stream, args,
+                              0, 0},
+               capture);
   return CUDA_SUCCESS;
 }
 
@@ -718,27 +731,14 @@ CU_EXPORT cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
   if (CUresult refused = streamWork(config->hStream, "cuLaunchKernelEx",
                                     &capture))
     return refused;
-  gLastLaunch = FakeCudaLaunch{function,
-                               {config->gridDimX, config->gridDimY,
-                                config->gridDimZ},
-                               {config->blockDimX, config->blockDimY,
-                                config->blockDimZ},
-                               config->sharedMemBytes,
-                               config->hStream,
-                               args,
-                               0,
-                               dependent};
-  ++gStats.launches;
-  if (dependent)
-    ++gStats.dependentLaunches;
-  CUdeviceptr word = barrierArgument(function, args);
-  if (capture) {
-    capture->nodes.push_back(FakeCudaNode{FAKECUDA_NODE_KERNEL, word, 0, 0,
-                                          function, 0, dependent});
-    ++gStats.capturedNodes;
-  } else if (word) {
-    runBarrierKernel(word);
-  }
+  recordLaunch(FakeCudaLaunch{function,
+                              {config->gridDimX, config->gridDimY,
+                               config->gridDimZ},
+                              {config->blockDimX, config->blockDimY,
+                               config->blockDimZ},
+                              config->sharedMemBytes, config->hStream, args,
+                              0, dependent},
+               capture);
   return CUDA_SUCCESS;
 }
 
@@ -768,19 +768,10 @@ CU_EXPORT cuLaunchCooperativeKernel(CUfunction function, unsigned int gridX,
   if (CUresult refused =
           streamWork(stream, "cuLaunchCooperativeKernel", &capture))
     return refused;
-  gLastLaunch = FakeCudaLaunch{function, {gridX, gridY, gridZ},
-                               {blockX, blockY, blockZ}, shared, stream,
-                               args, 1};
-  ++gStats.launches;
-  ++gStats.cooperativeLaunches;
-  CUdeviceptr word = barrierArgument(function, args);
-  if (capture) {
-    capture->nodes.push_back(
-        FakeCudaNode{FAKECUDA_NODE_KERNEL, word, 0, 0, function, 1});
-    ++gStats.capturedNodes;
-  } else if (word) {
-    runBarrierKernel(word);
-  }
+  recordLaunch(FakeCudaLaunch{function, {gridX, gridY, gridZ},
+                              {blockX, blockY, blockZ}, shared, stream, args,
+                              1, 0},
+               capture);
   return CUDA_SUCCESS;
 }
 

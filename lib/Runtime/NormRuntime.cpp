@@ -271,6 +271,14 @@ void setInitError(const char *fmt, ...) {
   va_end(args);
 }
 
+// An off switch in the environment (NORMRT_NO_COOPERATIVE, ...): set to
+// anything but "" or "0". Read at every call, so tests and A/B timing can
+// flip it inside one process.
+bool envSwitchSet(const char *name) {
+  const char *value = std::getenv(name);
+  return value && *value && std::strcmp(value, "0") != 0;
+}
+
 // Loads libcuda, resolves the entry points and calls cuInit(0); sets
 // gInitStatus and, on failure, gInitError. Runs once (initOnce).
 void loadDriver() {
@@ -1157,9 +1165,8 @@ int launchKernel(const char *fn, void *function, unsigned grid_x,
     return status;
   if (int status = allowDynamicShared(fn, f, shared_bytes))
     return status;
-  const char *off = std::getenv("NORMRT_NO_DEPENDENT_LAUNCH");
   if (dependent && gDriver.launchKernelEx &&
-      !(off && *off && std::strcmp(off, "0") != 0)) {
+      !envSwitchSet("NORMRT_NO_DEPENDENT_LAUNCH")) {
     // The kernel may start once every CTA of the kernel before it on the
     // stream has signalled (griddepcontrol.launch_dependents) or finished;
     // it waits for that kernel's completion itself (griddepcontrol.wait).
@@ -1385,8 +1392,7 @@ int normrt_cooperative_fits(void *function, unsigned grid_x,
       return status;
     if (int status = requireDriver(fn))
       return status;
-    const char *off = std::getenv("NORMRT_NO_COOPERATIVE");
-    if ((off && *off && std::strcmp(off, "0") != 0) ||
+    if (envSwitchSet("NORMRT_NO_COOPERATIVE") ||
         !gDriver.launchCooperativeKernel || !gDriver.memsetD32Async)
       return static_cast<int>(NORMRT_SUCCESS);
     CUcontext context = nullptr;
