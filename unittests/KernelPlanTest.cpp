@@ -33,6 +33,7 @@ struct Expected {
       splitSharedBytes;
   int64_t clusterCTAs = 1;
   int64_t bulkStages = 0;
+  bool peel = false;
 };
 
 struct Case {
@@ -62,6 +63,11 @@ const Case kCases[] = {
     // resident CTAs (4 of 256 lanes for 17389: 8695 columns would need 34
     // per lane at 256).
     {"rms", "bf16", 17389, "sm_90a", {1, 256, 1, 17, 0, true, false, false, 0, 0, 0, 0, 4}},
+    // Odd N that one CTA holds: the peeled vector kernel (16-byte chunks
+    // between a scalar head and tail per row), planned as for N rounded up
+    // to the vector.
+    {"layer", "bf16", 2999, "sm_90a", {8, 128, 2, 3, 0, true, true, true, 0, 0, 47984, 0, 1, 0, true}},
+    {"rms", "f32", 4099, "sm_90a", {4, 256, 1, 5, 0, true, false, true, 0, 0, 0, 0, 1, 0, true}},
     // N = 32768: two stages of a whole row do not fit beside the
     // accumulators (128 KiB, or a part of 128 KiB): no bulk ring.
     {"rms", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 131072, 32768}},
@@ -170,6 +176,7 @@ TEST_P(KernelPlanTest, MatchesTable) {
   EXPECT_EQ(plan.splitSharedBytes, e.splitSharedBytes);
   EXPECT_EQ(plan.clusterCTAs, e.clusterCTAs);
   EXPECT_EQ(plan.bulkStages, e.bulkStages);
+  EXPECT_EQ(plan.peel, e.peel);
   // Every plan with column results on sm_90+ launches its final kernel as
   // a programmatic dependent; the tiers alike (their final kernels are
   // built with the plan's flag, their main kernels with their own).
@@ -235,6 +242,48 @@ TEST_P(KernelPlanTest, ScalarFallbackPrefetchFits) {
     EXPECT_TRUE(plan.scalarPrefetch);
 }
 
+// Peeled rows over the space of N around each case's (odd, one off a
+// multiple of the vector, the multiple itself): the peeled kernel exactly
+// where N is not a multiple of the vector and its plan is one the kernel
+// runs (resident, one CTA per row, a lane per head and tail column), else
+// the scalar kernel only; never with peel-rows=false.
+TEST_P(KernelPlanTest, PeelsExactlyWhereRowsMisalign) {
+  Case c = GetParam();
+  GpuTarget target = *lookupGpuTarget(c.chip);
+  int64_t base = c.n;
+  for (int64_t n : {base - 1, base, base + 1, base + 3, base | 1}) {
+    if (n < 1)
+      continue;
+    c.n = n;
+    SCOPED_TRACE("N = " + std::to_string(n));
+    MixedReductionOp op = fused(c);
+    ASSERT_TRUE(op);
+    KernelPlanOptions options;
+    KernelPlan plan = planKernel(op, options, target);
+    int64_t width = planKernel(op, [] {
+                      KernelPlanOptions aligned;
+                      aligned.peelRows = false;
+                      return aligned;
+                    }(), target).vector;
+    if (plan.peel) {
+      EXPECT_GT(plan.vector, 1);
+      EXPECT_NE(n % plan.vector, 0);
+      EXPECT_TRUE(plan.resident());
+      EXPECT_EQ(plan.clusterCTAs, 1);
+      EXPECT_GE(plan.threadsPerRow, plan.vector);
+      EXPECT_GE(plan.threadsPerRow * plan.chunksPerThread * plan.vector, n);
+    } else if (plan.vector > 1) {
+      EXPECT_EQ(n % plan.vector, 0);
+    }
+    options.peelRows = false;
+    KernelPlan scalar = planKernel(op, options, target);
+    EXPECT_FALSE(scalar.peel);
+    // Without peeling, a misaligned N is the scalar kernel's alone.
+    if (plan.peel)
+      EXPECT_EQ(width, 1);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Table, KernelPlanTest, ::testing::ValuesIn(kCases),
     [](const ::testing::TestParamInfo<Case> &info) {
@@ -272,12 +321,16 @@ TEST_P(KernelPlanTierTest, TiersAreTheStaticPlans) {
     EXPECT_EQ(tier.vector, plan.vector);
     EXPECT_GE(tier.threadsPerRow * tier.chunksPerThread * tier.vector,
               tier.tierCols);
+    // Every tier of a vector plan also peels rows (a run-time N need not
+    // be a multiple of the vector); its `_main` kernel is the static one.
+    EXPECT_EQ(tier.peel, tier.vector > 1);
     Case fixed = GetParam();
     fixed.n = tier.tierCols;
     MixedReductionOp staticOp = fused(fixed);
     ASSERT_TRUE(staticOp);
     KernelPlan same = planKernel(staticOp, options, target);
     EXPECT_EQ(same.vector, tier.vector);
+    EXPECT_FALSE(same.peel);
     EXPECT_EQ(same.threadsPerRow, tier.threadsPerRow);
     EXPECT_EQ(same.chunksPerThread, tier.chunksPerThread);
     EXPECT_EQ(same.prefetch, tier.prefetch);

@@ -59,6 +59,13 @@ struct KernelLaunch {
   int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
   int64_t tierCols = 0; // a resident tier: the largest N it takes
   int64_t clusterCTAs = 1; // CTAs of a cluster per row (the kernels' shape)
+  // A `_main` kernel: the vector kernel of 16-byte aligned rows (not for a
+  // static N that is not a multiple of the vector).
+  bool alignedKernel = false;
+  // A `_main_peel` kernel: the vector kernel of rows at any phase, where
+  // `vec_peel` holds (not `vec`); its programs' row stride keeps every row
+  // of a program at one phase.
+  bool peel = false;
 };
 
 /// Everything the launcher of one fused op needs, in kernel-parameter order.
@@ -122,6 +129,11 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   own.splitColumnGroups = planAttr.getSplitColumnGroups();
   own.splitSharedBytes = planAttr.getSplitSharedBytes();
   own.clusterCTAs = planAttr.getClusterCtas();
+  own.peel = planAttr.getPeel();
+  int64_t staticCols = op.getDomainShape().back();
+  own.alignedKernel = launch.vector > 1 &&
+                      (ShapedType::isDynamic(staticCols) ||
+                       staticCols % launch.vector == 0);
   if (ArrayAttr tiers = planAttr.getTiers()) {
     if (!ShapedType::isDynamic(op.getDomainShape().back()))
       return op.emitError("compile: resident tiers in the kernel plan of an "
@@ -138,6 +150,8 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
       k.finalKernel =
           finalKernelName(prefix, k.finalThreads, own.finalThreads);
       k.tierCols = tier.getCols();
+      k.peel = tier.getPeel();
+      k.alignedKernel = launch.vector > 1;
       launch.tiers.push_back(k);
     }
   }
@@ -225,6 +239,18 @@ void LauncherWriter::writeLaunch(llvm::raw_ostream &out, const OpLaunch &l,
   int64_t numCol = op.getColResults().size();
   int64_t R = k.rowsPerCTA;
   const bool anyTail = numCol > 0 && k.singleLaunch;
+  // The main kernel: the vector kernel of aligned rows, the peeled one,
+  // else the scalar one.
+  std::string mainKernel;
+  {
+    llvm::raw_string_ostream name(mainKernel);
+    if (k.alignedKernel)
+      name << "vec ? \"" << k.prefix << kMainKernelSuffix << "\" : ";
+    if (k.peel)
+      name << "vec_peel ? \"" << k.prefix << kMainPeelKernelSuffix
+           << "\" : ";
+    name << "\"" << k.prefix << kMainScalarKernelSuffix << "\"";
+  }
   src << "void *fn;\n"
       << "unsigned smem = " << k.dynamicSharedBytes << ";\n";
   if (anyTail)
@@ -245,13 +271,11 @@ void LauncherWriter::writeLaunch(llvm::raw_ostream &out, const OpLaunch &l,
         << "}\n"
         << "if ((st = normrt_get_function(norm_image, split ? (vec ? \""
         << k.prefix << kMainSplitKernelSuffix << "\" : \"" << k.prefix
-        << kMainSplitScalarKernelSuffix << "\") : vec ? \"" << k.prefix
-        << kMainKernelSuffix << "\" : \"" << k.prefix
-        << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
+        << kMainSplitScalarKernelSuffix << "\") : " << mainKernel
+        << ", &fn)) != 0) return st;\n";
   } else {
-    src << "if ((st = normrt_get_function(norm_image, vec ? \"" << k.prefix
-        << kMainKernelSuffix << "\" : \"" << k.prefix
-        << kMainScalarKernelSuffix << "\", &fn)) != 0) return st;\n";
+    src << "if ((st = normrt_get_function(norm_image, " << mainKernel
+        << ", &fn)) != 0) return st;\n";
   }
   // A persistent grid: as many CTAs as are resident at once, unless the
   // kernel was compiled with a fixed programs-per-SM.
@@ -291,8 +315,22 @@ void LauncherWriter::writeLaunch(llvm::raw_ostream &out, const OpLaunch &l,
   } else {
     src << "int64_t ctas = (rows + " << R - 1 << ") / " << R << ";\n"
         << "int64_t limit = (int64_t)sms * per_sm;\n"
-        << "unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n"
-        << "int64_t programs = (int64_t)grid * " << (k.combineInCTA ? 1 : R)
+        << "unsigned grid = (unsigned)(ctas < limit ? ctas : limit);\n";
+    if (k.peel)
+      // Programs that take more than one row: grid x R rows apart, at one
+      // phase only if (grid x R x stride) % V == 0. Fewer CTAs (at most
+      // V - 1), or where fewer than one such grid fits, more (launched
+      // without the tail: they need not all be resident).
+      src << "if (vec_peel && rows > (int64_t)grid * " << R
+          << ") { /* peeled rows: one phase per program */\n"
+          << "  int64_t phase = " << l.stridesIn.front() << " % "
+          << l.vector << ";\n"
+          << "  int64_t q = phase ? " << l.vector
+          << " / (phase & -phase) : 1; /* programs: a multiple of it */\n"
+          << "  int64_t m = q > " << R << " ? q / " << R << " : 1;\n"
+          << "  grid = grid >= m ? grid - grid % m : (unsigned)m;\n"
+          << "}\n";
+    src << "int64_t programs = (int64_t)grid * " << (k.combineInCTA ? 1 : R)
         << "; /* rows of the partial buffer */\n";
   }
   src << "void *ws = NULL;\n";
@@ -515,12 +553,29 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
       ptrs(l.fullIn, l.fullInBytes, true);
       ptrs(l.fullOut, l.fullOutBytes, true);
       ptrs(l.colIn, l.colInBytes, true);
+      // Peeled rows: any phase, but the same for every input and result
+      // (strides that agree modulo V).
+      bool anyPeel =
+          l.kernels.peel ||
+          llvm::any_of(l.tiers, [](const KernelLaunch &t) { return t.peel; });
+      if (anyPeel) {
+        src << "    int vec_any = vec";
+        for (const std::string &s : ArrayRef(l.stridesIn).drop_front())
+          src << " && (" << s << " - " << l.stridesIn.front() << ") % "
+              << l.vector << " == 0";
+        for (const std::string &s : l.stridesOut)
+          src << " && (" << s << " - " << l.stridesIn.front() << ") % "
+              << l.vector << " == 0";
+        src << ";\n";
+      }
       src << "    vec = vec && cols % " << l.vector << " == 0";
       for (const std::string &s : l.stridesIn)
         src << " && " << s << " % " << l.vector << " == 0";
       for (const std::string &s : l.stridesOut)
         src << " && " << s << " % " << l.vector << " == 0";
       src << ";\n";
+      if (anyPeel)
+        src << "    int vec_peel = !vec && vec_any;\n";
     }
     // A run-time N: the smallest resident tier that holds it, else the
     // plan's own (looped) kernels. Each branch launches its kernels with

@@ -103,7 +103,7 @@ def main():
                 # of other blocks end in `_final_<threads>`.
                 final = re.search(r"_final(_\d+)?$", name)
                 prefix = re.sub(
-                    r"_(main|main_scalar|main_split|main_split_scalar)$",
+                    r"_(main|main_peel|main_scalar|main_split|main_split_scalar)$",
                     "", name)
                 kind_of = "final" if final else variant.get(prefix, "?")
                 if kind_of == "?":

@@ -95,6 +95,15 @@ struct KernelPlan {
   // contiguous part of the row's chunks (chunksPerThread counts the part);
   // the cluster is the program, writing one partial row.
   int64_t clusterCTAs = 1;
+  // Resident vector plan of one CTA per row: a `_main_peel` kernel for
+  // rows that need not start on a 16-byte boundary (a static N not a
+  // multiple of `vector`, which then has no `_main` kernel, or a tier's
+  // run-time N). Each program's rows share one phase (the launcher makes
+  // the row stride P x the rows' stride a multiple of `vector`); the
+  // program peels the columns before its first boundary (head) and after
+  // its last whole chunk (tail), one per lane, and takes the 16-byte chunks
+  // in between.
+  bool peel = false;
   // A resident tier of a run-time N: the plan made as for a static N =
   // tierCols, whose kernels read N at run time and take any N <= tierCols
   // (0: not a tier).

@@ -131,6 +131,12 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "partial buffer; the launcher sets the programmatic stream "
            "serialization attribute), so its launch overlaps the main "
            "kernel's last CTAs instead of following the whole grid">,
+    Option<"peelRows", "peel-rows", "bool", /*default=*/"true",
+           "Resident vector kernel: take rows that do not start on a "
+           "16-byte boundary (a static N that is not a multiple of the "
+           "vector width, a run-time N) by peeling a scalar head and tail "
+           "per row around 16-byte chunks, instead of the all-scalar "
+           "kernel; false: such rows take the scalar kernel">,
     Option<"tierMinCols", "tier-min-cols", "int64_t", /*default=*/"256",
            "Run-time N: the smallest capacity of the resident tiers (kernels "
            "planned as for a static N of 1, 1.5, 2, 3, 4, ... times this, up "

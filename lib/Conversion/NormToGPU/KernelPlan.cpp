@@ -74,15 +74,23 @@ public:
 
 private:
   /// The plan for rows of `n` columns (nullopt: a run-time N, nothing
-  /// known); a tier's kernels take n at run time (up to it).
+  /// known); a tier's kernels take n at run time (up to it). Rows that
+  /// need not start on a 16-byte boundary take the peeled vector kernel
+  /// where its plan is one it can run (pickPeel), else the scalar kernel.
   KernelPlan planFor(std::optional<int64_t> n, bool tier) {
+    KernelPlan peeled = planWith(n, tier, options.peelRows);
+    if (!peeled.peel || peelable(peeled))
+      return peeled;
+    return planWith(n, tier, /*peel=*/false);
+  }
+  KernelPlan planWith(std::optional<int64_t> n, bool tier, bool allowPeel) {
     plan = KernelPlan();
     cols = n;
     if (tier)
       plan.tierCols = *n;
     else
       plan.staticCols = n;
-    pickVectorWidth();
+    pickVectorWidth(allowPeel);
     pickRowGroup();
     pickCluster();
     pickRowsPerCTA();
@@ -93,7 +101,17 @@ private:
     return plan;
   }
   std::vector<KernelPlan> planTiers(int64_t vector);
-  void pickVectorWidth();
+  /// The peeled kernel is a resident one of one CTA per row, with a lane
+  /// per head and tail column (both < vector).
+  static bool peelable(const KernelPlan &p) {
+    return p.resident() && p.clusterCTAs == 1 && p.threadsPerRow >= p.vector;
+  }
+  /// Chunks of `vector` columns that cover the row (the peeled kernel's
+  /// whole chunks are at most this many).
+  int64_t rowChunks() const {
+    return (*cols + plan.vector - 1) / plan.vector;
+  }
+  void pickVectorWidth(bool allowPeel);
   void pickRowGroup();
   void pickCluster();
   void pickRowsPerCTA();
@@ -149,9 +167,11 @@ int64_t KernelPlanner::registerBudget(int64_t group) const {
                            target.registersPerSM / block);
 }
 
-/// V: 16 bytes of the widest full element type (the scalar kernel only
-/// when a static N is not a multiple of it).
-void KernelPlanner::pickVectorWidth() {
+/// V: 16 bytes of the widest full element type. Rows that need not start
+/// on a 16-byte boundary (a static N not a multiple of V; any N of a tier)
+/// peel where allowed, else a static N not a multiple of V takes the
+/// scalar kernel only.
+void KernelPlanner::pickVectorWidth(bool allowPeel) {
   widest = 1;
   for (Value v : op.getFull())
     widest = std::max(widest, elementBytes(v.getType()));
@@ -159,7 +179,10 @@ void KernelPlanner::pickVectorWidth() {
     widest = std::max(widest, elementBytes(v.getType()));
   int64_t vectorBytes = std::clamp<int64_t>(options.vectorBytes, widest, 16);
   plan.vector = std::max<int64_t>(1, vectorBytes / widest);
-  if (cols && *cols % plan.vector != 0)
+  bool misaligned = cols && (*cols % plan.vector != 0 || plan.tierCols);
+  if (misaligned && allowPeel && plan.vector > 1)
+    plan.peel = true;
+  else if (cols && *cols % plan.vector != 0)
     plan.vector = 1; // the scalar kernel is the only one
 }
 
@@ -168,9 +191,8 @@ void KernelPlanner::pickVectorWidth() {
 /// fits the registers; else the looped variant (512 lanes).
 void KernelPlanner::pickRowGroup() {
   // With a cluster, a CTA's part of the row.
-  int64_t chunks = cols ? (*cols / plan.vector + plan.clusterCTAs - 1) /
-                              plan.clusterCTAs
-                        : -1;
+  int64_t chunks =
+      cols ? (rowChunks() + plan.clusterCTAs - 1) / plan.clusterCTAs : -1;
   int64_t maxResident = options.maxResidentElements;
   plan.chunksPerThread = 0;
   if (chunks > 0) {
@@ -233,7 +255,7 @@ void KernelPlanner::pickCluster() {
   if (plan.resident() || !cols || plan.tierCols || !target.hasClusters ||
       options.rowsPerCTA > 1 || (widest < 4 && plan.vector > 1))
     return;
-  int64_t chunks = *cols / plan.vector;
+  int64_t chunks = rowChunks();
   for (int64_t c = 2; c <= options.maxClusterCTAs; c *= 2) {
     int64_t part = (chunks + c - 1) / c;
     if (part * (c - 1) >= chunks)

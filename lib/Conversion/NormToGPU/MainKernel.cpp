@@ -147,6 +147,35 @@ void MainKernelBuilder::computeRowBounds() {
   one64 = c64(1);
 }
 
+/// Rows that need not start on a 16-byte boundary (odd N, a tier's N):
+/// every row of the program starts at the same phase, because the launcher
+/// makes rowPrograms x the rows' stride a multiple of V (or gives each
+/// program one row). The phase is its last row's: masked rows load that row
+/// instead of rows - 1, so that their loads stay aligned too (a program
+/// without rows takes row 0). Its lanes take the head's columns [0, head),
+/// then whole chunks from `head` on, then the tail's columns.
+void MainKernelBuilder::computePeel() {
+  if (!peel())
+    return;
+  Value has = ult(progRow, rows);
+  Value ownRows = arith::DivUIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, lastRow, progRow), rowPrograms);
+  lastRow = arith::SelectOp::create(
+      b, loc, has, add(progRow, mul(ownRows, rowPrograms)), zero64);
+  // Every full input and result has the same phase (the launcher checks
+  // that their strides agree modulo V); the first input's stride stands
+  // for them.
+  Value stride = strideIn.empty() ? cols : strideIn.front();
+  Value phase = arith::RemUIOp::create(b, loc, mul(lastRow, stride), c64(V));
+  head = minU(arith::RemUIOp::create(
+                  b, loc, arith::SubIOp::create(b, loc, c64(V), phase), c64(V)),
+              cols);
+  chunks = arith::DivUIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, cols, head), c64(V));
+  partEnd = partChunks = chunks;
+  tailStart = add(head, mul(chunks, c64(V)));
+}
+
 //===----------------------------------------------------------------------===//
 // Loads
 //===----------------------------------------------------------------------===//
@@ -163,17 +192,46 @@ Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
                                       b, loc, b.getBoolAttr(true))
                                       .getResult()
                                 : ult(c, end);
+  chunk.width = V;
   if (maskedChunks()) {
     chunk.column = mul(c, c64(V));
+    if (peel())
+      chunk.column = add(head, chunk.column);
   } else {
     Value last = arith::SubIOp::create(b, loc, end, c64(1));
     chunk.column = mul(minU(c, last), c64(V));
   }
-  for (Value in : colIn) {
-    Type elem = elementTypeOf(op.getCol()[chunk.col.size()]);
-    chunk.col.push_back(split(loadChunkRaw(chunk, in, elem, chunk.column), V));
-  }
+  loadColumnInputs(chunk);
   return chunk;
+}
+
+SmallVector<Chunk> MainKernelBuilder::edgeChunks() {
+  SmallVector<Chunk> edges(2);
+  edges[0].column = lane;
+  edges[0].valid = ult(lane, head);
+  edges[1].column = add(tailStart, lane);
+  edges[1].valid = ult(edges[1].column, cols);
+  for (Chunk &edge : edges)
+    loadColumnInputs(edge);
+  return edges;
+}
+
+void MainKernelBuilder::loadColumnInputs(Chunk &chunk) {
+  for (auto [j, in] : llvm::enumerate(colIn)) {
+    Type elem = elementTypeOf(op.getCol()[j]);
+    if (!peel()) {
+      chunk.col.push_back(
+          split(loadChunkRaw(chunk, in, elem, chunk.column), chunk.width));
+      continue;
+    }
+    // Indexed by the column alone, so at the row's phase: not aligned.
+    SmallVector<Value> vals;
+    for (int64_t e = 0; e < chunk.width; ++e)
+      vals.push_back(loadMasked(
+          chunk.valid, in, elem,
+          e == 0 ? chunk.column : add(chunk.column, c64(e)), 1));
+    chunk.col.push_back(vals);
+  }
 }
 
 /// A cluster's parts of a static N that tile the row, and chunk k of every
@@ -190,16 +248,16 @@ bool MainKernelBuilder::alwaysInPart(Value k) const {
          (index.getSExtValue() + 1) * G <= part;
 }
 
-Value MainKernelBuilder::loadChunkRaw(const Chunk &chunk, Value base,
-                                      Type elem, Value index) {
-  if (!maskedChunks() || matchPattern(chunk.valid, m_One()))
-    return loadRaw(base, elem, index, V);
-  Type type = V == 1 ? elem : VectorType::get({V}, elem);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, chunk.valid,
+Value MainKernelBuilder::loadMasked(Value valid, Value base, Type elem,
+                                    Value index, int64_t count) {
+  if (!maskedChunks() || matchPattern(valid, m_One()))
+    return loadRaw(base, elem, index, count);
+  Type type = count == 1 ? elem : VectorType::get({count}, elem);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, valid,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
-  scf::YieldOp::create(b, loc, loadRaw(base, elem, index, V));
+  scf::YieldOp::create(b, loc, loadRaw(base, elem, index, count));
   b.setInsertionPointToStart(ifOp.elseBlock());
   Value zero = arith::ConstantOp::create(
       b, loc, cast<TypedAttr>(b.getZeroAttr(type)));
@@ -213,7 +271,8 @@ ChunkValues MainKernelBuilder::loadFull(const RowState &row,
   for (auto [i, in] : llvm::enumerate(fullIn)) {
     Value index = add(mul(row.clamped, strideIn[i]), chunk.column);
     vals.push_back(split(
-        loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]), index), V));
+        loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]), index),
+        chunk.width));
   }
   return vals;
 }
@@ -263,7 +322,7 @@ MainKernelBuilder::computeElementwise(const RowState &row, const Chunk &chunk,
   ChunkResults results;
   results.outs.resize(fullOut.size());
   results.contribs.resize(numCol);
-  for (int64_t e = 0; e < V; ++e) {
+  for (int64_t e = 0; e < chunk.width; ++e) {
     SmallVector<Value> a = regionArgs(row, vals, chunk, e);
     for (auto [i, v] : llvm::enumerate(inlineRegion(op.getElementwise(), a)))
       results.outs[i].push_back(v);

@@ -35,11 +35,13 @@
 
 namespace mlir::norm {
 
-/// Chunk k of a lane: `vector` consecutive columns of the row.
+/// Chunk k of a lane: `width` consecutive columns of the row (the kernel's
+/// vector width; 1 for a peeled row's head and tail columns).
 struct Chunk {
   Value valid;  // the chunk lies inside the row (or the program's part)
   Value column; // its first column (clamped into the row; see maskedChunks)
   SmallVector<SmallVector<Value>> col; // column inputs: [input][element]
+  int64_t width = 1;
 };
 
 /// The full inputs of one chunk: [full input][element].
@@ -91,6 +93,11 @@ protected:
   void computeRowParts();
   /// iters = ceil(rows / rowPrograms), lastRow.
   void computeRowBounds();
+  /// Peeled rows (peel()): the program's phase, head and whole chunks;
+  /// lastRow becomes the program's own last row.
+  void computePeel();
+  /// The vector kernel of a plan.peel (not its scalar fallback).
+  bool peel() const { return plan.peel && V > 1; }
 
   /// The last step, with a dependent final kernel (plan.dependentLaunch):
   /// lets it be scheduled (griddepcontrol.launch_dependents) once every CTA
@@ -104,6 +111,9 @@ protected:
   /// Chunk k of the lane (its column inputs loaded): of the whole row, or
   /// of the program's column part (looped variant with column groups).
   Chunk chunkAt(Value k, bool inPart = false);
+  /// Peeled rows: the lane's column of the head (before the first whole
+  /// chunk) and of the tail (after the last); masked past their ends.
+  SmallVector<Chunk> edgeChunks();
   bool alwaysInPart(Value k) const;
   ChunkValues loadFull(const RowState &row, const Chunk &chunk);
   /// A resident tier's kernels take a run-time N up to the plan's, and a
@@ -113,11 +123,20 @@ protected:
   /// would be a run-time value per chunk, live across the row loop (the
   /// scalar kernels spilled); this one is the lane's column plus a constant.
   bool maskedChunks() const {
-    return plan.tierCols > 0 || plan.clusterCTAs > 1;
+    return plan.tierCols > 0 || plan.clusterCTAs > 1 || peel();
   }
   /// The raw access of `chunk` at base[index]: zeros for a masked chunk
   /// past the row.
-  Value loadChunkRaw(const Chunk &chunk, Value base, Type elem, Value index);
+  Value loadChunkRaw(const Chunk &chunk, Value base, Type elem, Value index) {
+    return loadMasked(chunk.valid, base, elem, index, chunk.width);
+  }
+  /// `count` elements at base[index], or zeros where `valid` is false
+  /// (unless the chunks are never masked).
+  Value loadMasked(Value valid, Value base, Type elem, Value index,
+                   int64_t count);
+  /// The column inputs of a chunk: 16-byte loads, or one element at a time
+  /// where the chunk's columns are not 16-byte aligned (peeled rows).
+  void loadColumnInputs(Chunk &chunk);
   SmallVector<Value> loadRowInputs(Value rowIndex);
 
   //===--------------------------------------------------------------===//
@@ -205,6 +224,7 @@ protected:
   // resident kernel: one program per row, the whole row).
   Value progRow, rowPrograms, partBegin, partEnd, partChunks;
   Value iters, lastRow;
+  Value head, tailStart; // peeled rows: head columns, the tail's first
   Value zero64, one64; // loop bounds and steps
   int64_t maxSums = 1; // row results per stage, at most
   Value smem;          // warp slots (G > 32)
@@ -221,12 +241,18 @@ public:
 
 private:
   void initAccumulators();
+  /// The chunks whose raw accesses are carried one row ahead through the
+  /// loop: all of them with the register prefetch; with the cp.async ring
+  /// the peeled head and tail (too narrow for cp.async); else none.
+  bool carried(int64_t k) const {
+    return prefetch || (stages > 0 && k >= K);
+  }
   // Row loading: plain loads, a register prefetch of the next row, or the
   // cp.async ring (plan.asyncStages).
   void startAsyncRing(gpu::GPUFuncOp func);
   void issueAsyncCopies(Value rowIndex, Value stage);
   Value asyncSlot(Value stage, int64_t k, int64_t i);
-  SmallVector<Value> loadRawRow(Value rowIndex);
+  SmallVector<Value> loadRawRow(Value rowIndex);  // of the carried chunks
   SmallVector<ChunkValues> loadRow(const RowState &row, ValueRange current);
   void reduceRowStages(RowState &row, ArrayRef<ChunkValues> fullVals);
   void finishChunks(const RowState &row, ArrayRef<ChunkValues> fullVals,
@@ -234,11 +260,17 @@ private:
   // Partials: combined in the CTA, or one partial row per program.
   void combinePartialsInCTA(scf::ForOp rowLoop);
   void writePartials(scf::ForOp rowLoop);
+  /// Accumulator (column result c, owned chunk k, element e): [c][column].
+  int64_t accumulatorIndex(unsigned c, int64_t k, int64_t e) const {
+    return c * ownedWidth + ownedOffset[k] + e;
+  }
   Value accumulator(scf::ForOp rowLoop, unsigned c, int64_t k, int64_t e) {
-    return rowLoop.getResult((c * K + k) * V + e);
+    return rowLoop.getResult(accumulatorIndex(c, k, e));
   }
 
-  int64_t K = 0;      // chunks per lane
+  int64_t K = 0;      // whole chunks per lane (then the peeled edges)
+  int64_t ownedWidth = 0;           // columns of all owned chunks
+  SmallVector<int64_t> ownedOffset; // of each owned chunk's first
   int64_t stages = 0; // rows of the cp.async ring (0: none)
   bool prefetch = false;
   SmallVector<Chunk> owned;

@@ -99,7 +99,8 @@ struct ConvertNormToGPUPass
       os << " tier, N <= " << plan.tierCols << " at run time";
     os << ", " << plan.threadsPerRow << " lanes per row, " << plan.rowsPerCTA
        << " rows per CTA, vector " << plan.vector << ", chunks per lane "
-       << plan.chunksPerThread << (plan.prefetch ? ", prefetch" : "");
+       << plan.chunksPerThread << (plan.prefetch ? ", prefetch" : "")
+       << (plan.peel ? ", peeled rows (scalar head and tail)" : "");
     if (plan.minColumnGroups > 1)
       os << ", " << plan.minColumnGroups << " CTAs per row (column groups)";
     if (plan.clusterCTAs > 1)
@@ -228,8 +229,17 @@ struct ConvertNormToGPUPass
       const KernelPlan *plan;
     };
     SmallVector<Variant> variants;
-    if (plan.vector > 1)
-      variants.push_back({plan.vector, (prefix + kMainKernelSuffix).str(), &plan});
+    // The vector kernel of aligned rows (not for a static N that is not a
+    // multiple of the vector), the peeled one for rows at any phase.
+    KernelPlan aligned = plan;
+    aligned.peel = false;
+    if (plan.vector > 1 &&
+        (!plan.staticCols || *plan.staticCols % plan.vector == 0))
+      variants.push_back(
+          {plan.vector, (prefix + kMainKernelSuffix).str(), &aligned});
+    if (plan.peel)
+      variants.push_back(
+          {plan.vector, (prefix + kMainPeelKernelSuffix).str(), &plan});
     variants.push_back({1, (prefix + kMainScalarKernelSuffix).str(), &plan});
     if (plan.splitColumnGroups > 0) {
       if (plan.vector > 1)
@@ -283,7 +293,8 @@ struct ConvertNormToGPUPass
             b.getContext(), tier.tierCols, tier.vector, tier.threadsPerRow,
             tier.rowsPerCTA, tier.chunksPerThread, tier.blockThreads(),
             b.getBoolAttr(tier.combineInCTA), b.getBoolAttr(tier.singleLaunch),
-            tier.asyncStages, tier.finalThreads(), tier.dynamicSharedBytes));
+            tier.asyncStages, tier.finalThreads(), tier.dynamicSharedBytes,
+            tier.peel));
       tiers = b.getArrayAttr(elements);
     }
     op->setAttr(kKernelPlanAttrName,
@@ -296,7 +307,7 @@ struct ConvertNormToGPUPass
                     plan.splitColumnGroups, plan.splitSharedBytes,
                     plan.finalThreads(), plan.dynamicSharedBytes,
                     plan.clusterCTAs, plan.bulkStages, plan.dependentLaunch,
-                    tiers));
+                    plan.peel, tiers));
   }
 };
 

@@ -5,7 +5,8 @@
 // accumulators (one per owned column and column result) are loop-carried.
 //
 //   build:
-//     prologue (unpack, captures, shared memory, program ids)
+//     prologue (unpack, captures, shared memory, program ids; peeled
+//               rows: the program's phase and head)
 //     initAccumulators      column inputs loaded once, accumulators = 0
 //     startAsyncRing        cp.async ring: the first stages - 1 rows
 //     row loop (RowState):
@@ -37,6 +38,7 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   computeProgramIds();
   computeRowParts();
   computeRowBounds();
+  computePeel();
   if (plan.clusterCTAs > 1)
     declareClusterSlots(func);
   initAccumulators();
@@ -49,8 +51,7 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   prefetch = (V < plan.vector ? plan.scalarPrefetch : plan.prefetch) &&
              stages == 0;
   SmallVector<Value> loopInit(accInit);
-  if (prefetch)
-    llvm::append_range(loopInit, loadRawRow(minU(prog, lastRow)));
+  llvm::append_range(loopInit, loadRawRow(minU(prog, lastRow)));
   size_t numAcc = accInit.size();
   size_t numRaw = loopInit.size() - numAcc;
   // The row inputs (mean, rstd) are loaded one row ahead and carried: each
@@ -66,9 +67,8 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
         row.row = add(mul(it, rowPrograms), progRow);
         row.valid = ult(row.row, rows);
         row.clamped = minU(row.row, lastRow);
-        SmallVector<Value> nextRaw;
-        if (prefetch)
-          nextRaw = loadRawRow(minU(add(row.row, programs), lastRow));
+        SmallVector<Value> nextRaw =
+            loadRawRow(minU(add(row.row, programs), lastRow));
         if (stages > 0) {
           // Row it + stages - 1 into the stage row it - 1 used; then wait
           // until this row's group (stages - 1 groups ago) has landed.
@@ -111,7 +111,13 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
 void ResidentKernelBuilder::initAccumulators() {
   for (int64_t k = 0; k < K; ++k)
     owned.push_back(chunkAt(c64(k), /*inPart=*/plan.clusterCTAs > 1));
-  accInit.assign(numCol * K * V, zeroF32());
+  if (peel())
+    llvm::append_range(owned, edgeChunks());
+  for (const Chunk &chunk : owned) {
+    ownedOffset.push_back(ownedWidth);
+    ownedWidth += chunk.width;
+  }
+  accInit.assign(numCol * ownedWidth, zeroF32());
 }
 
 //===----------------------------------------------------------------------===//
@@ -147,9 +153,9 @@ Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
       .getResult();
 }
 
-/// One commit group: the row's chunks of every full input.
+/// One commit group: the row's whole chunks of every full input.
 void ResidentKernelBuilder::issueAsyncCopies(Value rowIndex, Value stage) {
-  for (auto [k, chunk] : llvm::enumerate(owned))
+  for (auto [k, chunk] : llvm::enumerate(ArrayRef(owned).take_front(K)))
     for (auto [i, in] : llvm::enumerate(fullIn)) {
       Type elem = elementTypeOf(op.getFull()[i]);
       Value src = LLVM::GEPOp::create(
@@ -174,34 +180,37 @@ void ResidentKernelBuilder::issueAsyncCopies(Value rowIndex, Value stage) {
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
-/// The row's full inputs as raw accesses (the register prefetch carries
-/// them through the loop).
+/// The row's full inputs of the carried chunks as raw accesses (carried
+/// through the loop, a row ahead).
 SmallVector<Value> ResidentKernelBuilder::loadRawRow(Value rowIndex) {
   SmallVector<Value> raws;
-  for (const Chunk &chunk : owned)
+  for (auto [k, chunk] : llvm::enumerate(owned)) {
+    if (!carried(k))
+      continue;
     for (auto [i, in] : llvm::enumerate(fullIn))
       raws.push_back(loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]),
                                   add(mul(rowIndex, strideIn[i]),
                                       chunk.column)));
+  }
   return raws;
 }
 
-/// This row's full inputs, [chunk][input][element]: from the prefetched
-/// raw accesses (`current`), the ring, or plain loads.
+/// This row's full inputs, [chunk][input][element]: from the raw accesses
+/// carried from the previous iteration (`current`), the ring, or plain
+/// loads.
 SmallVector<ChunkValues> ResidentKernelBuilder::loadRow(const RowState &row,
                                                         ValueRange current) {
   SmallVector<ChunkValues> fullVals;
-  if (prefetch) {
-    for (size_t k = 0; k < owned.size(); ++k) {
-      ChunkValues vals;
+  Value stage;
+  if (stages > 0)
+    stage = arith::RemUIOp::create(b, loc, row.iteration, c64(stages));
+  for (auto [k, chunk] : llvm::enumerate(owned)) {
+    ChunkValues vals;
+    if (carried(k)) {
       for (size_t i = 0; i < fullIn.size(); ++i)
-        vals.push_back(split(current[k * fullIn.size() + i], V));
-      fullVals.push_back(vals);
-    }
-  } else if (stages > 0) {
-    Value stage = arith::RemUIOp::create(b, loc, row.iteration, c64(stages));
-    for (int64_t k = 0; k < K; ++k) {
-      ChunkValues vals;
+        vals.push_back(split(current[i], chunk.width));
+      current = current.drop_front(fullIn.size());
+    } else if (stages > 0) {
       for (size_t i = 0; i < fullIn.size(); ++i) {
         Type elem = elementTypeOf(op.getFull()[i]);
         Value raw = LLVM::LoadOp::create(b, loc, VectorType::get({V}, elem),
@@ -209,11 +218,10 @@ SmallVector<ChunkValues> ResidentKernelBuilder::loadRow(const RowState &row,
                                          elementBytes(elem) * V);
         vals.push_back(split(raw, V));
       }
-      fullVals.push_back(vals);
+    } else {
+      vals = loadFull(row, chunk);
     }
-  } else {
-    for (const Chunk &chunk : owned)
-      fullVals.push_back(loadFull(row, chunk));
+    fullVals.push_back(vals);
   }
   return fullVals;
 }
@@ -244,8 +252,8 @@ void ResidentKernelBuilder::finishChunks(const RowState &row,
     Value live = isLive(row, chunk);
     ifThen(live, [&] { storeFullResults(row, chunk, results.outs); });
     for (unsigned c = 0; c < numCol; ++c)
-      for (int64_t e = 0; e < V; ++e) {
-        Value &acc = accs[(c * K + k) * V + e];
+      for (int64_t e = 0; e < chunk.width; ++e) {
+        Value &acc = accs[accumulatorIndex(c, k, e)];
         acc = arith::AddFOp::create(b, loc, acc,
                                     select(live, results.contribs[c][e]));
       }
@@ -263,7 +271,7 @@ void ResidentKernelBuilder::combinePartialsInCTA(scf::ForOp rowLoop) {
     ifThen(chunk.valid, [&] {
       for (unsigned c = 0; c < numCol; ++c) {
         SmallVector<Value> vals;
-        for (int64_t e = 0; e < V; ++e)
+        for (int64_t e = 0; e < chunk.width; ++e)
           vals.push_back(accumulator(rowLoop, c, k, e));
         storeShared(add(mul(add(mul(group, c64(numCol)), c64(c)), cols),
                         chunk.column),
@@ -300,9 +308,17 @@ void ResidentKernelBuilder::writePartials(scf::ForOp rowLoop) {
     ifThen(live, [&] {
       for (unsigned c = 0; c < numCol; ++c) {
         SmallVector<Value> vals;
-        for (int64_t e = 0; e < V; ++e)
+        for (int64_t e = 0; e < chunk.width; ++e)
           vals.push_back(accumulator(rowLoop, c, k, e));
-        store(partial, f32, partialIndex(c, chunk.column), vals);
+        Value index = partialIndex(c, chunk.column);
+        // Peeled rows: the chunk's columns are not 16-byte aligned in a
+        // partial row (N floats).
+        if (!peel()) {
+          store(partial, f32, index, vals);
+          continue;
+        }
+        for (auto [e, v] : llvm::enumerate(vals))
+          store(partial, f32, add(index, c64(e)), v);
       }
     });
   }

@@ -25,7 +25,7 @@ void MainKernelBuilder::accumulateStage(Region &stage, const RowState &row,
                                         const Chunk &chunk,
                                         ArrayRef<SmallVector<Value>> vals,
                                         SmallVector<Value> &sums) {
-  for (int64_t e = 0; e < V; ++e) {
+  for (int64_t e = 0; e < chunk.width; ++e) {
     SmallVector<Value> contrib =
         inlineRegion(stage, regionArgs(row, vals, chunk, e));
     for (auto [sum, c] : llvm::zip(sums, contrib))

@@ -147,3 +147,43 @@ func.func @bulk_resident() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_
 func.func @cluster_looped() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, cluster_ctas = 2>} {
   return
 }
+
+// -----
+
+// A resident vector plan that peels rows round-trips (peel is printed only
+// when true), and so does a tier that peels.
+// CHECK-LABEL: func.func @peel
+// CHECK: dynamic_shared_bytes = 47984, peel = true>
+func.func @peel() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 128, rows_per_cta = 2, chunks_per_thread = 3, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 47984, peel = true>} {
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @peel_tier
+// CHECK: final_threads = 128, dynamic_shared_bytes = 0, peel = true>]>
+func.func @peel_tier() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0, peel = true>]>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: peel needs a resident vector plan of one CTA per row and at least `vector` threads per row}}
+func.func @peel_looped() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, peel = true>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: peel needs a resident vector plan of one CTA per row and at least `vector` threads per row}}
+func.func @peel_scalar() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 1, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, programs_per_sm = 0, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 128, dynamic_shared_bytes = 0, peel = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{resident_tier: peel needs a vector kernel of at least `vector` threads per row}}
+// expected-error @+1 {{failed to parse Norm_KernelPlanAttr parameter 'tiers'}}
+func.func @peel_tier_narrow() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 32, vector = 8, threads_per_row = 4, rows_per_cta = 32, chunks_per_thread = 1, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0, peel = true>]>} {
+  return
+}

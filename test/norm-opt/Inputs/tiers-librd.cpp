@@ -31,15 +31,15 @@ void *at(uintptr_t address) { return reinterpret_cast<void *>(address); }
 
 // 64 rows of `cols` floats, dense; 16-byte aligned pointers, so the vector
 // kernel whenever cols is a multiple of 4.
-void call(int64_t cols, const char *what) {
+void call(int64_t cols, const char *what, int64_t dxStride = 0) {
   void *stream = at(0x90);
   if (int rc = beginCapture(stream, /*CU_STREAM_CAPTURE_MODE_GLOBAL*/ 0)) {
     std::printf("cannot begin the capture (%d)\n", rc);
     return;
   }
   int st = rms_dyn(at(0x100000), at(0x200000), at(0x300000), at(0x400000),
-                   at(0x500000), at(0x600000), 64, cols, cols, cols, cols,
-                   stream);
+                   at(0x500000), at(0x600000), 64, cols, cols, cols,
+                   dxStride ? dxStride : cols, stream);
   void *graph = nullptr;
   int rc = endCapture(stream, &graph);
   std::printf("%s N=%lld: status %d, end %d:", what,
@@ -82,6 +82,9 @@ int main(int argc, char **argv) {
       lookup<FakeCudaFunctionNameFn>(fake, "fakecuda_function_name");
   for (int64_t cols : {1, 4095, 4096, 4097, 6144, 6145, 8191, 8192, 8193})
     call(cols, "one launch");
+  // Peeled rows: any N, as long as the rows' strides agree modulo 4.
+  call(4095, "dx stride 4099", 4099);
+  call(4095, "dx stride 4097", 4097);
   setenv("NORMRT_NO_COOPERATIVE", "1", 1);
   for (int64_t cols : {4096, 6143, 8193})
     call(cols, "two launches");

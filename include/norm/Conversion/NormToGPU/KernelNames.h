@@ -21,6 +21,10 @@ namespace mlir::norm {
 
 /// The vector main kernel (16-byte accesses; N a multiple of the vector).
 inline constexpr llvm::StringLiteral kMainKernelSuffix = "_main";
+/// The vector main kernel that peels rows (plan `peel`): 16-byte accesses
+/// between a scalar head and tail per row; any N, 16-byte aligned base
+/// pointers, strides that agree modulo the vector.
+inline constexpr llvm::StringLiteral kMainPeelKernelSuffix = "_main_peel";
 /// The scalar main kernel (any N, strides and base pointers).
 inline constexpr llvm::StringLiteral kMainScalarKernelSuffix = "_main_scalar";
 /// The looped variant's kernels with more CTAs per row (few rows).
@@ -32,7 +36,7 @@ inline constexpr llvm::StringLiteral kFinalKernelSuffix = "_final";
 
 /// The prefix of the kernels of a resident tier (a #norm.resident_tier of
 /// a run-time N, holding up to `cols` columns): `<prefix>_tier<cols>`, then
-/// kMainKernelSuffix or kMainScalarKernelSuffix.
+/// kMainKernelSuffix, kMainPeelKernelSuffix or kMainScalarKernelSuffix.
 inline std::string residentTierPrefix(llvm::StringRef prefix, int64_t cols) {
   return (prefix + "_tier" + llvm::Twine(cols)).str();
 }

@@ -73,7 +73,8 @@ ResidentTierAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          int64_t rowsPerCta, int64_t chunksPerThread,
                          int64_t block, BoolAttr combineInCta,
                          BoolAttr singleLaunch, int64_t asyncStages,
-                         int64_t finalThreads, int64_t dynamicSharedBytes) {
+                         int64_t finalThreads, int64_t dynamicSharedBytes,
+                         bool peel) {
   if (failed(verifyKernelShape(emitError, "resident_tier", vector,
                                threadsPerRow, rowsPerCta, block, asyncStages,
                                finalThreads, dynamicSharedBytes)))
@@ -82,6 +83,9 @@ ResidentTierAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "resident_tier: chunks_per_thread must be >= 1 "
                           "(a tier is register-resident), got "
                        << chunksPerThread;
+  if (peel && (vector == 1 || threadsPerRow < vector))
+    return emitError() << "resident_tier: peel needs a vector kernel of at "
+                          "least `vector` threads per row";
   if (cols < 1 || cols % vector != 0 ||
       cols > threadsPerRow * chunksPerThread * vector)
     return emitError() << "resident_tier: cols (" << cols
@@ -100,7 +104,7 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t splitColumnGroups, int64_t splitSharedBytes,
                        int64_t finalThreads, int64_t dynamicSharedBytes,
                        int64_t clusterCtas, int64_t bulkStages,
-                       bool dependentLaunch, ArrayAttr tiers) {
+                       bool dependentLaunch, bool peel, ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -125,6 +129,11 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (clusterCtas > 1 && (!resident || rowsPerCta != 1 || tiers))
     return emitError() << "kernel_plan: only a resident plan of one row per "
                           "CTA and a static N shares rows in a cluster";
+  if (peel && (!resident || vector == 1 || clusterCtas != 1 ||
+               threadsPerRow < vector))
+    return emitError() << "kernel_plan: peel needs a resident vector plan "
+                          "of one CTA per row and at least `vector` threads "
+                          "per row";
   if (bulkStages < 0 || bulkStages == 1)
     return emitError() << "kernel_plan: bulk_stages must be 0 (none) or at "
                           "least 2, got "

@@ -16,13 +16,16 @@ def Norm_ResidentTierAttr : AttrDef<Norm_Dialect, "ResidentTier"> {
   let description = [{
     An element of a `#norm.kernel_plan`'s `tiers`: the resident plan made
     as for a static N = `cols`, whose two main kernels
-    (`<kernel>_tier<cols>_main` and `..._main_scalar`, see
+    (`<kernel>_tier<cols>_main`, `..._main_peel` with `peel`, and
+    `..._main_scalar`, see
     `include/norm/Conversion/NormToGPU/KernelNames.h`) take any run-time N
     <= `cols`. The fields mean what the kernel plan's fields of the same
     name mean (`chunks_per_thread` >= 1: tiers are register-resident);
     `final_threads` also picks the final kernel of the two-launch path
     (`<kernel>_final` when it equals the plan's, else
-    `<kernel>_final_<final_threads>`). See docs/gpu.md.
+    `<kernel>_final_<final_threads>`). `peel` (printed only when true): the
+    tier also has a `_main_peel` kernel for rows that do not start on a
+    16-byte boundary (see the kernel plan's `peel`). See docs/gpu.md.
 
     ```mlir
     #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, ...>
@@ -39,7 +42,9 @@ def Norm_ResidentTierAttr : AttrDef<Norm_Dialect, "ResidentTier"> {
     "::mlir::BoolAttr":$single_launch,
     "int64_t":$async_stages,
     "int64_t":$final_threads,
-    "int64_t":$dynamic_shared_bytes
+    "int64_t":$dynamic_shared_bytes,
+    DefaultValuedParameter<"bool", "false",
+                           "the vector kernel peels rows">:$peel
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -78,6 +83,18 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     partial buffer; the launcher sets the programmatic stream
     serialization attribute on the final kernel's launch.
 
+    `peel` (a resident vector plan of one CTA per row, printed only when
+    true): the plan also has the `_main_peel` kernel, a vector kernel for
+    rows that do not start on a 16-byte boundary. Every row a program
+    takes starts at the same phase (the launcher makes the rows' stride
+    times the programs a multiple of `vector`); the program's lanes take
+    one column each of the row's head (before its first 16-byte boundary)
+    and tail (after its last whole chunk), and the whole chunks in between.
+    The launcher takes it where the pointers are 16-byte aligned and the
+    rows' strides agree modulo `vector` but N or a stride is not a multiple
+    of `vector`. A static N that is not a multiple of `vector` has no
+    `_main` kernel (only `_main_peel` and `_main_scalar`).
+
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
     plan's `vector`. The launcher takes the first tier whose `cols` holds
@@ -111,6 +128,8 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     DefaultValuedParameter<"bool", "false",
                            "final kernel launched as a programmatic "
                            "dependent">:$dependent_launch,
+    DefaultValuedParameter<"bool", "false",
+                           "the vector kernel peels rows">:$peel,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
