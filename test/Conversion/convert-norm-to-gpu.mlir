@@ -370,3 +370,60 @@ func.func @short_row(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tenso
   return %dx, %3 : tensor<?x64xbf16>, tensor<64xbf16>
 }
 
+// -----
+
+// A static N that is not a multiple of the vector width (RMSNorm bf16,
+// 2999 columns): no `_main` kernel, the peeled vector kernel and the
+// scalar one; the plan has `peel`.
+// CHECK-LABEL: func.func @rms_bf16_2999
+// CHECK: #norm.kernel_plan<kernel = "rms_bf16_2999_0", vector = 8,
+// CHECK-SAME: peel = true>
+// CHECK-NOT: gpu.func @rms_bf16_2999_0_main(
+// CHECK: gpu.func @rms_bf16_2999_0_main_peel(
+// CHECK-NOT: gpu.func @rms_bf16_2999_0_main(
+// CHECK: gpu.func @rms_bf16_2999_0_main_scalar(
+#map = affine_map<(d0) -> (d0)>
+func.func @rms_bf16_2999(%arg0: tensor<64x2999xbf16>, %arg1: tensor<64x2999xbf16>, %arg2: tensor<64xf32>, %arg3: tensor<2999xbf16>) -> (tensor<64x2999xbf16>, tensor<2999xbf16>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %cst_0 = arith.constant 2.999000e+03 : f32
+  %0 = tensor.empty() : tensor<2999xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2999xf32>) -> tensor<2999xf32>
+  // expected-remark @below {{GPU kernels rms_bf16_2999_0: resident, 128 lanes per row, 2 rows per CTA, vector 8, chunks per lane 3, prefetch, peeled rows (scalar head and tail), CTA-combined partials, single launch}}
+  %full_results, %col_results = norm.mixed_reduction full(%arg1, %arg0 : tensor<64x2999xbf16>, tensor<64x2999xbf16>) row(%arg2 : tensor<64xf32>) col(%arg3 : tensor<2999xbf16>) col_init(%1 : tensor<2999xf32>) row_stages {
+  ^bb0(%arg4: bf16, %arg5: bf16, %arg6: f32, %arg7: bf16):
+    %4 = arith.extf %arg4 : bf16 to f32
+    %5 = arith.mulf %4, %arg6 : f32
+    %6 = arith.extf %arg5 : bf16 to f32
+    %7 = arith.extf %arg7 : bf16 to f32
+    %8 = arith.mulf %6, %7 : f32
+    %9 = arith.mulf %5, %8 : f32
+    norm.yield %9 : f32
+  } elementwise {
+  ^bb0(%arg4: bf16, %arg5: bf16, %arg6: f32, %arg7: bf16, %arg8: f32):
+    %4 = arith.extf %arg4 : bf16 to f32
+    %5 = arith.mulf %4, %arg6 : f32
+    %6 = arith.extf %arg5 : bf16 to f32
+    %7 = arith.extf %arg7 : bf16 to f32
+    %8 = arith.mulf %6, %7 : f32
+    %9 = arith.divf %arg8, %cst_0 : f32
+    %10 = arith.mulf %5, %9 : f32
+    %11 = arith.subf %8, %10 : f32
+    %12 = arith.mulf %11, %arg6 : f32
+    %13 = arith.truncf %12 : f32 to bf16
+    norm.yield %13 : bf16
+  } columns {
+  ^bb0(%arg4: bf16, %arg5: bf16, %arg6: f32, %arg7: bf16, %arg8: f32):
+    %4 = arith.extf %arg5 : bf16 to f32
+    %5 = arith.extf %arg4 : bf16 to f32
+    %6 = arith.mulf %5, %arg6 : f32
+    %7 = arith.mulf %4, %6 : f32
+    norm.yield %7 : f32
+  } -> full(tensor<64x2999xbf16>) col(tensor<2999xf32>)
+  %2 = tensor.empty() : tensor<2999xbf16>
+  %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%col_results : tensor<2999xf32>) outs(%2 : tensor<2999xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %4 = arith.truncf %in : f32 to bf16
+    linalg.yield %4 : bf16
+  } -> tensor<2999xbf16>
+  return %full_results, %3 : tensor<64x2999xbf16>, tensor<2999xbf16>
+}
