@@ -88,7 +88,7 @@ MUTANTS = {
 VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
             "column-groups", "combine-in-cta", "cooperative", "two-launch",
             "tier-vector", "tier-scalar", "tier-boundary", "cluster", "bulk",
-            "dependent-launch")
+            "dependent-launch", "peel")
 
 
 # --------------------------------------------------------------------------
@@ -405,9 +405,12 @@ def variants_of(plan, kernels, n=None):
         split = "_main_split" in name
         scalar = name.endswith("_scalar")
         out.add("scalar" if scalar else "vector")
+        # The peeled vector kernel (rows off a 16-byte boundary).
+        if name.endswith("_main_peel"):
+            out.add("peel")
         if split:
             out.add("split")
-        # A resident tier's kernels (`<prefix>_tier<cols>_main[_scalar]`,
+        # A resident tier's kernels (`<prefix>_tier<cols>_main[_peel|_scalar]`,
         # a run-time N): counted with that tier's plan.
         tier = re.search(r"_tier(\d+)_main", name)
         if tier:

@@ -21,5 +21,6 @@ plan = g.parse_plans(IR)["f"][0]
 print("tiers", [t["cols"] for t in plan["tiers"]])
 for n, kernels in ((3072, "f_0_tier3072_main_scalar:coop:132;"),
                    (3000, "f_0_tier3072_main:plain:132;f_0_final_128:plain:94;"),
+                   (2999, "f_0_tier3072_main_peel:plain:128;f_0_final_128:plain:94;"),
                    (9000, "f_0_main:plain:132;f_0_final:plain:282;")):
     print(n, sorted(g.variants_of(plan, kernels, n)))
