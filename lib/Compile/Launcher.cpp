@@ -560,10 +560,9 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
           llvm::any_of(l.tiers, [](const KernelLaunch &t) { return t.peel; });
       if (anyPeel) {
         src << "    int vec_any = vec";
-        for (const std::string &s : ArrayRef(l.stridesIn).drop_front())
-          src << " && (" << s << " - " << l.stridesIn.front() << ") % "
-              << l.vector << " == 0";
-        for (const std::string &s : l.stridesOut)
+        for (const std::string &s :
+             llvm::concat<const std::string>(
+                 ArrayRef(l.stridesIn).drop_front(), l.stridesOut))
           src << " && (" << s << " - " << l.stridesIn.front() << ") % "
               << l.vector << " == 0";
         src << ";\n";
