@@ -69,12 +69,15 @@ const Case kCases[] = {
     {"layer", "bf16", 2999, "sm_90a", {8, 128, 2, 3, 0, true, true, true, 0, 0, 47984, 0, 1, 0, true}},
     {"rms", "f32", 4099, "sm_90a", {4, 256, 1, 5, 0, true, false, true, 0, 0, 0, 0, 1, 0, true}},
     // N = 32768: two stages of a whole row do not fit beside the
-    // accumulators (128 KiB, or a part of 128 KiB): no bulk ring.
-    {"rms", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 131072, 32768}},
+    // accumulators (128 KiB, or a part of 128 KiB): no bulk ring, so a
+    // cluster of 8 parts of 128 lanes (two CTAs per SM), the cp.async ring
+    // at most 2 deep; on sm_80 the looped kernels without the bulk ring.
+    {"rms", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 0, true, false, false, 0, 0, 0, 0, 8}},
+    {"layer", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 8}},
+    {"layer", "bf16", 32768, "sm_80", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
     // Two column groups: each CTA stages the whole row (the row sums).
     {"layer", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 196640, 32768, 1, 2}},
-    {"layer", "bf16", 32768, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     // Rows of 128 lanes: two per CTA, partials combined in the CTA.
     {"layer", "f32", 4096, "sm_90a", {4, 128, 2, 8, 0, false, true, true, 0, 0, 65536, 0}},
     {"rms", "bf16", 4096, "sm_90a", {8, 128, 2, 4, 0, true, true, true, 0, 0, 32768, 0}},
@@ -281,6 +284,48 @@ TEST_P(KernelPlanTest, PeelsExactlyWhereRowsMisalign) {
     // Without peeling, a misaligned N is the scalar kernel's alone.
     if (plan.peel)
       EXPECT_EQ(width, 1);
+  }
+}
+
+// Long 16-bit rows over the space of N past one CTA: the looped kernel
+// where its bulk ring stages whole rows (sm_90+), else a cluster of parts
+// of at most 128 lanes (two CTAs per SM) with a cp.async ring of at most 2
+// rows, where a cluster holds the row; looped everywhere on sm_8x and with
+// max-cluster-ctas=1.
+TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
+  Case c = GetParam();
+  if (std::string(c.config) == "f32")
+    return;
+  GpuTarget target = *lookupGpuTarget(c.chip);
+  for (int64_t n : {12288, 16384, 20000, 24576, 32768, 40960, 65536}) {
+    c.n = n;
+    SCOPED_TRACE("N = " + std::to_string(n));
+    MixedReductionOp op = fused(c);
+    ASSERT_TRUE(op);
+    KernelPlan plan = planKernel(op, KernelPlanOptions(), target);
+    KernelPlanOptions noClusters;
+    noClusters.maxClusterCTAs = 1;
+    KernelPlan looped = planKernel(op, noClusters, target);
+    EXPECT_FALSE(looped.resident());
+    if (!target.hasClusters) {
+      EXPECT_EQ(plan.clusterCTAs, 1);
+      EXPECT_FALSE(plan.resident());
+      continue;
+    }
+    if (looped.bulkStages >= 2) {
+      EXPECT_EQ(plan.clusterCTAs, 1);
+      EXPECT_EQ(plan.bulkStages, looped.bulkStages);
+    } else if (plan.clusterCTAs > 1) {
+      EXPECT_TRUE(plan.resident());
+      EXPECT_LE(plan.threadsPerRow, 128);
+      EXPECT_LE(plan.asyncStages, 2);
+      EXPECT_GE(plan.clusterCTAs * plan.threadsPerRow *
+                    plan.chunksPerThread * plan.vector,
+                n);
+    } else {
+      EXPECT_FALSE(plan.resident()); // no cluster of 8 holds it
+      EXPECT_GT(n, 8 * 128 * 32);
+    }
   }
 }
 

@@ -1,5 +1,24 @@
 // RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1" | FileCheck %s
 // RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1 remarks=true" -verify-diagnostics -o /dev/null
+// RUN: norm-opt %s --convert-norm-to-gpu="remarks=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLREMARK
+// RUN: norm-opt %s --convert-norm-to-gpu | FileCheck %s --check-prefix=CLUSTER8
+// RUN: norm-opt %s --convert-norm-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=SM80
+
+// With clusters (sm_90+, the default): these rows are too long for the
+// looped kernel's bulk ring (two stages of a whole row do not fit beside
+// the accumulators), so a cluster of 8 CTAs of 128 lanes shares each row,
+// each CTA keeping 4096 columns in registers (two CTAs per SM), with a
+// cp.async ring of at most 2 rows (perf-notes v14). sm_80 stays looped.
+// CLREMARK: remark: GPU kernels layer_wide_0: resident, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 4, clusters of 8 CTAs per row, cp.async ring of 2 rows
+// CLUSTER8: norm.gpu = #norm.kernel_plan<kernel = "layer_wide_0", vector = 8,
+// CLUSTER8-SAME:  threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4,
+// CLUSTER8-SAME:  async_stages = 2, column_groups = 0,
+// CLUSTER8-SAME:  cluster_ctas = 8,
+// CLUSTER8:     gpu.func @layer_wide_0_main(
+// CLUSTER8-SAME:  nvvm.cluster_dim = array<i32: 8, 1, 1>
+// SM80:         norm.gpu = #norm.kernel_plan<kernel = "layer_wide_0", vector = 8,
+// SM80-SAME:      threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0,
+// SM80-SAME:      column_groups = 2,
 
 // LayerNorm backward, bf16, N = 32768, as --norm-fuse-mixed-reductions
 // leaves it, without clusters (max-cluster-ctas=1; the looped variant is

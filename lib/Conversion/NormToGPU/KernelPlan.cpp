@@ -53,6 +53,14 @@ namespace {
 constexpr int64_t kMinLanesPerRow = 8;
 /// Lanes of one CTA's part of a row shared by a cluster, at most.
 constexpr int64_t kMaxClusterLanes = 256;
+/// The same for 16-bit rows: parts of 128 lanes, two CTAs per SM, so that
+/// one CTA's row goes on while the other waits at its cluster barrier
+/// (perf-notes v14: LayerNorm bf16 1024x32768 128.6 us in parts of 256
+/// lanes, one CTA per SM; 116.4 in parts of 128).
+constexpr int64_t kMaxClusterLanes16 = 128;
+/// The cp.async ring of a cluster's part, at most (perf-notes v14: 2
+/// stages 111.9 us, 3 stages 116.4 at LayerNorm bf16 1024x32768).
+constexpr int64_t kMaxClusterAsyncStages = 2;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
 
@@ -80,8 +88,24 @@ private:
   KernelPlan planFor(std::optional<int64_t> n, bool tier) {
     KernelPlan peeled = planWith(n, tier, options.peelRows);
     if (!peeled.peel || peelable(peeled))
-      return peeled;
-    return planWith(n, tier, /*peel=*/false);
+      return longRowsInClusters(peeled);
+    return longRowsInClusters(planWith(n, tier, /*peel=*/false));
+  }
+  /// 16-bit vector rows stay looped (pickCluster) while the looped kernel
+  /// stages whole rows in its bulk ring; longer rows (N = 32768: two
+  /// stages do not fit beside the accumulators) re-read each row from
+  /// global memory, at 0.54-0.67 of the floor (v13), and take a cluster of
+  /// narrow parts instead where one holds the row: 0.59-0.72 (perf-notes
+  /// v14).
+  KernelPlan longRowsInClusters(KernelPlan looped) {
+    if (looped.resident() || looped.bulkStages > 0 || looped.vector == 1 ||
+        widest >= 4 || !looped.staticCols || !target.hasClusters)
+      return looped;
+    clusters16 = true;
+    KernelPlan clustered = planWith(looped.staticCols, /*tier=*/false,
+                                    /*allowPeel=*/false);
+    clusters16 = false;
+    return clustered.clusterCTAs > 1 ? clustered : looped;
   }
   KernelPlan planWith(std::optional<int64_t> n, bool tier, bool allowPeel) {
     plan = KernelPlan();
@@ -136,6 +160,7 @@ private:
   KernelPlan plan;
   std::optional<int64_t> cols; // N the plan is sized for (static or a tier's)
   int64_t widest = 1; // bytes of the widest full element type
+  bool clusters16 = false; // longRowsInClusters: 16-bit rows in clusters
 };
 } // namespace
 
@@ -198,8 +223,9 @@ void KernelPlanner::pickRowGroup() {
   if (chunks > 0) {
     // A cluster's parts take at most kMaxClusterLanes lanes: above, the
     // scalar kernel (odd N) spills under the 128-register cap of 512 lanes.
-    int64_t maxLanes = plan.clusterCTAs > 1 ? kMaxClusterLanes
-                                            : target.maxThreadsPerBlock;
+    int64_t maxLanes = plan.clusterCTAs == 1 ? target.maxThreadsPerBlock
+                       : clusters16         ? kMaxClusterLanes16
+                                            : kMaxClusterLanes;
     for (int64_t g = 1; g <= maxLanes; g *= 2) {
       if (options.threadsPerRow ? g != options.threadsPerRow
                                 : g < kMinLanesPerRow && g < chunks)
@@ -245,15 +271,16 @@ void KernelPlanner::pickRowGroup() {
 /// re-reads such rows, perf-notes v6): the fewest CTAs of a cluster, up to
 /// max-cluster-ctas, whose parts of the row fit one CTA's registers each.
 /// Every CTA must own a part (N of at least C chunks' worth).
-/// Not for 16-bit rows of the vector kernel: their looped kernels run two
-/// CTAs per SM, one loading while the other reduces, and were measured
-/// faster than a cluster's one CTA per SM that waits for the row sums of
-/// its peers at every row (perf-notes v9: 2048 x 16384 110 vs 124 us);
-/// 32-bit rows and the scalar kernel (odd N) gain (0.60-0.85 -> 0.85-0.94
-/// of the floor; 29 x 17389 18 -> 15 us).
+/// Not for 16-bit rows of the vector kernel while the looped kernel's bulk
+/// ring holds them (longRowsInClusters): those were measured faster than
+/// a cluster's one CTA per SM that waits for the row sums of its peers at
+/// every row (perf-notes v9: 2048 x 16384 110 vs 124 us; v14: as fast as
+/// parts of 128 lanes); 32-bit rows and the scalar kernel (odd N) gain
+/// (0.60-0.85 -> 0.85-0.94 of the floor; 29 x 17389 18 -> 15 us).
 void KernelPlanner::pickCluster() {
   if (plan.resident() || !cols || plan.tierCols || !target.hasClusters ||
-      options.rowsPerCTA > 1 || (widest < 4 && plan.vector > 1))
+      options.rowsPerCTA > 1 ||
+      (widest < 4 && plan.vector > 1 && !clusters16))
     return;
   int64_t chunks = rowChunks();
   for (int64_t c = 2; c <= options.maxClusterCTAs; c *= 2) {
@@ -359,7 +386,10 @@ void KernelPlanner::pickAsyncRing() {
     int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
     int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
                        plan.blockThreads();
-    for (int64_t s = options.asyncStages; s >= 2; --s) {
+    int64_t most = plan.clusterCTAs > 1
+                       ? std::min(options.asyncStages, kMaxClusterAsyncStages)
+                       : options.asyncStages;
+    for (int64_t s = most; s >= 2; --s) {
       if (offset + s * perStage > maxAccumulatorSharedBytes(target))
         continue;
       plan.asyncStages = s;
