@@ -95,8 +95,10 @@ private:
   /// stages whole rows in its bulk ring; longer rows (N = 32768: two
   /// stages do not fit beside the accumulators) re-read each row from
   /// global memory, at 0.54-0.67 of the floor (v13), and take a cluster of
-  /// narrow parts instead where one holds the row: 0.59-0.72 (perf-notes
-  /// v14).
+  /// narrow parts instead where one holds the row with at most a tenth of
+  /// its lanes' chunks idle: 0.59-0.72 at N = 32768 and 24576 (no idle
+  /// chunk); at N = 20000 (19% idle) RMSNorm was 14% slower than looped
+  /// (perf-notes v14).
   KernelPlan longRowsInClusters(KernelPlan looped) {
     if (looped.resident() || looped.bulkStages > 0 || looped.vector == 1 ||
         widest >= 4 || !looped.staticCols || !target.hasClusters)
@@ -105,7 +107,10 @@ private:
     KernelPlan clustered = planWith(looped.staticCols, /*tier=*/false,
                                     /*allowPeel=*/false);
     clusters16 = false;
-    return clustered.clusterCTAs > 1 ? clustered : looped;
+    int64_t slots = clustered.clusterCTAs * clustered.threadsPerRow *
+                    clustered.chunksPerThread * clustered.vector;
+    bool filled = 10 * *looped.staticCols >= 9 * slots;
+    return clustered.clusterCTAs > 1 && filled ? clustered : looped;
   }
   KernelPlan planWith(std::optional<int64_t> n, bool tier, bool allowPeel) {
     plan = KernelPlan();
