@@ -72,7 +72,7 @@ const Case kCases[] = {
     // accumulators (128 KiB, or a part of 128 KiB): no bulk ring, so a
     // cluster of 8 parts of 128 lanes (two CTAs per SM), the cp.async ring
     // at most 2 deep; on sm_80 the looped kernels without the bulk ring.
-    {"rms", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 0, true, false, false, 0, 0, 0, 0, 8}},
+    {"rms", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 8}},
     {"layer", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 8}},
     {"layer", "bf16", 32768, "sm_80", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},

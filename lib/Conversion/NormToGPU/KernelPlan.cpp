@@ -383,7 +383,10 @@ void KernelPlanner::pickAsyncRing() {
   // Rows of fewer than kMinRingLanes lanes (32 and more rows per CTA: N <=
   // 128 at 16 bits) load faster without it (perf-notes v8: 131072 x 128
   // and 262144 x 64 take 1.4-2.2x longer with the ring).
-  bool wideRow = plan.threadsPerRow >= 256;
+  // A cluster's part counts as a wide row (v14: RMSNorm bf16 1024x32768 in
+  // parts of 128 lanes 95.5 -> 94.0 us with the ring, 4096x32768 329.7 ->
+  // 322.8).
+  bool wideRow = plan.threadsPerRow >= 256 || plan.clusterCTAs > 1;
   if (target.hasAsyncCopy && plan.resident() && plan.vector > 1 &&
       options.asyncStages >= 2 && plan.threadsPerRow >= kMinRingLanes &&
       (plan.threadsPerRow <= 32 ||
