@@ -237,12 +237,15 @@ TEST_P(KernelPlanTest, ScalarFallbackPrefetchFits) {
   ASSERT_TRUE(op);
   KernelPlan plan =
       planKernel(op, KernelPlanOptions(), *lookupGpuTarget(c.chip));
-  if (!plan.prefetch)
+  if (!plan.prefetch) {
     EXPECT_FALSE(plan.scalarPrefetch);
-  if (std::string(c.config) == "bf16" && c.n == 4096 && plan.prefetch)
+  }
+  if (std::string(c.config) == "bf16" && c.n == 4096 && plan.prefetch) {
     EXPECT_FALSE(plan.scalarPrefetch);
-  if (std::string(c.config) == "bf16" && c.n == 3000)
+  }
+  if (std::string(c.config) == "bf16" && c.n == 3000) {
     EXPECT_TRUE(plan.scalarPrefetch);
+  }
 }
 
 // Peeled rows over the space of N around each case's (odd, one off a
@@ -282,8 +285,9 @@ TEST_P(KernelPlanTest, PeelsExactlyWhereRowsMisalign) {
     KernelPlan scalar = planKernel(op, options, target);
     EXPECT_FALSE(scalar.peel);
     // Without peeling, a misaligned N is the scalar kernel's alone.
-    if (plan.peel)
+    if (plan.peel) {
       EXPECT_EQ(width, 1);
+    }
   }
 }
 
@@ -329,8 +333,9 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       EXPECT_FALSE(plan.resident());
       EXPECT_TRUE(n > 8 * 128 * 32 || n == 20000);
     }
-    if (n == 24576 || n == 32768)
+    if (n == 24576 || n == 32768) {
       EXPECT_EQ(plan.clusterCTAs, 8);
+    }
   }
 }
 
