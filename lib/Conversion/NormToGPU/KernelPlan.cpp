@@ -53,10 +53,11 @@ namespace {
 constexpr int64_t kMinLanesPerRow = 8;
 /// Lanes of one CTA's part of a row shared by a cluster, at most.
 constexpr int64_t kMaxClusterLanes = 256;
-/// The same for 16-bit rows: parts of 128 lanes, two CTAs per SM, so that
-/// one CTA's row goes on while the other waits at its cluster barrier
-/// (perf-notes v14: LayerNorm bf16 1024x32768 128.6 us in parts of 256
-/// lanes, one CTA per SM; 116.4 in parts of 128).
+/// The same for 16-bit vector rows (longRowsInClusters; the scalar kernel
+/// of odd N keeps kMaxClusterLanes): parts of 128 lanes, two CTAs per SM,
+/// so that one CTA's row goes on while the other waits at its cluster
+/// barrier (perf-notes v14: LayerNorm bf16 1024x32768 128.6 us in parts of
+/// 256 lanes, one CTA per SM; 116.4 in parts of 128).
 constexpr int64_t kMaxClusterLanes16 = 128;
 /// The cp.async ring of a cluster's part, at most (perf-notes v14: 2
 /// stages 111.9 us, 3 stages 116.4 at LayerNorm bf16 1024x32768).
