@@ -6,6 +6,9 @@
 
 #include "norm/Compile/Compile.h"
 #include "norm/Compile/Signature.h"
+#include "norm/Transforms/Outline.h"
+
+#include "FunctionOperands.h"
 #include "norm/Conversion/GpuOptions.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -109,6 +112,72 @@ std::string replaceExtension(StringRef path, StringRef ext) {
   return p.str().str();
 }
 
+/// Runs `build`'s passes on `module`; a crash prints which pipeline ran.
+LogicalResult runPipeline(ModuleOp module, const CompileOptions &options,
+                          function_ref<void(OpPassManager &)> build) {
+  PassManager pm(module.getContext());
+  build(pm);
+  if (options.configurePassManager &&
+      failed(options.configurePassManager(pm)))
+    return failure();
+  std::string pipelineText;
+  llvm::raw_string_ostream pipelineStream(pipelineText);
+  pm.printAsTextualPipeline(pipelineStream);
+  llvm::PrettyStackTraceFormat crashNote(
+      "norm-opt compile: running the pipeline '%s'", pipelineText.c_str());
+  return pm.run(module);
+}
+
+/// Outlines the groups of every function that cannot be launched whole,
+/// writes the host module if asked, and leaves in `module` only what the
+/// library launches.
+LogicalResult outlineForHosts(ModuleOp module, const CompileOptions &options) {
+  SymbolTable symbols(module);
+  SmallVector<func::FuncOp> hosts;
+  for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
+    bool hasGroup = false;
+    fn.walk([&](MixedReductionOp) { hasGroup = true; });
+    if (!hasGroup || fn->hasAttr(kOutlinedAttrName))
+      continue;
+    std::string why = compile_detail::whyNotLaunchableWhole(fn);
+    if (why.empty())
+      continue;
+    FailureOr<SmallVector<func::FuncOp>> outlined =
+        outlineNormGroups(fn, symbols);
+    if (failed(outlined))
+      return failure();
+    std::string names;
+    for (func::FuncOp g : *outlined)
+      names += (names.empty() ? "@" : ", @") + g.getSymName().str();
+    fn.emitRemark() << "compile: @" << fn.getSymName()
+                    << " is not only its fused groups (" << why
+                    << "): each group is outlined and launched on its own ("
+                    << names << ")";
+    hosts.push_back(fn);
+  }
+  if (!options.hostModule.empty()) {
+    // The host's view: what the library launches is a declaration.
+    OwningOpRef<ModuleOp> host(cast<ModuleOp>(module->clone()));
+    for (func::FuncOp fn : host->getOps<func::FuncOp>()) {
+      bool launched = fn->hasAttr(kOutlinedAttrName);
+      fn.walk([&](MixedReductionOp) { launched = true; });
+      if (!launched)
+        continue;
+      fn.getBody().getBlocks().clear();
+      fn.setPrivate();
+    }
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    host->print(os);
+    os << "\n";
+    if (failed(writeFile(module, options.hostModule, text)))
+      return failure();
+  }
+  for (func::FuncOp fn : hosts)
+    fn.erase();
+  return success();
+}
+
 } // namespace
 
 LogicalResult mlir::norm::compileNormModule(ModuleOp module,
@@ -119,21 +188,13 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   if (failed(validateGpuOptions(options.gpu, module.getLoc())))
     return failure();
 
-  PassManager pm(module.getContext());
-  buildNormLowerToNVVMPipeline(pm, options.gpu);
-  if (options.configurePassManager &&
-      failed(options.configurePassManager(pm)))
+  // Fuse, outline what cannot be launched whole, then the kernels.
+  if (failed(runPipeline(module, options, buildNormFusePipeline)) ||
+      failed(outlineForHosts(module, options)) ||
+      failed(runPipeline(module, options, [&](OpPassManager &pm) {
+        buildNormGPUToBinaryPipeline(pm, options.gpu);
+      })))
     return failure();
-  // A crash in the pipeline prints which one ran (with the stack).
-  std::string pipelineText;
-  llvm::raw_string_ostream pipelineStream(pipelineText);
-  pm.printAsTextualPipeline(pipelineStream);
-  {
-    llvm::PrettyStackTraceFormat crashNote(
-        "norm-opt compile: running the pipeline '%s'", pipelineText.c_str());
-    if (failed(pm.run(module)))
-      return failure();
-  }
   FailureOr<std::string> ptx = extractPTX(module);
   if (failed(ptx))
     return failure();

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -62,6 +63,67 @@ inline Value columnInitSource(Value init) {
   if (linalg::GenericOp prologue = getColumnInitPrologue(init))
     return prologue.getDpsInputOperand(0)->get();
   return init;
+}
+
+/// Why `fn` cannot take one launcher of its own (the whole-function form),
+/// or "" when it can: its groups sit in its body, every other op there is
+/// side-effect-free glue the kernels make unnecessary (shapes, fills,
+/// reshapes, a column result's epilogue or an initial value's prologue),
+/// every group input is an argument, and every result comes out of a group
+/// and is returned once. Otherwise compile mode outlines its groups
+/// (--norm-outline-groups) and launches each on its own.
+inline std::string whyNotLaunchableWhole(func::FuncOp fn) {
+  if (fn.isDeclaration() || !fn.getBody().hasOneBlock())
+    return "its body is not one block";
+  Block &body = fn.getBody().front();
+  SmallVector<MixedReductionOp> groups;
+  fn.walk([&](MixedReductionOp op) { groups.push_back(op); });
+  llvm::SmallPtrSet<Operation *, 8> edges;
+  llvm::SmallPtrSet<Value, 8> produced;
+  auto isArgument = [](Value v) { return argumentOf(v).has_value(); };
+  const char *notArgument = "a group input is computed in the function";
+  for (MixedReductionOp op : groups) {
+    if (op->getBlock() != &body)
+      return "a group sits in a nested region";
+    if (!llvm::all_of(op.getFull(), isArgument) ||
+        !llvm::all_of(op.getRow(), isArgument) ||
+        !llvm::all_of(op.getCol(), isArgument))
+      return notArgument;
+    for (tensor::ExtractOp e : getCapturedScalars(op))
+      if (!isArgument(e.getTensor()))
+        return notArgument;
+    for (Value init : op.getColInit()) {
+      if (linalg::GenericOp p = getColumnInitPrologue(init))
+        edges.insert(p);
+      if (!getConstantColumnInit(init) && !isArgument(columnInitSource(init)))
+        return notArgument;
+    }
+    for (Value v : op.getFullResults())
+      produced.insert(v);
+    for (Value v : op.getColResults()) {
+      linalg::GenericOp e = getColumnEpilogue(v);
+      if (e)
+        edges.insert(e);
+      produced.insert(e ? e->getResult(0) : v);
+    }
+  }
+  for (Operation &op : body) {
+    if (isa<MixedReductionOp, func::ReturnOp, tensor::EmptyOp,
+            linalg::FillOp>(op) ||
+        isPure(&op) || edges.contains(&op))
+      continue;
+    return ("it has other work ('" + op.getName().getStringRef() + "')")
+        .str();
+  }
+  if (!llvm::all_of(produced, [](Value v) { return resultOf(v).has_value(); }))
+    return "a group result is used in the function";
+  for (Value v : body.getTerminator()->getOperands()) {
+    while (v.getDefiningOp() && isReshape(v.getDefiningOp()))
+      v = v.getDefiningOp()->getOperand(0);
+    if (!produced.contains(v))
+      return "a result does not come out of a group";
+  }
+  return "";
 }
 
 /// `t` as MLIR prints it ("tensor<?x256xf32>"), for generated sources.

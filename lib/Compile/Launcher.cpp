@@ -227,6 +227,37 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
   return success();
 }
 
+/// The checks of one domain's rows and cols (parameters `rows<suffix>`,
+/// `cols<suffix>`, read through the locals `rows`, `cols`) and of the row
+/// strides of its tensors, against the static type.
+void writeDomainChecks(llvm::raw_ostream &src, StringRef name,
+                       ArrayRef<int64_t> domain, StringRef suffix,
+                       ArrayRef<std::string> strides, StringRef indent) {
+  std::string rows = ("rows" + suffix).str(), cols = ("cols" + suffix).str();
+  auto report = [&](const Twine &message) {
+    src << indent << "  return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \""
+        << name << ": " << message << "\");\n";
+  };
+  int64_t staticRows = 1;
+  for (int64_t d : domain.drop_back())
+    staticRows = ShapedType::isDynamic(d) || staticRows < 0 ? -1
+                                                            : staticRows * d;
+  src << indent << "if (rows < 0 || cols < 1)\n";
+  report(rows + " must be >= 0 and " + cols + " >= 1");
+  if (staticRows >= 0) {
+    src << indent << "if (rows != " << staticRows << ")\n";
+    report(rows + " must be " + Twine(staticRows) + " (static shape)");
+  }
+  if (!ShapedType::isDynamic(domain.back())) {
+    src << indent << "if (cols != " << domain.back() << ")\n";
+    report(cols + " must be " + Twine(domain.back()) + " (static shape)");
+  }
+  for (const std::string &s : strides) {
+    src << indent << "if (" << s << " < cols)\n";
+    report(s + " must be >= " + cols);
+  }
+}
+
 /// The launches of one plan's kernels (`k`): the main kernel (vector or
 /// scalar, `vec`; the split kernels for few rows), one cooperative launch
 /// where the kernel can finish the column results itself and every CTA
@@ -426,11 +457,12 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
            << "compile: '" << inner.getName() << "' in @" << fn.getSymName()
            << " has side effects outside any fused norm group";
   }
+  // Groups of one [rows, cols] domain share the rows and cols parameters;
+  // groups of several domains take a pair each (rows0, cols0, ...).
   ArrayRef<int64_t> domain = ops.front().getDomainShape();
-  for (MixedReductionOp op : ops)
-    if (op.getDomainShape() != domain)
-      return op.emitError("compile: all fused groups of one function must "
-                          "share the [rows, cols] domain");
+  bool perGroup = llvm::any_of(ops, [&](MixedReductionOp op) {
+    return op.getDomainShape() != domain;
+  });
 
   llvm::SmallSet<unsigned, 8> strided, stridedRes;
   std::vector<OpLaunch> launches(ops.size());
@@ -479,8 +511,14 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
     cs << "res" << i << ", ";
     ds << " *   res" << i << ": " << typeString(t) << " (written)\n";
   }
-  ps << "int64_t rows, int64_t cols";
-  cs << "rows, cols";
+  if (!perGroup) {
+    ps << "int64_t rows, int64_t cols";
+    cs << "rows, cols";
+  }
+  for (unsigned g = 0; perGroup && g < ops.size(); ++g) {
+    ps << (g ? ", " : "") << "int64_t rows" << g << ", int64_t cols" << g;
+    cs << (g ? ", " : "") << "rows" << g << ", cols" << g;
+  }
   SmallVector<std::string> strides;
   for (unsigned i = 0; i < type.getNumInputs(); ++i)
     if (strided.contains(i))
@@ -496,7 +534,10 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   cs << ", stream";
 
   hdr << "/* @" << name << ": device pointers\n"
-      << docs << " * rows = product of the leading dims, cols = the last dim;"
+      << docs
+      << (perGroup ? " * rowsG, colsG: the domain of group G (in order).\n"
+                   : "")
+      << " * rows = product of the leading dims, cols = the last dim;"
       << " *_row_stride in elements (>= cols).\n"
       << " * Returns 0 or a normrt_status; normrt_last_error() says why. */\n"
       << "int " << name << "(" << params << ");\n\n";
@@ -506,31 +547,24 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   // CUDA graph capture took for it, also when a launch failed.
   src << "static int " << name << "_launches(" << params << ") {\n"
       << "  int st;\n  int sms;\n";
-  // Shape checks against the static type.
-  int64_t staticRows = 1;
-  for (int64_t d : domain.drop_back())
-    staticRows = ShapedType::isDynamic(d) || staticRows < 0 ? -1
-                                                            : staticRows * d;
-  src << "  if (rows < 0 || cols < 1)\n"
-      << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
-      << ": rows must be >= 0 and cols >= 1\");\n";
-  if (staticRows >= 0)
-    src << "  if (rows != " << staticRows << ")\n"
-        << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
-        << ": rows must be " << staticRows << " (static shape)\");\n";
-  if (!ShapedType::isDynamic(domain.back()))
-    src << "  if (cols != " << domain.back() << ")\n"
-        << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
-        << ": cols must be " << domain.back() << " (static shape)\");\n";
-  for (const std::string &s : strides)
-    src << "  if (" << s << " < cols)\n"
-        << "    return normrt_report(NORMRT_ERROR_OUT_OF_RANGE, \"" << name
-        << ": " << s << " must be >= cols\");\n";
+  if (!perGroup)
+    writeDomainChecks(src, name, domain, "", strides, "  ");
   src << "  if ((st = normrt_ensure_context()) != 0) return st;\n"
       << "  if ((st = normrt_sm_count(&sms)) != 0) return st;\n";
 
-  for (OpLaunch &l : launches) {
+  for (unsigned g = 0; g < launches.size(); ++g) {
+    OpLaunch &l = launches[g];
     src << "  {\n";
+    if (perGroup) {
+      // This group's domain, under the names the launches use.
+      std::string suffix = std::to_string(g);
+      src << "    int64_t rows = rows" << suffix << ", cols = cols"
+          << suffix << ";\n";
+      SmallVector<std::string> own(l.stridesIn);
+      own.append(l.stridesOut.begin(), l.stridesOut.end());
+      writeDomainChecks(src, name, l.op.getDomainShape(), suffix, own,
+                        "    ");
+    }
     // Natural alignment is required; 16-byte alignment picks the vector
     // kernel.
     auto ptrs = [&](ArrayRef<std::string> names, ArrayRef<int64_t> bytes,

@@ -2,7 +2,8 @@
 //
 // Part of norm-opt. The parameters of a generated launcher (Launcher.cpp,
 // docs/compile.md) are: one pointer per function argument, then per result,
-// rows, cols, one row stride per [rows..., cols] argument then result (index
+// rows, cols (rows0, cols0, rows1, ... when its groups have different
+// domains: "domains" lists them, each tensor names its "domain"), one row stride per [rows..., cols] argument then result (index
 // order), the stream. Each tensor's layout follows from the fused op's
 // operand it feeds or result it is:
 //   "rows_by_cols"  full operands/results: [rows..., cols], a row stride,
@@ -31,18 +32,37 @@ using namespace mlir::norm;
 
 namespace {
 
-/// Layout per "argN" / "resN" of one function; empty when it has no fused
-/// op (no launcher).
-FailureOr<llvm::StringMap<StringRef>> layouts(func::FuncOp fn) {
+/// Per "argN" / "resN" of one function: its layout and the group whose
+/// domain it follows; and the number of domain parameter pairs (1 when
+/// every group has one [rows, cols] domain, else one pair per group).
+/// Empty when the function has no fused op (no launcher).
+struct Layouts {
   llvm::StringMap<StringRef> layout;
+  llvm::StringMap<unsigned> domain;
+  unsigned domains = 1;
+};
+
+FailureOr<Layouts> layouts(func::FuncOp fn) {
+  Layouts result;
+  llvm::StringMap<StringRef> &layout = result.layout;
   bool any = false;
+  unsigned group = 0;
+  std::optional<ArrayRef<int64_t>> firstDomain;
+  bool perGroup = false;
+  fn.walk([&](MixedReductionOp op) {
+    if (!firstDomain)
+      firstDomain = op.getDomainShape();
+    perGroup |= op.getDomainShape() != *firstDomain;
+  });
   auto note = [&](std::optional<unsigned> index, StringRef prefix,
                   StringRef kind, Operation *op) -> LogicalResult {
     if (!index)
       return op->emitError() << "compile: an operand or result of a fused op "
                                 "is not a parameter of @"
                              << fn.getSymName();
-    layout[(prefix + Twine(*index)).str()] = kind;
+    std::string name = (prefix + Twine(*index)).str();
+    layout[name] = kind;
+    result.domain.try_emplace(name, perGroup ? group : 0);
     return success();
   };
   WalkResult walk = fn.walk([&](MixedReductionOp op) {
@@ -76,17 +96,20 @@ FailureOr<llvm::StringMap<StringRef>> layouts(func::FuncOp fn) {
       if (failed(note(resultOf(out), "res", "cols", op)))
         return WalkResult::interrupt();
     }
+    ++group;
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
     return failure();
   if (!any)
     layout.clear();
-  return layout;
+  result.domains = perGroup ? group : 1;
+  return result;
 }
 
 void tensorEntry(llvm::json::OStream &j, StringRef name, StringRef role,
-                 unsigned index, Type type, StringRef layout) {
+                 unsigned index, Type type, StringRef layout,
+                 std::optional<unsigned> domain) {
   j.object([&] {
     j.attribute("name", name);
     j.attribute("role", role);
@@ -104,6 +127,8 @@ void tensorEntry(llvm::json::OStream &j, StringRef name, StringRef role,
     j.attribute("layout", layout.empty() ? StringRef("unused") : layout);
     if (layout == "rows_by_cols")
       j.attribute("row_stride", (name + "_row_stride").str());
+    if (domain)
+      j.attribute("domain", *domain);
   });
 }
 
@@ -112,12 +137,12 @@ void tensorEntry(llvm::json::OStream &j, StringRef name, StringRef role,
 FailureOr<std::string>
 mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
   // Every function with a launcher and its layouts, before writing anything.
-  SmallVector<std::pair<func::FuncOp, llvm::StringMap<StringRef>>> functions;
+  SmallVector<std::pair<func::FuncOp, Layouts>> functions;
   for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
-    FailureOr<llvm::StringMap<StringRef>> layout = layouts(fn);
+    FailureOr<Layouts> layout = layouts(fn);
     if (failed(layout))
       return failure();
-    if (!layout->empty())
+    if (!layout->layout.empty())
       functions.emplace_back(fn, std::move(*layout));
   }
 
@@ -132,11 +157,22 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
     j.attribute("chip", info.chip);
     j.attribute("features", info.features);
     j.attributeArray("functions", [&] {
-      for (auto &[fn, layout] : functions) {
+      for (auto &[fn, all] : functions) {
         FunctionType type = fn.getFunctionType();
-        auto layoutOf = [&, &layout = layout](const std::string &name) {
-          auto it = layout.find(name);
-          return it == layout.end() ? StringRef() : it->second;
+        const Layouts &layouts = all;
+        auto layoutOf = [&](const std::string &name) {
+          auto it = layouts.layout.find(name);
+          return it == layouts.layout.end() ? StringRef() : it->second;
+        };
+        auto domainOf = [&](const std::string &name) {
+          auto it = layouts.domain.find(name);
+          return it == layouts.domain.end() ? std::optional<unsigned>()
+                                            : std::optional(it->second);
+        };
+        // The names of the domain parameters.
+        auto domainParam = [&](StringRef what, unsigned d) {
+          return layouts.domains == 1 ? what.str()
+                                      : what.str() + std::to_string(d);
         };
         auto strided = [&](StringRef prefix, unsigned count) {
           for (unsigned i = 0; i < count; ++i)
@@ -148,12 +184,20 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
           j.attributeArray("tensors", [&] {
             for (auto [i, t] : llvm::enumerate(type.getInputs())) {
               std::string n = "arg" + std::to_string(i);
-              tensorEntry(j, n, "input", i, t, layoutOf(n));
+              tensorEntry(j, n, "input", i, t, layoutOf(n), domainOf(n));
             }
             for (auto [i, t] : llvm::enumerate(type.getResults())) {
               std::string n = "res" + std::to_string(i);
-              tensorEntry(j, n, "output", i, t, layoutOf(n));
+              tensorEntry(j, n, "output", i, t, layoutOf(n), domainOf(n));
             }
+          });
+          // The [rows, cols] domains: one, or one per group in order.
+          j.attributeArray("domains", [&] {
+            for (unsigned d = 0; d < layouts.domains; ++d)
+              j.object([&] {
+                j.attribute("rows", domainParam("rows", d));
+                j.attribute("cols", domainParam("cols", d));
+              });
           });
           // The C parameters in order (Launcher.cpp).
           j.attributeArray("params", [&] {
@@ -161,8 +205,10 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
               j.value("arg" + std::to_string(i));
             for (unsigned i = 0; i < type.getNumResults(); ++i)
               j.value("res" + std::to_string(i));
-            j.value("rows");
-            j.value("cols");
+            for (unsigned d = 0; d < layouts.domains; ++d) {
+              j.value(domainParam("rows", d));
+              j.value(domainParam("cols", d));
+            }
             strided("arg", type.getNumInputs());
             strided("res", type.getNumResults());
             j.value("stream");

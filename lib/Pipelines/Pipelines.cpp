@@ -69,10 +69,19 @@ void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
 
 void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
                                         const NormGpuOptions &options) {
+  buildNormFusePipeline(pm);
+  buildNormGPUToBinaryPipeline(pm, options);
+}
+
+void norm::buildNormFusePipeline(OpPassManager &pm) {
   addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
   pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions());
   addUpstream(pm, "canonicalize,cse");
+}
+
+void norm::buildNormGPUToBinaryPipeline(OpPassManager &pm,
+                                        const NormGpuOptions &options) {
   pm.addPass(createConvertNormToGPU(options));
   addUpstream(pm, (llvm::Twine("nvvm-attach-target{chip=") + options.chip +
                    " features=" + options.features +

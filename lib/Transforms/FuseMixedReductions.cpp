@@ -29,6 +29,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 namespace mlir::norm {
 #define GEN_PASS_DEF_NORMFUSEMIXEDREDUCTIONS
@@ -122,6 +123,29 @@ std::string combinerName(linalg::GenericOp g, unsigned output) {
   if (Operation *def = yielded.getDefiningOp())
     return def->getName().getStringRef().str();
   return "a block argument";
+}
+
+/// Why a reduction is an opaque neighbour of any group (a convolution, or
+/// a contraction such as a matmul, where no input spans all the loops),
+/// or nothing when it may be a row or column reduction.
+std::optional<std::string> opaqueReduction(linalg::LinalgOp op,
+                                           linalg::GenericOp g) {
+  if (linalg::isaConvolutionOpInterface(op))
+    return std::string("a convolution: it stays as it is, an opaque producer "
+                       "or consumer of any group");
+  unsigned rank = g.getNumLoops();
+  bool anySpansAll = llvm::any_of(g.getDpsInputOperands(), [&](OpOperand *in) {
+    llvm::SmallBitVector seen(rank);
+    for (AffineExpr e : g.getMatchingIndexingMap(in).getResults())
+      if (auto d = dyn_cast<AffineDimExpr>(e))
+        seen.set(d.getPosition());
+    return seen.all();
+  });
+  if (!anySpansAll)
+    return std::string("a contraction (no input spans all its loops, as in a "
+                       "matmul): it stays as it is, an opaque producer or "
+                       "consumer of any group");
+  return std::nullopt;
 }
 
 class Analysis {
@@ -232,6 +256,15 @@ void Analysis::buildViews() {
         g.getDpsInitsMutable(), [&](OpOperand &init) {
           return g.getMatchingIndexingMap(&init).isIdentity();
         });
+    if (numReduction > 0) {
+      // Contractions and convolutions are opaque neighbours: their results
+      // are inputs of a group, never part of one.
+      if (std::optional<std::string> neighbour = opaqueReduction(op, g)) {
+        view.whyOther = *neighbour;
+        views[op] = std::move(view);
+        return;
+      }
+    }
     if (numReduction == 0) {
       view.kind = allOutputsIdentity ? Kind::Elementwise : Kind::Other;
     } else if (rank >= 2 && numReduction == 1 &&
@@ -260,8 +293,18 @@ void Analysis::buildViews() {
           ++next;
         return next == rank;
       });
-      if (!outputsOk)
+      if (!outputsOk) {
         view.kind = Kind::Other;
+        view.whyOther = "the reduction writes its result through a "
+                        "transposing or broadcasting map";
+      }
+    } else if (numReduction > 0) {
+      view.whyOther =
+          numReduction == rank
+              ? "it reduces every dim (a total sum, not a row or column "
+                "reduction)"
+              : "it reduces other dims than the trailing one (a row "
+                "reduction) or all leading ones (a column reduction)";
     }
     if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
       for (unsigned i = 0, e = g.getNumDpsInits(); i < e; ++i) {
@@ -367,6 +410,10 @@ Def Analysis::classify(const Access &access) const {
       }
       case Kind::RowReduce:
       case Kind::ColReduce: {
+        // A reduction over another domain (a softmax's row sum, a loss's
+        // column sum elsewhere) is a neighbour: its result is an input.
+        if (view->loops != ArrayRef<int64_t>(domain))
+          break;
         bool row = view->kind == Kind::RowReduce;
         Dims expected;
         for (unsigned d = row ? 0 : rank - 1; d < (row ? rank - 1 : rank); ++d)
@@ -374,11 +421,6 @@ Def Analysis::classify(const Access &access) const {
         if (dims != expected) {
           def.kind = Def::Bad;
           def.why = "a reduction result is read over other dims than it has";
-          return def;
-        }
-        if (view->loops != ArrayRef<int64_t>(domain)) {
-          def.kind = Def::Bad;
-          def.why = "it reads a reduction over a different domain";
           return def;
         }
         def.kind = row ? Def::RowResult : Def::ColResult;
@@ -1015,6 +1057,17 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
                    group.colReductions.size()) +
              " elementwise op(s)");
 
+  // One remark per reduction: the others name their place in the group.
+  auto placeRemarks = [&](ArrayRef<Operation *> ops, StringRef what) {
+    for (auto [i, op] : llvm::enumerate(ops))
+      if (op != group.rowReductions.front())
+        remark(op, "fused: " + what + " reduction " + Twine(i + 1) + " of " +
+                       Twine(ops.size()) +
+                       " of the group reported on its first row reduction");
+  };
+  placeRemarks(group.rowReductions, "row");
+  placeRemarks(group.colReductions, "column");
+
   // Replace, then erase what only the group used.
   for (auto [from, to] : llvm::zip(fullOuts, fused.getFullResults()))
     from.replaceUsesWithIf(to, [&](OpOperand &use) {
@@ -1055,8 +1108,12 @@ void Analysis::run() {
   llvm::MapVector<SmallVector<int64_t>, SmallVector<Operation *>> byDomain;
   for (Operation *op : order) {
     const View &view = *viewOf(op);
-    if (view.loops.size() < 2)
+    if (view.loops.size() < 2) {
+      if (linalg::GenericOp(view.generic).getNumReductionLoops() > 0)
+        remark(op, "not fused: a reduction over one dim (a group needs a "
+                   "[rows..., N] domain)");
       continue;
+    }
     if (view.kind == Kind::Other) {
       if (!view.whyOther.empty())
         remark(op, "not fused: " + view.whyOther);

@@ -105,11 +105,14 @@ class Function:
         facts = [self._facts(spec, t) for spec, t in zip(sig.tensors,
                                                          tensors)]
         self._check_devices(facts)
-        rows, cols = self._domain(facts)
+        # (rows, cols) of each domain, from the tensors that follow it.
+        domains = [self._domain([f for f in facts if f[0].domain == d])
+                   for d in range(len(sig.domains))]
         strides = {}
         for spec, shape, stride, _, _ in facts:
             where = f"{fn}: {spec.describe()}"
             if spec.layout == "rows_by_cols":
+                rows, cols = domains[spec.domain]
                 strides[spec.row_stride] = self._row_stride(
                     where, spec, shape, stride, rows, cols)
             elif spec.layout != "unused" and not self._contiguous(shape,
@@ -129,7 +132,8 @@ class Function:
                     f"{fn}: {spec.describe()}: data pointer {ptr:#x} is not "
                     f"aligned to {spec.element_bytes} bytes (its element "
                     "size)", spec.name)
-        values = [f[3] for f in facts] + [rows, cols]
+        values = [f[3] for f in facts] + [v for pair in domains
+                                          for v in pair]
         values += [strides[t.row_stride] for t in sig.strided]
         values.append(_stream_handle(stream, tensors))
         return values

@@ -34,6 +34,7 @@ class TensorSpec:
     shape: tuple         # -1 for a dynamic dim
     layout: str          # one of LAYOUTS (see docs/compile.md)
     row_stride: str = None  # the stride parameter of a rows_by_cols tensor
+    domain: int = 0      # the [rows, cols] domain (group) it follows
 
     @property
     def dtype_name(self):
@@ -49,6 +50,9 @@ class FunctionSignature:
     name: str
     tensors: tuple       # inputs, then outputs, in parameter order
     params: tuple        # every C parameter name, in order
+    # The (rows, cols) parameter names of each domain: one, or one pair per
+    # group when the function's groups have different domains.
+    domains: tuple = (("rows", "cols"),)
 
     @property
     def inputs(self):
@@ -65,7 +69,8 @@ class FunctionSignature:
     def check(self):
         """Raises SignatureError unless the parameters are those the
         launcher ABI gives these tensors (docs/compile.md)."""
-        expected = ([t.name for t in self.tensors] + ["rows", "cols"] +
+        expected = ([t.name for t in self.tensors] +
+                    [p for pair in self.domains for p in pair] +
                     [t.row_stride for t in self.strided] + ["stream"])
         if list(self.params) != expected:
             raise SignatureError(
@@ -74,6 +79,9 @@ class FunctionSignature:
         if not self.strided:
             raise SignatureError(f"{self.name}: no [rows, cols] tensor")
         for t in self.tensors:
+            if not 0 <= t.domain < len(self.domains):
+                raise SignatureError(f"{self.name}: {t.name} follows domain "
+                                     f"{t.domain} of {len(self.domains)}")
             if t.layout not in LAYOUTS:
                 raise SignatureError(f"{self.name}: {t.name} has unknown "
                                      f"layout '{t.layout}'")
@@ -115,9 +123,14 @@ def parse_json(text, source="<json>"):
                            element_bytes=t["element_bytes"],
                            shape=tuple(t.get("shape", ())),
                            layout=t["layout"],
-                           row_stride=t.get("row_stride"))
+                           row_stride=t.get("row_stride"),
+                           domain=t.get("domain", 0))
                 for t in f["tensors"])
-            sig = FunctionSignature(f["name"], tensors, tuple(f["params"]))
+            domains = tuple((d["rows"], d["cols"])
+                            for d in f.get("domains",
+                                           [{"rows": "rows", "cols": "cols"}]))
+            sig = FunctionSignature(f["name"], tensors, tuple(f["params"]),
+                                    domains)
             functions[sig.name] = sig.check()
     except (KeyError, TypeError) as e:
         raise SignatureError(f"{source}: malformed signature ({e!r})") \
@@ -140,6 +153,9 @@ def parse_header(text, source="<header>"):
         if name not in docs:
             raise SignatureError(f"{source}: no comment with the tensor "
                                  f"types of {name}")
+        if "rows0" in names:
+            raise SignatureError(f"{source}: {name} has groups of several "
+                                 "domains; load it with its JSON signature")
         types = {f"{kind}{i}": t for kind, i, t in
                  _DOC_TENSOR.findall(docs[name])}
         tensors = []

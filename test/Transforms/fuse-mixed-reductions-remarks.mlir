@@ -29,6 +29,7 @@ func.func @fused_remark(%x: tensor<8x16xf32>, %dy: tensor<8x16xf32>) -> (tensor<
   } -> tensor<8x16xf32>
   %ec = tensor.empty() : tensor<16xf32>
   %zc = linalg.fill ins(%zero : f32) outs(%ec : tensor<16xf32>) -> tensor<16xf32>
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group reported on its first row reduction}}
   %dw = linalg.generic {indexing_maps = [#id, #col], iterator_types = ["reduction", "parallel"]}
       ins(%dy : tensor<8x16xf32>) outs(%zc : tensor<16xf32>) {
   ^bb0(%g: f32, %o: f32):
@@ -84,7 +85,9 @@ func.func @column_result_feeds_rows(%x: tensor<8x16xf32>, %dy: tensor<8x16xf32>)
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 #col = affine_map<(d0, d1) -> (d1)>
-// A row sum over [8, 16] used by ops over [8, 32]: different domains.
+// A row sum over [8, 16] used by ops over [8, 32]: different domains. The
+// [8, 16] sum is a neighbour of the [8, 32] ops (an input they read), and
+// [8, 32] has no row reduction of its own.
 // CHECK-LABEL: func.func @different_domains
 // CHECK-NOT:     norm.mixed_reduction
 // CHECK-COUNT-3: linalg.generic
@@ -108,7 +111,7 @@ func.func @different_domains(%x: tensor<8x16xf32>, %y: tensor<8x32xf32>) -> (ten
   } -> tensor<8x32xf32>
   %ec = tensor.empty() : tensor<32xf32>
   %zc = linalg.fill ins(%zero : f32) outs(%ec : tensor<32xf32>) -> tensor<32xf32>
-  // expected-remark @+1 {{not fused: it reads a reduction over a different domain}}
+  // expected-remark @+1 {{not fused: no row reduction (over N) shares its inputs}}
   %c = linalg.generic {indexing_maps = [#id, #col], iterator_types = ["reduction", "parallel"]}
       ins(%t : tensor<8x32xf32>) outs(%zc : tensor<32xf32>) {
   ^bb0(%a: f32, %o: f32):

@@ -71,6 +71,13 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
       "runtime-library",
       cl::desc("libnorm_runtime_static.a to link into --emit=lib"),
       cl::cat(category));
+  cl::opt<std::string> hostModule(
+      "host-module",
+      cl::desc("Write the host module here: the input after fusion, with "
+               "the groups of functions that are not only their groups "
+               "outlined and called, and what the library launches "
+               "declared"),
+      cl::value_desc("path"), cl::cat(category));
   cl::opt<bool> keep("keep-launcher",
                      cl::desc("Keep the generated launcher (OUT with .c)"),
                      cl::cat(category));
@@ -123,6 +130,7 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
   options.runtimeLibrary =
       runtime.empty() ? installedRuntime(argv[0]) : std::string(runtime);
   options.keepLauncher = keep;
+  options.hostModule = hostModule;
   options.ptxasVerbose = verbose;
   options.configurePassManager = [](PassManager &pm) {
     applyDefaultTimingPassManagerCLOptions(pm);

@@ -35,6 +35,11 @@ struct CompileOptions {
   std::string output;
   /// Tools; empty means the defaults found at build time / on PATH.
   std::string ptxas, cc, runtimeLibrary;
+  /// Where to write the host module (empty: not written): the input after
+  /// fusion, with the groups of every function that cannot be launched
+  /// whole outlined and called (--norm-outline-groups), and every function
+  /// the library launches (outlined or whole) left as a declaration.
+  std::string hostModule;
   /// Keep the generated launcher source (OUT with `.c`).
   bool keepLauncher = false;
   /// Pass `-v` to ptxas and print its register / spill report.
@@ -45,7 +50,10 @@ struct CompileOptions {
 };
 
 /// Compiles `module` (linalg, TOSA-lowered linalg or norm ops) in place and
-/// writes the output. Errors are reported as diagnostics on the module; a
+/// writes the output. A function whose fused groups are not all it does
+/// (matmuls around them, inputs computed inside, several groups chained)
+/// has each group outlined into `<function>_group<i>`, which gets the
+/// launcher; one that is only its groups keeps a launcher of its own. Errors are reported as diagnostics on the module; a
 /// bad option value is reported (naming the option) before anything runs.
 LogicalResult compileNormModule(ModuleOp module, const CompileOptions &options);
 

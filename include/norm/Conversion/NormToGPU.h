@@ -11,6 +11,7 @@
 
 #include "norm/Conversion/NormToGPU/GpuTarget.h"
 #include "norm/Conversion/Passes.h"
+#include "norm/Dialect/Norm/IR/GroupBoundary.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -152,26 +153,6 @@ int64_t elementBytes(Type t);
 KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options,
                       const GpuTarget &target);
 
-/// The elementwise epilogue of a column result that the final kernel
-/// absorbs (the narrowing truncf of dW/dB): its only use, a 1-D parallel
-/// linalg.generic reading just that result into a fresh tensor.empty.
-linalg::GenericOp getColumnEpilogue(Value colResult);
-
-/// The elementwise prologue of a column initial value that the final
-/// reduction absorbs (the extf of a 16-bit previous gradient that dW/dB
-/// accumulate into): `init` defined by a 1-D parallel linalg.generic of one
-/// input into a fresh tensor.empty, identity maps, a body of scalar ops and
-/// constants. The kernels then read the prologue's input and apply its body.
-linalg::GenericOp getColumnInitPrologue(Value init);
-
-/// Scalars the op's payloads read from 0-d tensors defined outside it
-/// (`tensor.extract %scale[]`, e.g. a loss scale): each becomes a pointer
-/// parameter of the main kernel, after the others, in this order.
-SmallVector<tensor::ExtractOp> getCapturedScalars(MixedReductionOp op);
-
-/// The constant a column result starts from when `init` is a linalg.fill of
-/// a constant (zeros), else nullopt (the init is then read from memory).
-std::optional<Attribute> getConstantColumnInit(Value init);
 
 } // namespace mlir::norm
 

@@ -55,6 +55,15 @@ struct NormGPUPipelineOptions
 void buildNormLowerToNVVMPipeline(OpPassManager &pm,
                                   const NormGpuOptions &options);
 
+/// The two halves of --norm-lower-to-nvvm, for a host that works between
+/// them (`norm-opt compile` outlines groups there):
+///  - the front: TOSA to linalg, --norm-decompose,
+///    --norm-fuse-mixed-reductions, canonicalize, cse;
+///  - the back: --convert-norm-to-gpu and the NVVM passes to the gpu.binary.
+void buildNormFusePipeline(OpPassManager &pm);
+void buildNormGPUToBinaryPipeline(OpPassManager &pm,
+                                  const NormGpuOptions &options);
+
 /// Registers the pipelines above under their names.
 void registerNormPipelines();
 

@@ -170,4 +170,62 @@ def NormPartialAccumulate : Pass<"norm-partial-accumulate"> {
   ];
 }
 
+def NormOutlineGroups : Pass<"norm-outline-groups", "::mlir::ModuleOp"> {
+  let summary = "Outline each fused norm group into a function whose "
+                "arguments and results are exactly the group's";
+  let description = [{
+    For hosts with their own runtime (IREE-style external dispatches, XLA
+    custom calls, a torch custom op): every `norm.mixed_reduction` of a
+    function becomes a function of its own, `@<function>_group<i>` (renamed
+    on a clash), inserted after it and marked `norm.outlined_from =
+    "<function>"`, and the group is replaced by a `func.call`. Everything
+    else of the host (matmuls, other reductions, calls, loops) is left as it
+    was.
+
+    - Arguments, in order: the group's full, row and column tensors, the
+      input of a widened column initial value (or the initial value), the
+      0-d tensors its payloads read (a loss scale).
+    - Results: the full results, then the column results; a column result's
+      narrowing epilogue (the `truncf` of dW to bf16) goes with the group.
+    - Rebuilt inside: constant column initial values (zero fills), the
+      epilogue and prologue maps, the constants and scalar reads the
+      payloads use. A dynamic N comes from the first full argument.
+
+    A function already marked `norm.outlined_from` is left alone, so the
+    pass can run twice. It fails, with an error on the group, only when a
+    payload reads a value from above that is neither a constant nor the
+    element of a 0-d tensor (nothing a launcher could pass).
+
+    Before:
+
+    ```mlir
+    func.func @block(%h: tensor<?x1024xf32>, %w1: tensor<1024x1024xf32>, ...) {
+      %dy = linalg.matmul ins(%h, %w1 ...) ...
+      %dx, %dw = norm.mixed_reduction full(%x, %dy ...) row(%rstd ...) ...
+      %g = linalg.matmul ins(%dx, %w0 ...) ...
+    ```
+
+    After:
+
+    ```mlir
+    func.func @block(...) {
+      %dy = linalg.matmul ins(%h, %w1 ...) ...
+      %dx, %dw = call @block_group0(%x, %dy, %rstd, %w) : ...
+      %g = linalg.matmul ins(%dx, %w0 ...) ...
+    }
+    func.func @block_group0(%x: ..., %dy: ..., %rstd: ..., %w: ...)
+        attributes {norm.outlined_from = "block"} {
+      %dx, %dw = norm.mixed_reduction full(%x, %dy ...) ...
+      return %dx, %dw : ...
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::norm::NormDialect"
+  ];
+}
+
 #endif // NORM_TRANSFORMS_PASSES_TD

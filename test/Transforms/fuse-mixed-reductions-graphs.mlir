@@ -1,0 +1,336 @@
+// RUN: norm-opt %s -split-input-file --norm-decompose -norm-fuse-mixed-reductions='remarks=true' -verify-diagnostics -mlir-print-op-on-diagnostic=false | FileCheck %s
+
+// Norm backwards inside whole graphs: everything outside the pattern
+// (contractions, convolutions, reductions over other domains, calls, ops of
+// other dialects, values from enclosing regions) is an opaque producer of
+// the group's inputs or consumer of its results. The group is cut at its
+// boundary and fuses; the neighbours stay exactly as they were.
+
+// dy comes out of a matmul (the next layer's input gradient), dx goes into
+// one: the group fuses between them, reading the matmul's result as a
+// full-domain input.
+// CHECK-LABEL: func.func @matmul_before_and_after
+// CHECK:         %[[DY:[0-9]+]] = linalg.matmul
+// CHECK:         %[[DX:[a-z_0-9]+]], %{{.*}} = norm.mixed_reduction full(%{{.*}}, %[[DY]] : tensor<?x64xf32>, tensor<?x64xf32>)
+// CHECK:         linalg.matmul ins(%[[DX]],
+// CHECK:         return
+func.func @matmul_before_and_after(%g: tensor<?x32xf32>, %w2: tensor<32x64xf32>,
+    %x: tensor<?x64xf32>, %rstd: tensor<?xf32>, %w: tensor<64xf32>,
+    %w1: tensor<64x16xf32>) -> (tensor<?x16xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %g, %c0 : tensor<?x32xf32>
+  %e = tensor.empty(%m) : tensor<?x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x64xf32>) -> tensor<?x64xf32>
+  // expected-remark @+1 {{not fused: a contraction (no input spans all its loops, as in a matmul): it stays as it is, an opaque producer or consumer of any group}}
+  %dy = linalg.matmul ins(%g, %w2 : tensor<?x32xf32>, tensor<32x64xf32>) outs(%z : tensor<?x64xf32>) -> tensor<?x64xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<64xf32>)
+      : tensor<?x64xf32>, tensor<?xf32> -> tensor<?x64xf32>, tensor<64xf32>
+  %e1 = tensor.empty(%m) : tensor<?x16xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<?x16xf32>) -> tensor<?x16xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %h = linalg.matmul ins(%dx, %w1 : tensor<?x64xf32>, tensor<64x16xf32>) outs(%z1 : tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %h, %dw : tensor<?x16xf32>, tensor<64xf32>
+}
+
+// -----
+
+// Two norms of different N (the hidden norm and a 32-wide head norm) with a
+// matmul between them, and a residual gradient added to the first dx: two
+// groups, each over its own domain; the residual add joins the first.
+// CHECK-LABEL: func.func @two_norms_matmul_between
+// CHECK:         %[[A:[a-z_0-9]+]], %{{.*}} = norm.mixed_reduction full(%{{.*}}, %{{.*}}, %{{.*}} : tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>)
+// CHECK:         %[[H:[0-9]+]] = linalg.matmul ins(%[[A]],
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %[[H]] : tensor<8x32xf32>, tensor<8x32xf32>)
+// CHECK-NOT:     linalg.generic
+func.func @two_norms_matmul_between(%dy: tensor<8x64xf32>, %x: tensor<8x64xf32>,
+    %rstd: tensor<8xf32>, %w: tensor<64xf32>, %res: tensor<8x64xf32>,
+    %wp: tensor<64x32xf32>, %q: tensor<8x32xf32>, %qmean: tensor<8xf32>,
+    %qrstd: tensor<8xf32>, %qw: tensor<32xf32>)
+    -> (tensor<8x32xf32>, tensor<64xf32>, tensor<32xf32>, tensor<32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  // expected-remark @+2 {{fused a mixed-order reduction group of 6 ops: 1 row reduction(s) in 1 stage(s), 1 column reduction(s), 4 elementwise op(s)}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<64xf32>)
+      : tensor<8x64xf32>, tensor<8xf32> -> tensor<8x64xf32>, tensor<64xf32>
+  %e = tensor.empty() : tensor<8x64xf32>
+  %sum = linalg.add ins(%dx, %res : tensor<8x64xf32>, tensor<8x64xf32>) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %e1 = tensor.empty() : tensor<8x32xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %h = linalg.matmul ins(%sum, %wp : tensor<8x64xf32>, tensor<64x32xf32>) outs(%z1 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  // expected-remark @+4 {{fused a mixed-order reduction group}}
+  // expected-remark @+3 {{fused: row reduction 2 of 2 of the group}}
+  // expected-remark @+2 {{fused: column reduction 1 of 2 of the group}}
+  // expected-remark @+1 {{fused: column reduction 2 of 2 of the group}}
+  %dq, %dqw, %dqb = norm.layer_norm_grad %h, %q, %qmean, %qrstd
+      weight(%qw : tensor<32xf32>) bias(%qw : tensor<32xf32>)
+      : tensor<8x32xf32>, tensor<8xf32> -> tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>
+  return %dq, %dw, %dqw, %dqb : tensor<8x32xf32>, tensor<64xf32>, tensor<32xf32>, tensor<32xf32>
+}
+
+// -----
+
+// A batch_matmul feeds a [B, S, N] norm, a transposed-B contraction generic
+// consumes dx: both are contractions, the group fuses over [2, 8, 64].
+#lhs = affine_map<(m, n, k) -> (m, k)>
+#rhsT = affine_map<(m, n, k) -> (n, k)>
+#out = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @batch_matmul_and_contraction_generic
+// CHECK:         linalg.batch_matmul
+// CHECK:         norm.mixed_reduction
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+func.func @batch_matmul_and_contraction_generic(%a: tensor<2x8x16xf32>,
+    %b: tensor<2x16x64xf32>, %x: tensor<2x8x64xf32>, %rstd: tensor<2x8xf32>,
+    %w: tensor<64xf32>, %wt: tensor<32x64xf32>) -> (tensor<16x32xf32>, tensor<64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %dy = linalg.batch_matmul ins(%a, %b : tensor<2x8x16xf32>, tensor<2x16x64xf32>) outs(%z : tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<64xf32>)
+      : tensor<2x8x64xf32>, tensor<2x8xf32> -> tensor<2x8x64xf32>, tensor<64xf32>
+  %flat = tensor.collapse_shape %dx [[0, 1], [2]] : tensor<2x8x64xf32> into tensor<16x64xf32>
+  %e1 = tensor.empty() : tensor<16x32xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x32xf32>) -> tensor<16x32xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %h = linalg.generic {indexing_maps = [#lhs, #rhsT, #out], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%flat, %wt : tensor<16x64xf32>, tensor<32x64xf32>) outs(%z1 : tensor<16x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<16x32xf32>
+  return %h, %dw : tensor<16x32xf32>, tensor<64xf32>
+}
+
+// -----
+
+// A softmax nearby (its row max and row sum over another [8, 32] domain)
+// and a loss's total sum scaling dy: the softmax's reductions stay, the
+// total sum stays (a 0-d input of the group, read once), and the group
+// fuses.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#all = affine_map<(d0, d1) -> ()>
+// CHECK-LABEL: func.func @softmax_and_loss_nearby
+// CHECK:         arith.maxnumf
+// CHECK:         %[[T:[0-9]+]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]
+// CHECK:         tensor.extract %[[T]][]
+// CHECK:         norm.mixed_reduction
+func.func @softmax_and_loss_nearby(%logits: tensor<8x32xf32>, %loss: tensor<8x16xf32>,
+    %dy0: tensor<8x16xf32>, %x: tensor<8x16xf32>, %rstd: tensor<8xf32>,
+    %w: tensor<16xf32>) -> (tensor<8x32xf32>, tensor<8x16xf32>, tensor<16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %er = tensor.empty() : tensor<8xf32>
+  %mr = linalg.fill ins(%ninf : f32) outs(%er : tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @+1 {{not fused: the reduction is not additive (its combiner is arith.maxnumf)}}
+  %max = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%logits : tensor<8x32xf32>) outs(%mr : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.maxnumf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  %e32 = tensor.empty() : tensor<8x32xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%logits, %max : tensor<8x32xf32>, tensor<8xf32>) outs(%e32 : tensor<8x32xf32>) {
+  ^bb0(%a: f32, %m: f32, %o: f32):
+    %d = arith.subf %a, %m : f32
+    %v = math.exp %d : f32
+    linalg.yield %v : f32
+  } -> tensor<8x32xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%er : tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @+1 {{not fused: no additive column reduction (over the rows) shares its inputs}}
+  %den = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<8x32xf32>) outs(%zr : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  %p = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex, %den : tensor<8x32xf32>, tensor<8xf32>) outs(%e32 : tensor<8x32xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32):
+    %v = arith.divf %a, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<8x32xf32>
+  %e0 = tensor.empty() : tensor<f32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  // expected-remark @+1 {{not fused: it reduces every dim (a total sum, not a row or column reduction)}}
+  %total = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%loss : tensor<8x16xf32>) outs(%z0 : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<f32>
+  %e16 = tensor.empty() : tensor<8x16xf32>
+  %dy = linalg.generic {indexing_maps = [#id, #all, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dy0, %total : tensor<8x16xf32>, tensor<f32>) outs(%e16 : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %t: f32, %o: f32):
+    %v = arith.mulf %a, %t : f32
+    linalg.yield %v : f32
+  } -> tensor<8x16xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<16xf32>)
+      : tensor<8x16xf32>, tensor<8xf32> -> tensor<8x16xf32>, tensor<16xf32>
+  return %p, %dx, %dw : tensor<8x32xf32>, tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A row statistic computed over another domain (a per-row scale from a
+// [8, 32] row sum) read by the group as a row input: a neighbour's
+// reduction never makes the group fail.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @row_input_from_another_domain
+// CHECK:         %[[S:[0-9]+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK:         norm.mixed_reduction full({{.*}}) row(%{{.*}}, %[[S]] : tensor<8xf32>, tensor<8xf32>)
+func.func @row_input_from_another_domain(%y: tensor<8x32xf32>, %dy: tensor<8x16xf32>,
+    %x: tensor<8x16xf32>, %rstd: tensor<8xf32>, %w: tensor<16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %er = tensor.empty() : tensor<8xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%er : tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @+1 {{not fused: no additive column reduction (over the rows) shares its inputs}}
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<8x32xf32>) outs(%zr : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  %e = tensor.empty() : tensor<8x16xf32>
+  %sdy = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %s : tensor<8x16xf32>, tensor<8xf32>) outs(%e : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %v = arith.mulf %a, %b : f32
+    linalg.yield %v : f32
+  } -> tensor<8x16xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dx, %dw = norm.rms_norm_grad %sdy, %x, %rstd weight(%w : tensor<16xf32>)
+      : tensor<8x16xf32>, tensor<8xf32> -> tensor<8x16xf32>, tensor<16xf32>
+  return %dx, %dw : tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// dy from a call and from a convolution (through a reshape): both opaque.
+// CHECK-LABEL: func.func @call_and_convolution
+// CHECK:         call @next_layer_grad
+// CHECK:         norm.mixed_reduction
+// CHECK:         linalg.conv_2d_nhwc_hwcf
+// CHECK:         norm.mixed_reduction
+func.func private @next_layer_grad(tensor<16x16xf32>) -> tensor<16x16xf32>
+func.func @call_and_convolution(%g: tensor<16x16xf32>, %img: tensor<1x6x6x8xf32>,
+    %k: tensor<3x3x8x16xf32>, %x: tensor<16x16xf32>, %rstd: tensor<16xf32>,
+    %w: tensor<16xf32>, %x2: tensor<16x16xf32>)
+    -> (tensor<16x16xf32>, tensor<16xf32>, tensor<16x16xf32>, tensor<16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %dy = func.call @next_layer_grad(%g) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<16xf32>)
+      : tensor<16x16xf32>, tensor<16xf32> -> tensor<16x16xf32>, tensor<16xf32>
+  %e = tensor.empty() : tensor<1x4x4x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x4x16xf32>) -> tensor<1x4x4x16xf32>
+  // expected-remark @+1 {{not fused: a convolution: it stays as it is, an opaque producer or consumer of any group}}
+  %c = linalg.conv_2d_nhwc_hwcf ins(%img, %k : tensor<1x6x6x8xf32>, tensor<3x3x8x16xf32>) outs(%z : tensor<1x4x4x16xf32>) -> tensor<1x4x4x16xf32>
+  %dy2 = tensor.collapse_shape %c [[0, 1, 2], [3]] : tensor<1x4x4x16xf32> into tensor<16x16xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dx2, %dw2 = norm.rms_norm_grad %dy2, %x2, %rstd weight(%w : tensor<16xf32>)
+      : tensor<16x16xf32>, tensor<16xf32> -> tensor<16x16xf32>, tensor<16xf32>
+  return %dx, %dw, %dx2, %dw2 : tensor<16x16xf32>, tensor<16xf32>, tensor<16x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// The body of a training loop: the group sits in an scf.for and reads the
+// loop's carried gradient and a value defined outside the loop; dW
+// accumulates across iterations through the iter_arg.
+// CHECK-LABEL: func.func @loop_body
+// CHECK:         scf.for
+// CHECK:           linalg.matmul
+// CHECK:           norm.mixed_reduction
+// CHECK:           scf.yield
+func.func @loop_body(%g0: tensor<8x16xf32>, %wm: tensor<16x16xf32>, %x: tensor<8x16xf32>,
+    %rstd: tensor<8xf32>, %w: tensor<16xf32>, %n: index) -> (tensor<8x16xf32>, tensor<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %ec = tensor.empty() : tensor<16xf32>
+  %zc = linalg.fill ins(%zero : f32) outs(%ec : tensor<16xf32>) -> tensor<16xf32>
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%g = %g0, %acc = %zc) -> (tensor<8x16xf32>, tensor<16xf32>) {
+    // expected-remark @+1 {{not fused: a contraction}}
+    %dy = linalg.matmul ins(%g, %wm : tensor<8x16xf32>, tensor<16x16xf32>) outs(%z : tensor<8x16xf32>) -> tensor<8x16xf32>
+    // expected-remark @+2 {{fused a mixed-order reduction group}}
+    // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+    %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<16xf32>)
+        : tensor<8x16xf32>, tensor<8xf32> -> tensor<8x16xf32>, tensor<16xf32>
+    %sum = linalg.add ins(%acc, %dw : tensor<16xf32>, tensor<16xf32>) outs(%ec : tensor<16xf32>) -> tensor<16xf32>
+    scf.yield %dx, %sum : tensor<8x16xf32>, tensor<16xf32>
+  }
+  return %r#0, %r#1 : tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Safety rules hold in a graph: a BatchNorm-style backward (column
+// reductions only) beside a matmul stays unfused.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @batchnorm_style_beside_matmul
+// CHECK-NOT:     norm.mixed_reduction
+func.func @batchnorm_style_beside_matmul(%a: tensor<8x4xf32>, %b: tensor<4x16xf32>,
+    %x: tensor<8x16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %dy = linalg.matmul ins(%a, %b : tensor<8x4xf32>, tensor<4x16xf32>) outs(%z : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %ec = tensor.empty() : tensor<16xf32>
+  %zc = linalg.fill ins(%zero : f32) outs(%ec : tensor<16xf32>) -> tensor<16xf32>
+  // expected-remark @+1 {{not fused: no row reduction (over N) shares its inputs}}
+  %db = linalg.generic {indexing_maps = [#id, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%dy : tensor<8x16xf32>) outs(%zc : tensor<16xf32>) {
+  ^bb0(%g: f32, %o: f32):
+    %v = arith.addf %o, %g : f32
+    linalg.yield %v : f32
+  } -> tensor<16xf32>
+  // expected-remark @+1 {{not fused: no row reduction (over N) shares its inputs}}
+  %dw = linalg.generic {indexing_maps = [#id, #id, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%dy, %x : tensor<8x16xf32>, tensor<8x16xf32>) outs(%zc : tensor<16xf32>) {
+  ^bb0(%g: f32, %v0: f32, %o: f32):
+    %m = arith.mulf %g, %v0 : f32
+    %v = arith.addf %o, %m : f32
+    linalg.yield %v : f32
+  } -> tensor<16xf32>
+  return %db, %dw : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A reduction over one dim (a 1-D sum) gets its remark too.
+#v = affine_map<(d0) -> (d0)>
+#s = affine_map<(d0) -> ()>
+// CHECK-LABEL: func.func @one_dim_sum
+func.func @one_dim_sum(%a: tensor<16xf32>) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  // expected-remark @+1 {{not fused: a reduction over one dim (a group needs a [rows..., N] domain)}}
+  %s = linalg.generic {indexing_maps = [#v, #s], iterator_types = ["reduction"]}
+      ins(%a : tensor<16xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%x: f32, %o: f32):
+    %v = arith.addf %o, %x : f32
+    linalg.yield %v : f32
+  } -> tensor<f32>
+  return %s : tensor<f32>
+}
