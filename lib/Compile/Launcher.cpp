@@ -228,8 +228,8 @@ LogicalResult LauncherWriter::describe(func::FuncOp fn, MixedReductionOp op,
 }
 
 /// The checks of one domain's rows and cols (parameters `rows<suffix>`,
-/// `cols<suffix>`, read through the locals `rows`, `cols`) and of the row
-/// strides of its tensors, against the static type.
+/// `cols<suffix>`) and of the row strides of its tensors, against the
+/// static type.
 void writeDomainChecks(llvm::raw_ostream &src, StringRef name,
                        ArrayRef<int64_t> domain, StringRef suffix,
                        ArrayRef<std::string> strides, StringRef indent) {
@@ -242,18 +242,18 @@ void writeDomainChecks(llvm::raw_ostream &src, StringRef name,
   for (int64_t d : domain.drop_back())
     staticRows = ShapedType::isDynamic(d) || staticRows < 0 ? -1
                                                             : staticRows * d;
-  src << indent << "if (rows < 0 || cols < 1)\n";
+  src << indent << "if (" << rows << " < 0 || " << cols << " < 1)\n";
   report(rows + " must be >= 0 and " + cols + " >= 1");
   if (staticRows >= 0) {
-    src << indent << "if (rows != " << staticRows << ")\n";
+    src << indent << "if (" << rows << " != " << staticRows << ")\n";
     report(rows + " must be " + Twine(staticRows) + " (static shape)");
   }
   if (!ShapedType::isDynamic(domain.back())) {
-    src << indent << "if (cols != " << domain.back() << ")\n";
+    src << indent << "if (" << cols << " != " << domain.back() << ")\n";
     report(cols + " must be " + Twine(domain.back()) + " (static shape)");
   }
   for (const std::string &s : strides) {
-    src << indent << "if (" << s << " < cols)\n";
+    src << indent << "if (" << s << " < " << cols << ")\n";
     report(s + " must be >= " + cols);
   }
 }
@@ -547,24 +547,23 @@ LogicalResult LauncherWriter::function(func::FuncOp fn, llvm::raw_ostream &src,
   // CUDA graph capture took for it, also when a launch failed.
   src << "static int " << name << "_launches(" << params << ") {\n"
       << "  int st;\n  int sms;\n";
+  // Every domain is checked before the driver is touched.
   if (!perGroup)
     writeDomainChecks(src, name, domain, "", strides, "  ");
+  for (unsigned g = 0; perGroup && g < launches.size(); ++g) {
+    SmallVector<std::string> own(launches[g].stridesIn);
+    llvm::append_range(own, launches[g].stridesOut);
+    writeDomainChecks(src, name, launches[g].op.getDomainShape(),
+                      std::to_string(g), own, "  ");
+  }
   src << "  if ((st = normrt_ensure_context()) != 0) return st;\n"
       << "  if ((st = normrt_sm_count(&sms)) != 0) return st;\n";
 
   for (unsigned g = 0; g < launches.size(); ++g) {
     OpLaunch &l = launches[g];
     src << "  {\n";
-    if (perGroup) {
-      // This group's domain, under the names the launches use.
-      std::string suffix = std::to_string(g);
-      src << "    int64_t rows = rows" << suffix << ", cols = cols"
-          << suffix << ";\n";
-      SmallVector<std::string> own(l.stridesIn);
-      own.append(l.stridesOut.begin(), l.stridesOut.end());
-      writeDomainChecks(src, name, l.op.getDomainShape(), suffix, own,
-                        "    ");
-    }
+    if (perGroup) // this group's domain, under the names the launches use
+      src << "    int64_t rows = rows" << g << ", cols = cols" << g << ";\n";
     // Natural alignment is required; 16-byte alignment picks the vector
     // kernel.
     auto ptrs = [&](ArrayRef<std::string> names, ArrayRef<int64_t> bytes,

@@ -59,7 +59,8 @@ unsigned inputIndex(Boundary &b, Value v) {
 }
 
 /// A value a payload reads from above that the outlined function rebuilds
-/// (a constant, arithmetic on such values) or reads from a 0-d argument.
+/// (a constant, a dim of an input, arithmetic on such values) or reads from
+/// a 0-d argument.
 LogicalResult collectCaptured(Boundary &b, Value v, std::string &why) {
   if (b.captured.contains(v))
     return success();
@@ -75,6 +76,15 @@ LogicalResult collectCaptured(Boundary &b, Value v, std::string &why) {
       return success();
     }
   }
+  // A dim of an input (a run-time N the payload divides by).
+  if (auto dim = dyn_cast_or_null<tensor::DimOp>(def)) {
+    if (llvm::is_contained(b.inputs, dim.getSource())) {
+      if (failed(collectCaptured(b, dim.getIndex(), why)))
+        return failure();
+      b.captured.insert(v);
+      return success();
+    }
+  }
   if (def && isa<arith::ArithDialect>(def->getDialect()) &&
       def->getNumRegions() == 0) {
     for (Value operand : def->getOperands())
@@ -83,8 +93,8 @@ LogicalResult collectCaptured(Boundary &b, Value v, std::string &why) {
     b.captured.insert(v);
     return success();
   }
-  why = "a payload reads a value that is neither a constant nor a 0-d "
-        "tensor's element";
+  why = "a payload reads a value that is neither a constant, a 0-d "
+        "tensor's element nor a dim of an input";
   return failure();
 }
 
@@ -165,14 +175,11 @@ func::FuncOp buildFunction(Boundary &b, func::FuncOp host,
       continue;
     auto initType = cast<RankedTensorType>(init.getType());
     if (prologue) {
-      Operation *clone = builder.clone(*prologue, mapping);
-      Value empty = emptyColumns(
-          builder, loc,
-          cast<RankedTensorType>(prologue.getDpsInitOperand(0)->get().getType()),
-          full);
-      clone->setOperand(prologue.getDpsInitOperand(0)->getOperandNumber(),
-                        empty);
-      mapping.map(init, clone->getResult(0));
+      Value into = prologue.getDpsInitOperand(0)->get();
+      mapping.map(into, emptyColumns(builder, loc,
+                                     cast<RankedTensorType>(into.getType()),
+                                     full));
+      mapping.map(init, builder.clone(*prologue, mapping)->getResult(0));
     } else {
       auto fill = init.getDefiningOp<linalg::FillOp>();
       Value value = builder.clone(*fill.value().getDefiningOp())->getResult(0);
@@ -192,13 +199,12 @@ func::FuncOp buildFunction(Boundary &b, func::FuncOp host,
     }
     IRMapping epilogueMapping;
     epilogueMapping.map(op.getColResults()[c], result);
-    Operation *clone = builder.clone(*epilogue, epilogueMapping);
-    clone->setOperand(
-        epilogue.getDpsInitOperand(0)->getOperandNumber(),
-        emptyColumns(builder, loc,
-                     cast<RankedTensorType>(epilogue->getResult(0).getType()),
-                     full));
-    returned.push_back(clone->getResult(0));
+    Value into = epilogue.getDpsInitOperand(0)->get();
+    epilogueMapping.map(into,
+                        emptyColumns(builder, loc,
+                                     cast<RankedTensorType>(into.getType()),
+                                     full));
+    returned.push_back(builder.clone(*epilogue, epilogueMapping)->getResult(0));
   }
   func::ReturnOp::create(builder, loc, returned);
   return fn;

@@ -22,7 +22,7 @@ inline constexpr llvm::StringLiteral kOutlinedAttrName = "norm.outlined_from";
 /// arguments are exactly the group's inputs and whose results are exactly
 /// its results, and replaces the group by a func.call. Fails with a
 /// diagnostic, changing nothing, when a payload reads a value from above
-/// that is neither a constant nor a 0-d tensor's element.
+/// that is neither a constant, a 0-d tensor's element nor a dim of an input.
 FailureOr<SmallVector<func::FuncOp>> outlineNormGroups(func::FuncOp host,
                                                        SymbolTable &symbols);
 

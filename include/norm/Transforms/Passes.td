@@ -188,13 +188,14 @@ def NormOutlineGroups : Pass<"norm-outline-groups", "::mlir::ModuleOp"> {
     - Results: the full results, then the column results; a column result's
       narrowing epilogue (the `truncf` of dW to bf16) goes with the group.
     - Rebuilt inside: constant column initial values (zero fills), the
-      epilogue and prologue maps, the constants and scalar reads the
-      payloads use. A dynamic N comes from the first full argument.
+      epilogue and prologue maps, the constants, scalar reads and dims of
+      inputs the payloads use (and arithmetic on them, such as a run-time N
+      as f32). A dynamic N comes from the first full argument.
 
     A function already marked `norm.outlined_from` is left alone, so the
     pass can run twice. It fails, with an error on the group, only when a
-    payload reads a value from above that is neither a constant nor the
-    element of a 0-d tensor (nothing a launcher could pass).
+    payload reads a value from above that is none of those (an f32
+    function argument, say: nothing a launcher could pass).
 
     Before:
 
