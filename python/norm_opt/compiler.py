@@ -58,7 +58,7 @@ def _flag_value(key, value):
 def compile_command(source_path, output, *, chip="sm_90a", emit="lib",
                     norm_opt=None, features=None, opt_level=None,
                     ptxas=None, cc=None, runtime_library=None,
-                    **plan_options):
+                    host_module=None, **plan_options):
     """The argv of `norm-opt compile` for these arguments (validated)."""
     if emit not in EMIT_KINDS:
         raise ValueError(f"compile(): emit must be one of "
@@ -70,7 +70,8 @@ def compile_command(source_path, output, *, chip="sm_90a", emit="lib",
     if opt_level is not None:
         argv.append(f"--opt-level={int(opt_level)}")
     for key, value in (("ptxas", ptxas), ("cc", cc),
-                       ("runtime-library", runtime_library)):
+                       ("runtime-library", runtime_library),
+                       ("host-module", host_module)):
         if value is not None:
             argv.append(f"--{key}={value}")
     for key in sorted(plan_options):
@@ -91,7 +92,9 @@ def compile(source, chip="sm_90a", emit="lib", output=None, *, norm_opt=None,
     """Compiles `source` (a path to a .mlir file, or MLIR text) with
     `norm-opt compile` and returns a Library (emit="lib") or the path of the
     PTX / cubin. `output` defaults to a new temporary directory. Other
-    keywords: features, opt_level, ptxas, cc, runtime_library and the plan
+    keywords: features, opt_level, ptxas, cc, runtime_library, host_module
+    (where to write the host module: functions that are not only their
+    fused groups call one launcher per outlined group) and the plan
     options (threads_per_row, rows_per_cta, vector_bytes, programs_per_sm,
     max_resident_elements, prefetch, async_stages, single_launch)."""
     workdir = None

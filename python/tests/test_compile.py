@@ -9,8 +9,8 @@ import unittest
 from unittest import mock
 
 import norm_opt
-from norm_opt import CompileError, NormOptNotFoundError
-from tests.support import require_env, scratch
+from norm_opt import ArgumentError, CompileError, NormOptNotFoundError
+from tests.support import FakeTensor, require_env, scratch
 
 RMS = """
 func.func @rms(%dy: tensor<?x128xf32>, %x: tensor<?x128xf32>,
@@ -19,6 +19,42 @@ func.func @rms(%dy: tensor<?x128xf32>, %x: tensor<?x128xf32>,
   %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<128xf32>)
       : tensor<?x128xf32>, tensor<?xf32> -> tensor<?x128xf32>, tensor<128xf32>
   return %dx, %dw : tensor<?x128xf32>, tensor<128xf32>
+}
+"""
+
+
+# dy comes out of a matmul: the function is not only its group.
+BLOCK = """
+func.func @block(%g: tensor<?x32xf32>, %wm: tensor<32x128xf32>,
+                 %x: tensor<?x128xf32>, %rstd: tensor<?xf32>,
+                 %w: tensor<128xf32>) -> (tensor<?x128xf32>, tensor<128xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %g, %c0 : tensor<?x32xf32>
+  %e = tensor.empty(%m) : tensor<?x128xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x128xf32>) -> tensor<?x128xf32>
+  %dy = linalg.matmul ins(%g, %wm : tensor<?x32xf32>, tensor<32x128xf32>)
+                      outs(%z : tensor<?x128xf32>) -> tensor<?x128xf32>
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<128xf32>)
+      : tensor<?x128xf32>, tensor<?xf32> -> tensor<?x128xf32>, tensor<128xf32>
+  return %dx, %dw : tensor<?x128xf32>, tensor<128xf32>
+}
+"""
+
+# Two norms of different N in one function, every input an argument.
+TWO = """
+func.func @two(%dy: tensor<?x128xf32>, %x: tensor<?x128xf32>,
+               %rstd: tensor<?xf32>, %w: tensor<128xf32>,
+               %dq: tensor<?x64xf32>, %q: tensor<?x64xf32>,
+               %qrstd: tensor<?xf32>, %qw: tensor<64xf32>)
+    -> (tensor<?x128xf32>, tensor<128xf32>, tensor<?x64xf32>,
+        tensor<64xf32>) {
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<128xf32>)
+      : tensor<?x128xf32>, tensor<?xf32> -> tensor<?x128xf32>, tensor<128xf32>
+  %dqx, %dqw = norm.rms_norm_grad %dq, %q, %qrstd weight(%qw : tensor<64xf32>)
+      : tensor<?x64xf32>, tensor<?xf32> -> tensor<?x64xf32>, tensor<64xf32>
+  return %dx, %dw, %dqx, %dqw
+      : tensor<?x128xf32>, tensor<128xf32>, tensor<?x64xf32>, tensor<64xf32>
 }
 """
 
@@ -92,6 +128,41 @@ class Compile(unittest.TestCase):
         text = ptx.read_text()
         self.assertIn(".target sm_80", text)
         self.assertIn(".entry rms_0_main(", text)
+
+    def test_graph_is_outlined(self):
+        # A matmul produces dy: the group is outlined into @block_group0,
+        # which the library launches; the host module calls it.
+        src = BLOCK
+        host = self.dir / "block.host.mlir"
+        lib = norm_opt.compile(src, output=self.dir / "libblock.so",
+                               host_module=host)
+        self.assertEqual(list(lib.functions), ["block_group0"])
+        sig = lib.block_group0.signature
+        self.assertEqual([t.layout for t in sig.inputs],
+                         ["rows_by_cols", "rows_by_cols", "rows", "cols"])
+        text = host.read_text()
+        self.assertIn("linalg.matmul", text)
+        self.assertIn("call @block_group0(", text)
+        self.assertIn("func.func private @block_group0(", text)
+
+    def test_two_domains_in_one_launcher(self):
+        lib = norm_opt.compile(TWO, output=self.dir / "libtwo.so")
+        sig = lib.two.signature
+        self.assertEqual(sig.domains, (("rows0", "cols0"), ("rows1", "cols1")))
+        self.assertEqual([t.domain for t in sig.tensors if t.layout != "unused"],
+                         [0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1])
+        # Each domain's rows and cols come from its own tensors.
+        T = FakeTensor
+        args = [T((5, 128)), T((5, 128)), T((5,)), T((128,)),
+                T((7, 64)), T((7, 64)), T((7,)), T((64,)),
+                T((5, 128)), T((128,)), T((7, 64)), T((64,))]
+        values = lib.two.arguments(*args, stream=3)
+        self.assertEqual(values[12:], [5, 128, 7, 64,
+                                       128, 128, 64, 64, 128, 64, 3])
+        args[6] = T((5,))  # the second group's rstd with the first's rows
+        with self.assertRaisesRegex(ArgumentError, "arg6 .* must have shape "
+                                    r"\(7,\)"):
+            lib.two.arguments(*args, stream=3)
 
     def test_diagnostics(self):
         with self.assertRaises(CompileError) as cm:
