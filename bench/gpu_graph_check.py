@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Norm groups of a whole graph on the GPU, against float64.
+
+Runs on the GPU machine over the libraries `norm-opt compile` made from
+bench/inputs/block_bf16.mlir (a function that is not only its groups: each
+group outlined, one launcher each) and bench/inputs/two_domains_bf16.mlir
+(two groups of different [rows, N], one launcher with a rows/cols pair per
+group), loaded with the norm_opt package (PYTHONPATH=python):
+
+  block     torch runs the matmuls the host keeps: dy = g @ w_down, then
+            @block_bf16_group0 (RMSNorm backward + the residual gradient),
+            dq = dsum @ w_proj, then @block_bf16_group1 (LayerNorm backward
+            over N = 1024). Each group is checked at its boundary against a
+            float64 reference computed from the same inputs (the matmuls'
+            real outputs).
+  two       @two_domains_bf16 with rows1 = 32 x rows0 (a head norm).
+
+Inputs are fresh random (never zero), outputs poisoned with NaN first,
+every result compared by relative L2 error with the tolerance of its type
+and checked written; dx/dW/dB bitwise identical over 5 repeated calls.
+
+  PYTHONPATH=python python3 bench/gpu_graph_check.py --dir .carry/graph
+      [--quick]
+Prints one line per case and a table last; exits non-zero on any failure.
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+
+from norm_opt import Library
+
+TOL = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
+REPEATS = 5
+
+
+def norm_backward_f64(dy, x, mean, rstd, w):
+    """dx, dw, db in float64 (LayerNorm when mean is given, else RMSNorm)."""
+    dy, x, rstd, w = (t.double() for t in (dy, x, rstd, w))
+    n = x.shape[-1]
+    xh = (x - mean.double()[:, None] if mean is not None else x) * rstd[:, None]
+    wdy = w * dy
+    c1 = (xh * wdy).sum(1, keepdim=True) / n
+    c2 = wdy.sum(1, keepdim=True) / n if mean is not None else 0.0
+    dx = (wdy - (xh * c1 + c2)) * rstd[:, None]
+    return dx, (dy * xh).sum(0), dy.sum(0)
+
+
+def rel_l2(got, ref):
+    return ((got.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def poisoned_like(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+def randn(*shape, dtype=torch.bfloat16, scale=1.0):
+    t = torch.randn(*shape, device="cuda") * scale
+    t = torch.where(t.abs() < 1e-3, torch.full_like(t, 1e-3), t)
+    return t.to(dtype)
+
+
+def stats(rows):
+    return (torch.rand(rows, device="cuda") * 1.5 + 0.5,
+            torch.randn(rows, device="cuda") * 0.5)
+
+
+class Report:
+    def __init__(self):
+        self.rows, self.failed = [], 0
+
+    def check(self, case, name, got, ref):
+        err = rel_l2(got, ref)
+        ok = bool(torch.isfinite(got).all()) and err <= TOL[got.dtype]
+        self.failed += not ok
+        self.rows.append((case, name, err, ok))
+        print(f"{'PASS' if ok else 'FAIL'} {case} {name} rel_l2={err:.2e}",
+              flush=True)
+
+    def same(self, case, name, runs):
+        ok = all(torch.equal(runs[0], r) for r in runs[1:])
+        self.failed += not ok
+        self.rows.append((case, name + " bitwise x%d" % len(runs), 0.0, ok))
+        print(f"{'PASS' if ok else 'FAIL'} {case} {name} bitwise over "
+              f"{len(runs)} calls", flush=True)
+
+
+def check_block(lib, rows, report):
+    """The outlined groups of block_bf16, with torch's matmuls between."""
+    case = f"block rows={rows}"
+    g = randn(rows, 8192)
+    w_down = randn(8192, 2048, scale=8192 ** -0.5)
+    x, g_res = randn(rows, 2048), randn(rows, 2048)
+    rstd, _ = stats(rows)
+    weight = randn(2048)
+    dy = g @ w_down  # the host's matmul (bf16, torch)
+
+    def group0():
+        dsum, dweight = poisoned_like((rows, 2048), torch.bfloat16), \
+            poisoned_like((2048,), torch.bfloat16)
+        lib.block_bf16_group0(x, dy, g_res, rstd, weight, dsum, dweight)
+        return dsum, dweight
+    runs = [group0() for _ in range(REPEATS)]
+    dx64, dw64, _ = norm_backward_f64(dy, x, None, rstd, weight)
+    report.check(case, "group0 dx+residual", runs[0][0], dx64 + g_res.double())
+    report.check(case, "group0 dweight", runs[0][1], dw64)
+    report.same(case, "group0 dx", [r[0] for r in runs])
+    report.same(case, "group0 dweight", [r[1] for r in runs])
+
+    dsum = runs[0][0]
+    w_proj = randn(2048, 1024, scale=2048 ** -0.5)
+    dq = dsum @ w_proj  # the host's second matmul
+    q = randn(rows, 1024)
+    q_rstd, q_mean = stats(rows)
+    q_weight = randn(1024)
+
+    def group1():
+        out = (poisoned_like((rows, 1024), torch.bfloat16),
+               poisoned_like((1024,), torch.bfloat16),
+               poisoned_like((1024,), torch.bfloat16))
+        lib.block_bf16_group1(q, dq, q_mean, q_rstd, q_weight, *out)
+        return out
+    runs = [group1() for _ in range(REPEATS)]
+    ref = norm_backward_f64(dq, q, q_mean, q_rstd, q_weight)
+    for name, got, want in zip(("dx", "dweight", "dbias"), runs[0], ref):
+        report.check(case, "group1 " + name, got, want)
+        report.same(case, "group1 " + name,
+                     [r[("dx", "dweight", "dbias").index(name)] for r in runs])
+
+
+def check_two_domains(lib, rows0, report):
+    """Both groups from one launcher: rows1 = 32 heads x rows0."""
+    rows1 = 32 * rows0
+    case = f"two rows0={rows0} rows1={rows1}"
+    dy, x = randn(rows0, 4096), randn(rows0, 4096)
+    rstd, _ = stats(rows0)
+    w = randn(4096, dtype=torch.float32)
+    dq, q = randn(rows1, 128), randn(rows1, 128)
+    q_rstd, q_mean = stats(rows1)
+    q_w, q_b = randn(128, dtype=torch.float32), randn(128, dtype=torch.float32)
+
+    def call():
+        out = (poisoned_like((rows0, 4096), torch.bfloat16),
+               poisoned_like((4096,), torch.float32),
+               poisoned_like((rows1, 128), torch.bfloat16),
+               poisoned_like((128,), torch.float32),
+               poisoned_like((128,), torch.float32))
+        lib.two_domains_bf16(dy, x, rstd, w, dq, q, q_mean, q_rstd, q_w, q_b,
+                             *out)
+        return out
+    runs = [call() for _ in range(REPEATS)]
+    rms = norm_backward_f64(dy, x, None, rstd, w)
+    layer = norm_backward_f64(dq, q, q_mean, q_rstd, q_w)
+    names = ("rms dx", "rms dw", "qk dx", "qk dw", "qk db")
+    refs = (rms[0], rms[1], layer[0], layer[1], layer[2])
+    for i, (name, ref) in enumerate(zip(names, refs)):
+        report.check(case, name, runs[0][i], ref)
+        report.same(case, name, [r[i] for r in runs])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=".carry/graph")
+    ap.add_argument("--quick", action="store_true",
+                    help="small row counts (for compute-sanitizer)")
+    args = ap.parse_args()
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    block = Library(os.path.join(args.dir, "libblock_bf16.so"))
+    two = Library(os.path.join(args.dir, "libtwo_domains_bf16.so"))
+    report = Report()
+    rows = (1, 37, 300) if args.quick else (1, 37, 4096, 16383)
+    for m in rows:
+        check_block(block, m, report)
+        check_two_domains(two, m, report)
+    torch.cuda.synchronize()
+    print(f"\n{'case':<32} {'result':<26} {'rel_l2':>9}  ok")
+    for case, name, err, ok in report.rows:
+        print(f"{case:<32} {name:<26} {err:9.2e}  {'yes' if ok else 'NO'}")
+    total = len(report.rows)
+    print(f"\n{total - report.failed} of {total} checks passed")
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
