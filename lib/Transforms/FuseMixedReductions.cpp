@@ -18,6 +18,7 @@
 
 #include "norm/Dialect/Norm/IR/NormOps.h"
 #include "norm/Transforms/Passes.h"
+#include "norm/Utils/DeadOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -241,13 +242,19 @@ void Analysis::buildViews() {
           linalg::generalizeNamedOp(rewriter, clone);
       if (failed(generalized)) {
         rewriter.eraseOp(clone);
+        if (op.getNumReductionLoops() > 0)
+          remark(op, "not fused: it has no linalg.generic form");
         return;
       }
       view.generic = *generalized;
     }
     linalg::GenericOp g = view.generic;
-    if (g.getNumDpsInits() == 0 || !g.hasPureTensorSemantics())
+    if (g.getNumDpsInits() == 0 || !g.hasPureTensorSemantics()) {
+      if (op.getNumReductionLoops() > 0)
+        remark(op, "not fused: it works on buffers (the pass takes linalg "
+                   "on tensors)");
       return;
+    }
     view.loops = g.getStaticLoopRanges();
     SmallVector<IteratorType> its = g.getIteratorTypesArray();
     unsigned rank = its.size();
@@ -1079,17 +1086,7 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
   // per-column generics) that nothing else uses any more. A member with a
   // user outside the group (a row sum that is also returned) stays, so the
   // IR is correct whatever the users are.
-  SetVector<Operation *> worklist(group.members.begin(), group.members.end());
-  while (!worklist.empty()) {
-    Operation *op = worklist.pop_back_val();
-    if (!isOpTriviallyDead(op))
-      continue;
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        worklist.insert(def);
-    erased.insert(op);
-    op->erase();
-  }
+  eraseDeadOps(group.members.getArrayRef(), &erased);
   return success();
 }
 

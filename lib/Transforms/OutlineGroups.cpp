@@ -18,6 +18,7 @@
 #include "norm/Dialect/Norm/IR/GroupBoundary.h"
 #include "norm/Transforms/Outline.h"
 #include "norm/Transforms/Passes.h"
+#include "norm/Utils/DeadOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -214,35 +215,20 @@ func::FuncOp buildFunction(Boundary &b, func::FuncOp host,
 void replaceByCall(Boundary &b, func::FuncOp fn) {
   OpBuilder builder(b.op);
   auto call = func::CallOp::create(builder, b.op.getLoc(), fn, b.inputs);
-  SmallVector<Operation *> dead;
   for (auto [from, to] : llvm::zip(b.results, call.getResults()))
     from.replaceAllUsesWith(to);
+  // The group, its epilogues, and the fills, empties, prologues and scalar
+  // reads that nothing uses any more.
+  // Users go before what they use (the last root is tried first).
+  SmallVector<Operation *> dead;
+  for (Value v : b.captured)
+    if (Operation *def = v.getDefiningOp())
+      dead.push_back(def);
+  dead.push_back(b.op);
   for (linalg::GenericOp epilogue : b.epilogues)
     if (epilogue)
       dead.push_back(epilogue);
-  dead.push_back(b.op);
-  SmallVector<Operation *> worklist;
-  for (Value v : b.captured)
-    if (Operation *def = v.getDefiningOp())
-      worklist.push_back(def);
-  for (Operation *op : dead) {
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        worklist.push_back(def);
-    op->erase();
-  }
-  // Fills, empties, prologues and scalar reads that nothing uses any more.
-  DenseSet<Operation *> erased;
-  while (!worklist.empty()) {
-    Operation *op = worklist.pop_back_val();
-    if (erased.contains(op) || !isOpTriviallyDead(op))
-      continue;
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        worklist.push_back(def);
-    erased.insert(op);
-    op->erase();
-  }
+  eraseDeadOps(dead);
 }
 
 } // namespace

@@ -334,3 +334,21 @@ func.func @one_dim_sum(%a: tensor<16xf32>) -> tensor<f32> {
   } -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// A reduction on buffers (a host that bufferized part of its graph) gets
+// its remark too: the pass takes linalg on tensors.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @reduction_on_buffers
+func.func @reduction_on_buffers(%a: memref<8x16xf32>, %s: memref<8xf32>) {
+  // expected-remark @+1 {{not fused: it works on buffers (the pass takes linalg on tensors)}}
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%a : memref<8x16xf32>) outs(%s : memref<8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %v = arith.addf %o, %x : f32
+    linalg.yield %v : f32
+  }
+  return
+}
