@@ -52,6 +52,11 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 config.substitutions.append(
     ("%fakecuda", os.path.join(config.norm_lib_dir, "libnormrt_fakecuda.so")))
 
+# The shared runtime: with the entry points upstream gpu-to-llvm calls, what
+# mlir-runner loads to run a lowered GPU program (--shared-libs).
+config.substitutions.append(
+    ("%norm_runtime", os.path.join(config.norm_lib_dir, "libnorm_runtime.so")))
+
 # ptxas from the CUDA toolkit CMake found (PTX checks; no GPU needed).
 config.substitutions.append(
     ("%ptxas", os.path.join(config.cuda_bin_dir, "ptxas")))

@@ -579,9 +579,13 @@ CU_EXPORT cuModuleGetFunction(CUfunction *function, CUmodule module,
       return refused;
   }
   ++gStats.functionLookups;
+  // ".entry NAME" at the end of a line (the tests' images) or before its
+  // parameters (PTX as LLVM writes it).
   std::string entry = std::string(".entry ") + name + "\n";
+  std::string withParams = std::string(".entry ") + name + "(";
   std::string symbol = std::string(1, '\0') + name + '\0'; // ELF .strtab
   if (m->image.find(entry) == std::string::npos &&
+      m->image.find(withParams) == std::string::npos &&
       (m->image.compare(0, 4, "\x7f" "ELF") != 0 ||
        m->image.find(symbol) == std::string::npos))
     return CUDA_ERROR_NOT_FOUND;
@@ -718,12 +722,25 @@ CU_EXPORT cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
   if (static_cast<int>(config->sharedMemBytes) > f->maxDynamicShared)
     return CUDA_ERROR_INVALID_VALUE;
   int dependent = 0;
+  unsigned cluster[3] = {0, 0, 0};
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute &a = config->attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      cluster[0] = a.value.clusterDim.x;
+      cluster[1] = a.value.clusterDim.y;
+      cluster[2] = a.value.clusterDim.z;
+      if (!cluster[0] || !cluster[1] || !cluster[2] ||
+          config->gridDimX % cluster[0] || config->gridDimY % cluster[1] ||
+          config->gridDimZ % cluster[2])
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+      continue;
+    }
     if (a.id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
       return CUDA_ERROR_INVALID_VALUE;
     dependent = a.value.programmaticStreamSerializationAllowed != 0;
   }
+  if (cluster[0])
+    ++gStats.clusterLaunches;
   if (dependent && envSet("FAKECUDA_NO_DEPENDENT_LAUNCH"))
     return CUDA_ERROR_NOT_SUPPORTED;
   std::lock_guard<std::mutex> lock(gMutex);
@@ -737,7 +754,7 @@ CU_EXPORT cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
                               {config->blockDimX, config->blockDimY,
                                config->blockDimZ},
                               config->sharedMemBytes, config->hStream, args,
-                              0, dependent},
+                              0, dependent, {cluster[0], cluster[1], cluster[2]}},
                capture);
   return CUDA_SUCCESS;
 }
@@ -808,6 +825,121 @@ CU_EXPORT cuMemsetD32Async(CUdeviceptr pointer, unsigned int value,
   gStats.lastMemsetStream = stream;
   return CUDA_SUCCESS;
 }
+
+// Streams and events: opaque handles, counted.
+CU_EXPORT cuStreamCreate(CUstream *stream, unsigned int) {
+  if (!tCurrent)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *stream = reinterpret_cast<CUstream>(new char('s'));
+  ++gStats.streamsCreated;
+  ++gStats.liveStreams;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuStreamDestroy_v2(CUstream stream) {
+  if (!stream)
+    return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<char *>(stream);
+  --gStats.liveStreams;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuEventCreate(CUevent *event, unsigned int) {
+  if (!tCurrent)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *event = reinterpret_cast<CUevent>(new char('e'));
+  ++gStats.liveEvents;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuEventDestroy_v2(CUevent event) {
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<char *>(event);
+  --gStats.liveEvents;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuEventRecord(CUevent event, CUstream stream) {
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> lock(gMutex);
+  FakeCapture *capture = nullptr;
+  if (CUresult refused = streamWork(stream, "cuEventRecord", &capture))
+    return refused;
+  ++gStats.eventRecords;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuEventSynchronize(CUevent event) {
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  ++gStats.eventSyncs;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> lock(gMutex);
+  FakeCapture *capture = nullptr;
+  if (CUresult refused = streamWork(stream, "cuStreamWaitEvent", &capture))
+    return refused;
+  ++gStats.eventWaits;
+  return CUDA_SUCCESS;
+}
+
+// A copy between host and fake device memory copies nothing (the fake has
+// no device memory); a device range must lie in a live allocation.
+CU_EXPORT cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                        CUstream stream) {
+  if (!tCurrent)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard<std::mutex> lock(gMutex);
+  FakeCapture *capture = nullptr;
+  if (CUresult refused = streamWork(stream, "cuMemcpyAsync", &capture))
+    return refused;
+  if (!insideLive(dst, bytes, capture) && !insideLive(src, bytes, capture))
+    return CUDA_ERROR_INVALID_VALUE;
+  ++gStats.memcpys;
+  gStats.lastMemcpyBytes = bytes;
+  return CUDA_SUCCESS;
+}
+
+CU_EXPORT cuMemsetD16Async(CUdeviceptr pointer, unsigned short, size_t count,
+                           CUstream stream) {
+  if (!tCurrent)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard<std::mutex> lock(gMutex);
+  FakeCapture *capture = nullptr;
+  if (CUresult refused = streamWork(stream, "cuMemsetD16Async", &capture))
+    return refused;
+  if (pointer % 2 != 0 || !insideLive(pointer, count * 2, capture))
+    return CUDA_ERROR_INVALID_VALUE;
+  ++gStats.memsets16;
+  return CUDA_SUCCESS;
+}
+
+// FAKECUDA_REPORT set: what a whole program did, printed at exit (for lit
+// runs of lowered programs through mlir-runner).
+struct ExitReport {
+  ~ExitReport() {
+    if (!envSet("FAKECUDA_REPORT"))
+      return;
+    std::fprintf(stderr,
+                 "fakecuda: modules=%d lookups=%d launches=%d "
+                 "cluster_launches=%d allocs=%d frees=%d async_allocs=%d "
+                 "async_frees=%d memcpys=%d streams=%d live_streams=%d "
+                 "live_allocations=%d violations=%d\n",
+                 gStats.moduleLoads.load(), gStats.functionLookups.load(),
+                 gStats.launches.load(), gStats.clusterLaunches.load(),
+                 gStats.allocs.load(), gStats.frees.load(),
+                 gStats.asyncAllocs.load(), gStats.asyncFrees.load(),
+                 gStats.memcpys.load(), gStats.streamsCreated.load(),
+                 gStats.liveStreams.load(), gStats.liveAllocations.load(),
+                 gStats.captureViolations.load());
+  }
+} gExitReport;
 
 CU_EXPORT cuStreamSynchronize(CUstream stream) {
   {

@@ -60,6 +60,19 @@ struct FakeCudaStats {
   std::atomic<int> graphUnfreed{0};
   std::atomic<int> badBarriers{0};
   std::atomic<int> clusterQueries{0}; // cuOccupancyMaxActiveClusters
+  // What the upstream runner ABI (mgpu*) drives: streams and events made
+  // and still live, event records / waits / synchronisations, async copies
+  // and 16-bit memsets, cuLaunchKernelEx launches with a cluster shape.
+  std::atomic<int> streamsCreated{0};
+  std::atomic<int> liveStreams{0};
+  std::atomic<int> liveEvents{0};
+  std::atomic<int> eventRecords{0};
+  std::atomic<int> eventWaits{0};
+  std::atomic<int> eventSyncs{0};
+  std::atomic<int> memcpys{0};
+  std::atomic<size_t> lastMemcpyBytes{0};
+  std::atomic<int> memsets16{0};
+  std::atomic<int> clusterLaunches{0};
 };
 
 // A node of a fake graph, in capture order.
@@ -91,6 +104,7 @@ struct FakeCudaLaunch {
   void **args;
   int cooperative; // 1: cuLaunchCooperativeKernel
   int dependent;   // 1: cuLaunchKernelEx, programmatic stream serialization
+  unsigned cluster[3]; // cuLaunchKernelEx with a cluster shape (else 0s)
 };
 
 extern "C" {

@@ -32,11 +32,21 @@ set(api normrt_status_string normrt_last_error normrt_init
   normrt_grid_barrier_word
   normrt_launch_cooperative normrt_scratch_done
   normrt_query_begin normrt_query_end
-  normrt_release_all)
+  normrt_release_all normrt_use_stream)
+# The entry points upstream gpu-to-llvm calls (UpstreamABI.cpp), exported by
+# the shared runtime only.
+set(upstream mgpuModuleLoad mgpuModuleLoadJIT mgpuModuleUnload
+  mgpuModuleGetFunction mgpuLaunchKernel mgpuLaunchClusterKernel
+  mgpuStreamCreate mgpuStreamDestroy mgpuStreamSynchronize mgpuStreamWaitEvent
+  mgpuEventCreate mgpuEventDestroy mgpuEventSynchronize mgpuEventRecord
+  mgpuMemAlloc mgpuMemFree mgpuMemcpy mgpuMemset32 mgpuMemset16
+  mgpuMemHostRegister mgpuMemHostUnregister mgpuMemHostRegisterMemRef
+  mgpuMemHostUnregisterMemRef mgpuSetDefaultDevice)
+list(APPEND api ${upstream})
 set(found)
 foreach(line IN LISTS lines)
   string(REGEX REPLACE "^.* " "" symbol "${line}")
-  if(NOT symbol MATCHES "^normrt_")
+  if(NOT symbol MATCHES "^normrt_" AND NOT symbol IN_LIST upstream)
     message(FATAL_ERROR "${SHARED} exports '${symbol}', not part of the C API")
   endif()
   list(APPEND found ${symbol})

@@ -1777,3 +1777,172 @@ TEST(RuntimeFakeNoDevice, InitReportsNoDevice) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// The upstream runner ABI (UpstreamABI.cpp): the mgpu* entry points that
+// gpu-to-llvm's output calls, on the fake driver. LLVM 22's signatures.
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+void *mgpuModuleLoad(void *data, size_t size);
+void *mgpuModuleLoadJIT(void *data, int optLevel);
+void mgpuModuleUnload(void *module);
+void *mgpuModuleGetFunction(void *module, const char *name);
+void mgpuLaunchKernel(void *f, intptr_t gx, intptr_t gy, intptr_t gz,
+                      intptr_t bx, intptr_t by, intptr_t bz, int32_t smem,
+                      void *stream, void **params, void **extra, size_t n);
+void mgpuLaunchClusterKernel(void *f, intptr_t cx, intptr_t cy, intptr_t cz,
+                             intptr_t gx, intptr_t gy, intptr_t gz,
+                             intptr_t bx, intptr_t by, intptr_t bz,
+                             int32_t smem, void *stream, void **params,
+                             void **extra);
+void *mgpuStreamCreate(void);
+void mgpuStreamDestroy(void *stream);
+void mgpuStreamSynchronize(void *stream);
+void mgpuStreamWaitEvent(void *stream, void *event);
+void *mgpuEventCreate(void);
+void mgpuEventDestroy(void *event);
+void mgpuEventSynchronize(void *event);
+void mgpuEventRecord(void *event, void *stream);
+void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared);
+void mgpuMemFree(void *ptr, void *stream);
+void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream);
+void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream);
+void mgpuMemset16(void *dst, unsigned short value, size_t count,
+                  void *stream);
+void mgpuSetDefaultDevice(int32_t device);
+}
+
+using RuntimeFakeUpstream = RuntimeFakeCapture;
+
+TEST_F(RuntimeFakeUpstream, ModulesFunctionsAndLaunches) {
+  // The image is the module handle; it loads at the first lookup, once.
+  int loads = stats->moduleLoads.load();
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kImage), 2);
+  EXPECT_EQ(module, kImage);
+  EXPECT_EQ(stats->moduleLoads.load(), loads);
+  void *f = mgpuModuleGetFunction(module, "norm_bwd");
+  ASSERT_NE(f, nullptr) << lastError();
+  EXPECT_EQ(mgpuModuleGetFunction(module, "norm_bwd"), f);
+  EXPECT_EQ(stats->moduleLoads.load(), loads + 1);
+  EXPECT_EQ(mgpuModuleGetFunction(module, "no_such_kernel"), nullptr);
+  EXPECT_TRUE(mentions(lastError(), "mgpuModuleGetFunction: no kernel "
+                                    "'no_such_kernel'"));
+  mgpuModuleUnload(module);
+  EXPECT_EQ(stats->liveModules.load(), 1); // cached until release_all
+
+  void *stream = mgpuStreamCreate();
+  ASSERT_NE(stream, nullptr) << lastError();
+  int value = 3;
+  void *params[] = {&value};
+  mgpuLaunchKernel(f, 4, 2, 1, 128, 1, 1, 1024, stream, params, nullptr, 1);
+  FakeCudaLaunch last;
+  lastLaunch(&last);
+  EXPECT_EQ(last.function, f);
+  EXPECT_EQ(last.grid[0], 4u);
+  EXPECT_EQ(last.grid[1], 2u);
+  EXPECT_EQ(last.block[0], 128u);
+  EXPECT_EQ(last.shared, 1024u);
+  EXPECT_EQ(last.stream, stream);
+  EXPECT_EQ(last.args, params);
+
+  // A cluster launch: the cluster shape goes with cuLaunchKernelEx.
+  int clusters = stats->clusterLaunches.load();
+  mgpuLaunchClusterKernel(f, 2, 1, 1, 8, 1, 1, 256, 1, 1, 0, stream, params,
+                          nullptr);
+  lastLaunch(&last);
+  EXPECT_EQ(stats->clusterLaunches.load(), clusters + 1);
+  EXPECT_EQ(last.cluster[0], 2u);
+  EXPECT_EQ(last.grid[0], 8u);
+  // A grid that is not a multiple of the cluster is refused before the
+  // driver, with the message in normrt_last_error.
+  int launches = stats->launches.load();
+  mgpuLaunchClusterKernel(f, 4, 1, 1, 6, 1, 1, 256, 1, 1, 0, stream, params,
+                          nullptr);
+  EXPECT_EQ(stats->launches.load(), launches);
+  EXPECT_TRUE(mentions(lastError(), "not a multiple of the cluster"));
+  mgpuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr, 1);
+  EXPECT_TRUE(mentions(lastError(), "mgpuLaunchKernel: function is NULL"));
+
+  mgpuStreamSynchronize(stream);
+  mgpuStreamDestroy(stream);
+  EXPECT_EQ(stats->liveStreams.load(), 0);
+}
+
+TEST_F(RuntimeFakeUpstream, MemoryEventsAndStreams) {
+  void *stream = mgpuStreamCreate();
+  ASSERT_NE(stream, nullptr);
+  int allocs = stats->allocs.load();
+  void *d = mgpuMemAlloc(4096, stream, false);
+  ASSERT_NE(d, nullptr) << lastError();
+  EXPECT_EQ(stats->allocs.load(), allocs + 1);
+  EXPECT_EQ(mgpuMemAlloc(0, stream, false), nullptr); // nothing to allocate
+  mgpuMemset32(d, 7, 1024, stream);
+  EXPECT_EQ(stats->lastMemsetCount.load(), 1024u);
+  mgpuMemset16(d, 7, 2048, stream);
+  EXPECT_EQ(stats->memsets16.load(), 1);
+  std::vector<char> host(4096);
+  mgpuMemcpy(host.data(), d, 4096, stream);
+  EXPECT_EQ(stats->lastMemcpyBytes.load(), 4096u);
+
+  void *event = mgpuEventCreate();
+  ASSERT_NE(event, nullptr);
+  mgpuEventRecord(event, stream);
+  mgpuStreamWaitEvent(stream, event);
+  mgpuEventSynchronize(event);
+  EXPECT_EQ(stats->eventRecords.load(), 1);
+  EXPECT_EQ(stats->eventWaits.load(), 1);
+  mgpuEventDestroy(event);
+  EXPECT_EQ(stats->liveEvents.load(), 0);
+
+  mgpuMemFree(d, stream);
+  EXPECT_EQ(stats->liveAllocations.load(), 0);
+  mgpuStreamDestroy(stream);
+
+  mgpuSetDefaultDevice(0);
+  EXPECT_EQ(currentContext(), primaryContext());
+  mgpuSetDefaultDevice(5); // the fake has one device
+  EXPECT_TRUE(mentions(lastError(), "mgpuSetDefaultDevice: cuDeviceGet(5)"));
+}
+
+// The caller's stream, handed over while it captures a CUDA graph: the
+// lowered code's stream is that stream, its allocation and free become
+// nodes of the graph, its synchronisation is skipped, and nothing breaks
+// the capture.
+TEST_F(RuntimeFakeUpstream, HandedStreamInsideACapture) {
+  void *s = fakeAddress(0x7a);
+  void *f = mgpuModuleGetFunction(const_cast<char *>(kImage), "norm_bwd");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(normrt_use_stream(s), NORMRT_SUCCESS);
+  int created = stats->streamsCreated.load(), syncs = stats->streamSyncs.load();
+  int allocs = stats->allocs.load();
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  void *stream = mgpuStreamCreate();
+  EXPECT_EQ(stream, s);
+  void *d = mgpuMemAlloc(1 << 20, stream, false);
+  ASSERT_NE(d, nullptr) << lastError();
+  void *params[] = {&d};
+  mgpuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, stream, params, nullptr, 1);
+  mgpuMemFree(d, stream);
+  mgpuStreamSynchronize(stream);
+  mgpuStreamDestroy(stream);
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  EXPECT_EQ(stats->streamsCreated.load(), created);
+  EXPECT_EQ(stats->streamSyncs.load(), syncs);
+  EXPECT_EQ(stats->allocs.load(), allocs);
+  std::vector<FakeCudaNode> n = nodes(graph);
+  ASSERT_EQ(n.size(), 3u);
+  EXPECT_EQ(n[0].kind, FAKECUDA_NODE_ALLOC);
+  EXPECT_EQ(n[1].kind, FAKECUDA_NODE_KERNEL);
+  EXPECT_EQ(n[2].kind, FAKECUDA_NODE_FREE);
+  EXPECT_EQ(graphLaunch(graph), CUDA_SUCCESS);
+  EXPECT_EQ(graphUnfreed(graph), 0);
+  // Handed back: streams of its own again, synchronised for real.
+  ASSERT_EQ(normrt_use_stream(nullptr), NORMRT_SUCCESS);
+  void *own = mgpuStreamCreate();
+  EXPECT_NE(own, s);
+  mgpuStreamSynchronize(own);
+  EXPECT_EQ(stats->streamSyncs.load(), syncs + 1);
+  mgpuStreamDestroy(own);
+}

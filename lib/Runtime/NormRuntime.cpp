@@ -22,6 +22,8 @@
 
 #include "norm/Runtime/NormRuntime.h"
 
+#include "RuntimeInternal.h"
+
 #include <cuda.h>
 
 #include <dlfcn.h>
@@ -43,7 +45,7 @@
 #include <tuple>
 #include <utility>
 
-namespace {
+namespace normrt_detail {
 
 //===----------------------------------------------------------------------===//
 // Error messages
@@ -73,56 +75,6 @@ __attribute__((format(printf, 2, 3))) int fail(int status, const char *fmt,
 // The driver
 //===----------------------------------------------------------------------===//
 
-// The entry points this runtime uses, by their exported (versioned) names.
-struct Driver {
-  CUresult (*init)(unsigned int);
-  CUresult (*getErrorName)(CUresult, const char **);
-  CUresult (*getErrorString)(CUresult, const char **);
-  CUresult (*deviceGet)(CUdevice *, int);
-  CUresult (*deviceGetCount)(int *);
-  CUresult (*deviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
-  CUresult (*devicePrimaryCtxRetain)(CUcontext *, CUdevice);
-  CUresult (*ctxGetCurrent)(CUcontext *);
-  CUresult (*ctxSetCurrent)(CUcontext);
-  CUresult (*ctxGetDevice)(CUdevice *);
-  CUresult (*ctxSynchronize)(void);
-  CUresult (*memAlloc)(CUdeviceptr *, size_t);
-  CUresult (*memFree)(CUdeviceptr);
-  CUresult (*moduleLoadData)(CUmodule *, const void *);
-  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *);
-  CUresult (*moduleUnload)(CUmodule);
-  CUresult (*funcSetAttribute)(CUfunction, CUfunction_attribute, int);
-  CUresult (*occupancyMaxActiveBlocks)(int *, CUfunction, int, size_t);
-  CUresult (*launchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
-                           unsigned int, unsigned int, unsigned int,
-                           unsigned int, CUstream, void **, void **);
-  CUresult (*streamSynchronize)(CUstream);
-  // Optional: without them, launchers take the two-kernel path.
-  CUresult (*launchCooperativeKernel)(CUfunction, unsigned int, unsigned int,
-                                      unsigned int, unsigned int, unsigned int,
-                                      unsigned int, unsigned int, CUstream,
-                                      void **);
-  CUresult (*memsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
-  // Optional: stream capture. Without cuStreamGetCaptureInfo no stream is
-  // taken to capture; without the stream-ordered allocator a capture that
-  // needs scratch gets NORMRT_ERROR_CAPTURE.
-  // cuStreamGetCaptureInfo is the first (CUDA 10.1) signature, which every
-  // later driver still exports under that name.
-  CUresult (*streamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *,
-                                   cuuint64_t *);
-  CUresult (*threadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
-  CUresult (*memAllocAsync)(CUdeviceptr *, size_t, CUstream);
-  CUresult (*memFreeAsync)(CUdeviceptr, CUstream);
-  // Optional (CUDA 12.4): finishes a lazily loaded function's loading.
-  CUresult (*funcLoad)(CUfunction);
-  // Optional (CUDA 12): clusters resident at once, for clustered kernels.
-  CUresult (*occupancyMaxActiveClusters)(int *, CUfunction,
-                                         const CUlaunchConfig *);
-  // Optional (CUDA 12): launches with attributes (programmatic dependent
-  // launch); without it a dependent launch is a plain one.
-  CUresult (*launchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
-                             void **);
-};
 
 // Written once by loadDriver(), read-only afterwards (the guarded static in
 // initOnce() orders the writes before every reader, and every reader goes
@@ -372,6 +324,18 @@ void loadDriver() {
   resolve(handle, "cuOccupancyMaxActiveClusters",
           driver.occupancyMaxActiveClusters);
   resolve(handle, "cuLaunchKernelEx", driver.launchKernelEx);
+  resolve(handle, "cuStreamCreate", driver.streamCreate);
+  resolve(handle, "cuStreamDestroy_v2", driver.streamDestroy);
+  resolve(handle, "cuStreamWaitEvent", driver.streamWaitEvent);
+  resolve(handle, "cuEventCreate", driver.eventCreate);
+  resolve(handle, "cuEventDestroy_v2", driver.eventDestroy);
+  resolve(handle, "cuEventRecord", driver.eventRecord);
+  resolve(handle, "cuEventSynchronize", driver.eventSynchronize);
+  resolve(handle, "cuMemcpyAsync", driver.memcpyAsync);
+  resolve(handle, "cuMemsetD16Async", driver.memsetD16Async);
+  resolve(handle, "cuMemAllocManaged", driver.memAllocManaged);
+  resolve(handle, "cuMemHostRegister_v2", driver.memHostRegister);
+  resolve(handle, "cuMemHostUnregister", driver.memHostUnregister);
   for (const Entry &entry : entries) {
     if (!entry.ok) {
       setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
@@ -562,6 +526,30 @@ int currentContext(const char *fn, CUcontext *out) {
   return NORMRT_SUCCESS;
 }
 
+const char *lastError() { return tLastError; }
+
+int makeDeviceCurrent(const char *fn, int ordinal) {
+  if (int status = requireDriver(fn))
+    return status;
+  CUdevice device = 0;
+  CUresult result = gDriver.deviceGet(&device, ordinal);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_NO_DEVICE, result, "%s: cuDeviceGet(%d) failed",
+                  fn, ordinal);
+  CUcontext context = nullptr;
+  result = gDriver.devicePrimaryCtxRetain(&context, device);
+  if (result != CUDA_SUCCESS)
+    return cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                  "%s: cuDevicePrimaryCtxRetain(device %d) failed", fn,
+                  ordinal);
+  result = gDriver.ctxSetCurrent(context);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result,
+                  "%s: cuCtxSetCurrent(device %d's primary context) failed",
+                  fn, ordinal);
+  return NORMRT_SUCCESS;
+}
+
 // Driver + current context, the preamble of every context-bound call.
 int requireContext(const char *fn, CUcontext *out) {
   if (int status = requireDriver(fn))
@@ -617,12 +605,6 @@ CUresult freeBarrier(Workspace &w) {
 //===----------------------------------------------------------------------===//
 // Stream capture
 //===----------------------------------------------------------------------===//
-
-// What a stream is doing with respect to CUDA graph capture.
-struct Capture {
-  bool active = false;
-  uint64_t id = 0; // the capture sequence (unique in the process) if active
-};
 
 bool isLegacyStream(CUstream stream) {
   return stream == nullptr || stream == CU_STREAM_LEGACY;
@@ -772,29 +754,15 @@ void makeCaptureWords(State &s, CUcontext context, CUstream stream) {
   s.captureWords[context].base = base;
 }
 
-//===----------------------------------------------------------------------===//
-// Exception barrier
-//===----------------------------------------------------------------------===//
+} // namespace normrt_detail
 
-template <typename Body> int guarded(const char *fn, Body &&body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc &) {
-    return fail(NORMRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  } catch (const std::exception &e) {
-    return fail(NORMRT_ERROR_DRIVER, "%s: internal error: %s", fn, e.what());
-  } catch (...) {
-    return fail(NORMRT_ERROR_DRIVER, "%s: internal error", fn);
-  }
-}
-
-} // namespace
+using namespace normrt_detail;
 
 //===----------------------------------------------------------------------===//
 // The C API
 //===----------------------------------------------------------------------===//
 
-namespace {
+namespace normrt_detail {
 // Any dynamic shared memory raises the function's limit to it: the kernel's
 // static shared memory counts against the same 48 KiB default.
 int allowDynamicShared(const char *fn, CUfunction f, unsigned shared_bytes) {
@@ -903,7 +871,80 @@ int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
   *out = blocks;
   return NORMRT_SUCCESS;
 }
-} // namespace
+
+// The kernel `kernel_name` of `image`, loaded once per context and cached.
+int getFunction(const char *fn, const void *image, const char *kernel_name,
+                void **function_out) {
+  if (!function_out)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function_out is NULL", fn);
+  *function_out = nullptr;
+  if (!image)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: image is NULL", fn);
+  if (!kernel_name || !*kernel_name)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                "%s: kernel_name is NULL or empty", fn);
+  CUcontext context = nullptr;
+  if (int status = requireContext(fn, &context))
+    return status;
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.moduleMutex);
+  auto key = std::make_pair(context, image);
+  auto it = s.modules.find(key);
+  std::unique_ptr<RelaxedCaptureMode> relaxed;
+  if (it == s.modules.end()) {
+    relaxed.reset(new RelaxedCaptureMode());
+    CUmodule module = nullptr;
+    CUresult result = gDriver.moduleLoadData(&module, image);
+    if (result != CUDA_SUCCESS)
+      return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                    "%s(\"%s\"): cuModuleLoadData of the %s image at %p "
+                    "failed%s",
+                    fn, kernel_name, imageKind(image), image,
+                    statusFor(result, 0) == NORMRT_ERROR_CAPTURE
+                        ? " during a CUDA graph capture (call the "
+                          "function once before capturing)"
+                        : "");
+    try {
+      Module entry;
+      entry.context = context;
+      entry.module = module;
+      it = s.modules.emplace(key, std::move(entry)).first;
+    } catch (...) {
+      gDriver.moduleUnload(module);
+      throw;
+    }
+  }
+  Module &entry = it->second;
+  auto found = entry.functions.find(kernel_name);
+  if (found == entry.functions.end()) {
+    if (!relaxed)
+      relaxed.reset(new RelaxedCaptureMode());
+    CUfunction function = nullptr;
+    CUresult result =
+        gDriver.moduleGetFunction(&function, entry.module, kernel_name);
+    if (result != CUDA_SUCCESS)
+      return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                    "%s: no kernel '%s' in the %s image at %p "
+                    "(cuModuleGetFunction failed)",
+                    fn, kernel_name, imageKind(image), image);
+    // With lazy loading (the default since CUDA 12.2) the kernel itself
+    // loads at its first use, which may be a launch inside a capture:
+    // load it here, still in relaxed mode.
+    if (gDriver.funcLoad) {
+      result = gDriver.funcLoad(function);
+      if (result != CUDA_SUCCESS)
+        return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                      "%s: cuFuncLoad of kernel '%s' in the %s image at "
+                      "%p failed",
+                      fn, kernel_name, imageKind(image), image);
+    }
+    found = entry.functions.emplace(kernel_name, function).first;
+  }
+  *function_out = found->second;
+  return static_cast<int>(NORMRT_SUCCESS);
+}
+} // namespace normrt_detail
 
 extern "C" {
 
@@ -963,75 +1004,7 @@ int normrt_get_function(const void *image, const char *kernel_name,
                         void **function_out) {
   constexpr const char *fn = "normrt_get_function";
   return guarded(fn, [&] {
-    if (!function_out)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function_out is NULL",
-                  fn);
-    *function_out = nullptr;
-    if (!image)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: image is NULL", fn);
-    if (!kernel_name || !*kernel_name)
-      return fail(NORMRT_ERROR_INVALID_ARGUMENT,
-                  "%s: kernel_name is NULL or empty", fn);
-    CUcontext context = nullptr;
-    if (int status = requireContext(fn, &context))
-      return status;
-
-    State &s = state();
-    std::lock_guard<std::mutex> lock(s.moduleMutex);
-    auto key = std::make_pair(context, image);
-    auto it = s.modules.find(key);
-    std::unique_ptr<RelaxedCaptureMode> relaxed;
-    if (it == s.modules.end()) {
-      relaxed.reset(new RelaxedCaptureMode());
-      CUmodule module = nullptr;
-      CUresult result = gDriver.moduleLoadData(&module, image);
-      if (result != CUDA_SUCCESS)
-        return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
-                      "%s(\"%s\"): cuModuleLoadData of the %s image at %p "
-                      "failed%s",
-                      fn, kernel_name, imageKind(image), image,
-                      statusFor(result, 0) == NORMRT_ERROR_CAPTURE
-                          ? " during a CUDA graph capture (call the "
-                            "function once before capturing)"
-                          : "");
-      try {
-        Module entry;
-        entry.context = context;
-        entry.module = module;
-        it = s.modules.emplace(key, std::move(entry)).first;
-      } catch (...) {
-        gDriver.moduleUnload(module);
-        throw;
-      }
-    }
-    Module &entry = it->second;
-    auto found = entry.functions.find(kernel_name);
-    if (found == entry.functions.end()) {
-      if (!relaxed)
-        relaxed.reset(new RelaxedCaptureMode());
-      CUfunction function = nullptr;
-      CUresult result =
-          gDriver.moduleGetFunction(&function, entry.module, kernel_name);
-      if (result != CUDA_SUCCESS)
-        return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
-                      "%s: no kernel '%s' in the %s image at %p "
-                      "(cuModuleGetFunction failed)",
-                      fn, kernel_name, imageKind(image), image);
-      // With lazy loading (the default since CUDA 12.2) the kernel itself
-      // loads at its first use, which may be a launch inside a capture:
-      // load it here, still in relaxed mode.
-      if (gDriver.funcLoad) {
-        result = gDriver.funcLoad(function);
-        if (result != CUDA_SUCCESS)
-          return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
-                        "%s: cuFuncLoad of kernel '%s' in the %s image at "
-                        "%p failed",
-                        fn, kernel_name, imageKind(image), image);
-      }
-      found = entry.functions.emplace(kernel_name, function).first;
-    }
-    *function_out = found->second;
-    return static_cast<int>(NORMRT_SUCCESS);
+    return getFunction(fn, image, kernel_name, function_out);
   });
 }
 

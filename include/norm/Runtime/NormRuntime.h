@@ -235,6 +235,15 @@ NORMRT_API int normrt_report(int status, const char *message);
    synchronises the contexts). The retained primary context is kept. */
 NORMRT_API void normrt_release_all(void);
 
+/* The entry points upstream MLIR's gpu-to-llvm lowering calls (mgpuModuleLoad,
+ * mgpuLaunchKernel, mgpuStreamCreate, mgpuMemAlloc, ...: docs/runtime.md)
+ * are exported by the shared runtime, libnorm_runtime.so, only. This hands
+ * them the caller's stream on this thread: mgpuStreamCreate returns it,
+ * mgpuStreamDestroy leaves it alone, mgpuStreamSynchronize skips it while it
+ * captures a CUDA graph; NULL goes back to streams of their own. Only in
+ * libnorm_runtime.so. */
+NORMRT_API int normrt_use_stream(void *stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
