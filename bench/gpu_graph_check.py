@@ -20,7 +20,11 @@ every result compared by relative L2 error with the tolerance of its type
 and checked written; dx/dW/dB bitwise identical over 5 repeated calls.
 
   PYTHONPATH=python python3 bench/gpu_graph_check.py --dir .carry/graph
-      [--quick]
+      [--quick] [--cpu-matmuls]
+
+--cpu-matmuls runs the host's matmuls on the CPU (in float32, then rounded
+to bf16 on the GPU), so that a compute-sanitizer run sees no cuBLAS kernel
+(racecheck reports hazards inside cuBLAS's own matmul kernels).
 Prints one line per case and a table last; exits non-zero on any failure.
 """
 
@@ -87,6 +91,16 @@ class Report:
               f"{len(runs)} calls", flush=True)
 
 
+MATMUL_ON_CPU = False
+
+
+def matmul(a, b):
+    """The host's matmul: torch's on the GPU, or on the CPU (--cpu-matmuls)."""
+    if not MATMUL_ON_CPU:
+        return a @ b
+    return (a.float().cpu() @ b.float().cpu()).to(a.device).to(a.dtype)
+
+
 def check_block(lib, rows, report):
     """The outlined groups of block_bf16, with torch's matmuls between."""
     case = f"block rows={rows}"
@@ -95,7 +109,7 @@ def check_block(lib, rows, report):
     x, g_res = randn(rows, 2048), randn(rows, 2048)
     rstd, _ = stats(rows)
     weight = randn(2048)
-    dy = g @ w_down  # the host's matmul (bf16, torch)
+    dy = matmul(g, w_down)  # the host's matmul
 
     def group0():
         dsum, dweight = poisoned_like((rows, 2048), torch.bfloat16), \
@@ -111,7 +125,7 @@ def check_block(lib, rows, report):
 
     dsum = runs[0][0]
     w_proj = randn(2048, 1024, scale=2048 ** -0.5)
-    dq = dsum @ w_proj  # the host's second matmul
+    dq = matmul(dsum, w_proj)  # the host's second matmul
     q = randn(rows, 1024)
     q_rstd, q_mean = stats(rows)
     q_weight = randn(1024)
@@ -165,7 +179,11 @@ def main():
     ap.add_argument("--dir", default=".carry/graph")
     ap.add_argument("--quick", action="store_true",
                     help="small row counts (for compute-sanitizer)")
+    ap.add_argument("--cpu-matmuls", action="store_true",
+                    help="the host's matmuls on the CPU (no cuBLAS kernels)")
     args = ap.parse_args()
+    global MATMUL_ON_CPU
+    MATMUL_ON_CPU = args.cpu_matmuls
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     block = Library(os.path.join(args.dir, "libblock_bf16.so"))
     two = Library(os.path.join(args.dir, "libtwo_domains_bf16.so"))
