@@ -863,25 +863,21 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
     llvm::raw_string_ostream(name) << getElementTypeOrSelf(t);
     return name;
   };
+  // Inputs may also be integers and booleans (masks, ids) that the
+  // payloads convert; results stay floating point.
+  auto readable = [&](Type t) {
+    Type e = getElementTypeOrSelf(t);
+    return computesInF32(t) || e.isInteger(1) || e.isInteger(8) ||
+           e.isInteger(16) || e.isInteger(32);
+  };
   for (const Access &access : llvm::concat<const Access>(full, row, col)) {
-    if (!computesInF32(access.base.getType())) {
+    if (!readable(access.base.getType())) {
       why = "an input has element type " +
             elementTypeName(access.base.getType()) +
-            " (the fused op computes in f32: bf16, f16 and f32 only)";
+            " (the fused op reads bf16, f16, f32 and i1-i32)";
       return failure();
     }
   }
-  for (Operation *op : group.members) {
-    for (Type t : op->getResultTypes()) {
-      if (!computesInF32(t)) {
-        why = "a result has element type " +
-              elementTypeName(t) +
-              " (the fused op computes in f32: bf16, f16 and f32 only)";
-        return failure();
-      }
-    }
-  }
-
   // Results that leave the group.
   Operation *last = group.members.front();
   for (Operation *op : group.members)
@@ -903,6 +899,15 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
       } else if (kind == Kind::Elementwise && leaves(r)) {
         fullOuts.push_back(r);
       }
+    }
+  }
+  // What leaves the group is floating point (intermediates inside it, a
+  // mask's i1 compare, say, are scalars of the payloads).
+  for (Value v : llvm::concat<Value>(fullOuts, colOuts)) {
+    if (!computesInF32(v.getType())) {
+      why = "a result has element type " + elementTypeName(v.getType()) +
+            " (the fused op computes in f32: bf16, f16 and f32 only)";
+      return failure();
     }
   }
   // Users of the results that sit before the group's last op (a reshape of

@@ -163,6 +163,10 @@ def functions(module_text):
 
 
 def random_values(rng, n, elem):
+    if elem in ("i1", "i8"):  # masks: keep or drop
+        return [float(rng.choice((0, 1))) for _ in range(n)]
+    if elem.startswith("i"):  # ids
+        return [float(rng.randint(0, 3)) for _ in range(n)]
     dt = nn.DTYPES[elem]
     return [dt.round(rng.choice((-1.0, 1.0)) * rng.uniform(0.25, 2.0))
             for _ in range(n)]

@@ -289,7 +289,7 @@ func.func @f64_group(%x: tensor<8x16xf64>, %dy: tensor<8x16xf64>) -> (tensor<8x1
   %e = tensor.empty() : tensor<8x16xf64>
   %er = tensor.empty() : tensor<8xf64>
   %zr = linalg.fill ins(%zero : f64) outs(%er : tensor<8xf64>) -> tensor<8xf64>
-  // expected-remark @+1 {{not fused: an input has element type f64 (the fused op computes in f32: bf16, f16 and f32 only)}}
+  // expected-remark @+1 {{not fused: an input has element type f64 (the fused op reads bf16, f16, f32 and i1-i32)}}
   %s = linalg.generic {indexing_maps = [#id, #id, #row], iterator_types = ["parallel", "reduction"]}
       ins(%x, %dy : tensor<8x16xf64>, tensor<8x16xf64>) outs(%zr : tensor<8xf64>) {
   ^bb0(%a: f64, %g: f64, %o: f64):
@@ -305,7 +305,7 @@ func.func @f64_group(%x: tensor<8x16xf64>, %dy: tensor<8x16xf64>) -> (tensor<8x1
   } -> tensor<8x16xf64>
   %ec = tensor.empty() : tensor<16xf64>
   %zc = linalg.fill ins(%zero : f64) outs(%ec : tensor<16xf64>) -> tensor<16xf64>
-  // expected-remark @+1 {{not fused: an input has element type f64 (the fused op computes in f32: bf16, f16 and f32 only)}}
+  // expected-remark @+1 {{not fused: an input has element type f64 (the fused op reads bf16, f16, f32 and i1-i32)}}
   %dw = linalg.generic {indexing_maps = [#id, #id, #col], iterator_types = ["reduction", "parallel"]}
       ins(%x, %dy : tensor<8x16xf64>, tensor<8x16xf64>) outs(%zc : tensor<16xf64>) {
   ^bb0(%a: f64, %g: f64, %o: f64):

@@ -144,7 +144,27 @@ class DType:
 # --all-shapes.) A wrong formula (a missing term, a wrong sign, w instead of
 # w + 1, the sum instead of the mean, ...) moves results by 1e-2 to 1 on
 # these inputs; `MUTANTS` below checks that such mistakes are caught.
+def _int_type(name: str, nbytes: int) -> DType:
+    """An integer or boolean input type (masks, ids): exact, never a
+    result, so no tolerance."""
+    bits = 1 if name == "i1" else 8 * nbytes
+    mask = (1 << bits) - 1
+
+    def to_bits(v):
+        return int(v) & mask
+
+    def from_bits(b):
+        return float(b - (1 << bits) if bits > 1 and b >> (bits - 1) else b)
+    return DType(name, nbytes, to_bits, from_bits, 0.0, 0.0,
+                 lambda vals: [float(int(v)) for v in vals],
+                 lambda vals: [to_bits(v) for v in vals])
+
+
 DTYPES = {
+    "i1": _int_type("i1", 1),
+    "i8": _int_type("i8", 1),
+    "i16": _int_type("i16", 2),
+    "i32": _int_type("i32", 4),
     "f32": DType("f32", 4, _f32_bits, _f32_from_bits, 2.0**-24, 1e-5,
                  _round_list_f32, _bits_list_f32),
     "f16": DType("f16", 2, _f16_bits, _f16_from_bits, 2.0**-11, 1e-3,
@@ -529,6 +549,16 @@ def tensor_type(shape, elem) -> str:
 def dense_hex(values, elem: str) -> str:
     """`dense<"0x...">`: the raw little-endian bits, exact for any type."""
     dt = DTYPES[elem]
+    if elem == "i1":  # booleans: bit-packed, element k in bit k % 8
+        bits = [int(v) & 1 for v in values]
+        packed = bytes(sum(b << j for j, b in enumerate(bits[i:i + 8]))
+                       for i in range(0, len(bits), 8))
+        return 'dense<"0x' + packed.hex().upper() + '">'
+    if elem.startswith("i"):  # integers: two's complement, little-endian
+        code = {1: "B", 2: "H", 4: "I"}[dt.nbytes]
+        raw = struct.pack(f"<{len(values)}{code}",
+                          *dt.bits_list(list(values)))
+        return 'dense<"0x' + raw.hex().upper() + '">'
     bits = dt.bits_list(list(values))
     fmt = f"<{len(bits)}{'I' if dt.nbytes == 4 else 'H'}"
     return 'dense<"0x' + struct.pack(fmt, *bits).hex().upper() + '">'

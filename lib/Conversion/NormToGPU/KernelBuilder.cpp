@@ -44,11 +44,20 @@ LLVM::GlobalOp mlir::norm::getDynamicSharedMemory(OpBuilder &b,
 Value KernelBuilderBase::loadRaw(Value base, Type elem, Value index,
                                  int64_t count) {
   Value at = LLVM::GEPOp::create(b, loc, ptr, elem, base, ValueRange{index});
-  unsigned align = accessAlignment(elem, count);
-  if (count == 1)
-    return LLVM::LoadOp::create(b, loc, elem, at, align);
-  auto vecType = VectorType::get({count}, elem);
-  return LLVM::LoadOp::create(b, loc, vecType, at, align);
+  return loadElements(elem, count, at, accessAlignment(elem, count));
+}
+
+Value KernelBuilderBase::loadElements(Type elem, int64_t count, Value at,
+                                      unsigned align) {
+  // A boolean tensor holds a byte per element (torch.bool, memref<i1>),
+  // but LLVM packs a vector of i1 into bits: load bytes, compare with 0.
+  Type stored = elem.isInteger(1) ? b.getI8Type() : elem;
+  Type type = count == 1 ? stored : VectorType::get({count}, stored);
+  Value raw = LLVM::LoadOp::create(b, loc, type, at, align);
+  if (!elem.isInteger(1))
+    return raw;
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(type));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, raw, zero);
 }
 
 SmallVector<Value> KernelBuilderBase::split(Value raw, int64_t count) {

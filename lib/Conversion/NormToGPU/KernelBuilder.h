@@ -99,6 +99,9 @@ protected:
   /// `count` consecutive elements at base[index] as one access (a
   /// vector<count x elem>, or one elem), which the callers keep aligned.
   Value loadRaw(Value base, Type elem, Value index, int64_t count);
+  /// `count` elements at `at` (global or shared memory) in one access; i1
+  /// (a byte per element in memory) is loaded as bytes and compared with 0.
+  Value loadElements(Type elem, int64_t count, Value at, unsigned align);
   /// The elements of a raw access.
   SmallVector<Value> split(Value raw, int64_t count);
   SmallVector<Value> load(Value base, Type elem, Value index, int64_t count) {

@@ -227,8 +227,7 @@ ChunkValues LoopedKernelBuilder::loadRowChunk(const RowState &row,
                                       ValueRange{c64(bulkInputOffsets[i])});
     Value at = LLVM::GEPOp::create(b, loc, rowStage.getType(), elem, input,
                                    ValueRange{chunk.column});
-    Value raw = LLVM::LoadOp::create(b, loc, VectorType::get({V}, elem), at,
-                                     kSharedAlignment);
+    Value raw = loadElements(elem, V, at, kSharedAlignment);
     vals.push_back(split(raw, V));
   }
   return vals;

@@ -213,9 +213,8 @@ SmallVector<ChunkValues> ResidentKernelBuilder::loadRow(const RowState &row,
     } else if (stages > 0) {
       for (size_t i = 0; i < fullIn.size(); ++i) {
         Type elem = elementTypeOf(op.getFull()[i]);
-        Value raw = LLVM::LoadOp::create(b, loc, VectorType::get({V}, elem),
-                                         asyncSlot(stage, k, i),
-                                         elementBytes(elem) * V);
+        Value raw = loadElements(elem, V, asyncSlot(stage, k, i),
+                                 elementBytes(elem) * V);
         vals.push_back(split(raw, V));
       }
     } else {

@@ -149,7 +149,7 @@ func.func @col_init_count(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> (tensor<8xf
 
 // f64: the op computes in f32 (issue 14: every lowering failed on it).
 func.func @f64_input(%x: tensor<4x8xf64>, %init: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'norm.mixed_reduction' op operand #0 must be variadic of ranked tensor of bfloat16 type or 16-bit float or 32-bit float values, but got 'tensor<4x8xf64>'}}
+  // expected-error @+1 {{'norm.mixed_reduction' op operand #0 must be variadic of ranked tensor of bfloat16 type or 16-bit float or 32-bit float or 1-bit signless integer or 8-bit signless integer or 16-bit signless integer or 32-bit signless integer values, but got 'tensor<4x8xf64>'}}
   %c = norm.mixed_reduction full(%x : tensor<4x8xf64>) col_init(%init : tensor<8xf32>) row_stages {
   ^bb0(%a: f64):
     %t = arith.truncf %a : f64 to f32

@@ -13,6 +13,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // Activations and weights: the float types norm backward kernels support.
 def Norm_FloatTensor : RankedTensorOf<[BF16, F16, F32]>;
+// What a payload may read besides floats: integer and boolean tensors
+// (dropout keep-masks, padding masks, per-row ids); it computes in f32.
+def Norm_InputTensor : RankedTensorOf<[BF16, F16, F32, I1, I8, I16, I32]>;
 // Saved statistics are always fp32.
 def Norm_StatsTensor : RankedTensorOf<[F32]>;
 
@@ -211,9 +214,9 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
   // The op computes in f32 (row sums, column partials): its values are
   // bf16, f16 or f32; f64 would silently lose precision, so it is refused.
   let arguments = (ins
-    Variadic<Norm_FloatTensor>:$full,
-    Variadic<Norm_FloatTensor>:$row,
-    Variadic<Norm_FloatTensor>:$col,
+    Variadic<Norm_InputTensor>:$full,
+    Variadic<Norm_InputTensor>:$row,
+    Variadic<Norm_InputTensor>:$col,
     Variadic<Norm_FloatTensor>:$col_init
   );
   let results = (outs
