@@ -164,6 +164,17 @@ public:
 private:
   // Views.
   void buildViews();
+  /// The classes of full-domain values that linalg makes one shape at run
+  /// time: the operands an op reads over all its loops, and its results.
+  void buildExtents();
+  /// A value the view reads (or writes) over all its loops, or null.
+  Value fullValueOf(const View &view) const;
+  /// Whether `view`, whose static loop ranges equal the domain's, runs over
+  /// the same extents as the candidate or group being processed: always
+  /// for a static domain; for a dynamic one, when linalg ties its tensors
+  /// to the candidate's (a row sum over another [?, ?] tensor is a
+  /// neighbour, not part of the group).
+  bool sameExtents(const View &view) const;
   const View *viewOf(Operation *op) const {
     auto it = views.find(op);
     return it == views.end() ? nullptr : &it->second;
@@ -207,6 +218,8 @@ private:
   OwningOpRef<ModuleOp> scratch;
   DenseMap<Operation *, View> views;
   SmallVector<int64_t> domain; // of the group being processed
+  llvm::EquivalenceClasses<Value> extents;
+  Value extentLeader; // a full-domain value of the candidate or group
   DenseMap<Operation *, Slice> slices;
   DenseMap<Operation *, unsigned> position; // walk order
   DenseSet<Operation *> erased;             // by fusing an earlier group
@@ -327,6 +340,57 @@ void Analysis::buildViews() {
   });
 }
 
+/// Whether `map` reads a value over all `rank` loops (each once).
+static bool coversAllLoops(AffineMap map, unsigned rank) {
+  return map.getNumResults() == rank && map.isPermutation();
+}
+
+void Analysis::buildExtents() {
+  for (auto &[op, view] : views) {
+    linalg::GenericOp g = view.generic;
+    unsigned rank = g.getNumLoops();
+    Value first;
+    auto tie = [&](Value v) {
+      extents.insert(v);
+      if (first)
+        extents.unionSets(first, v);
+      else
+        first = v;
+    };
+    for (OpOperand &operand : op->getOpOperands()) {
+      OpOperand &gOperand = g->getOpOperand(operand.getOperandNumber());
+      if (coversAllLoops(g.getMatchingIndexingMap(&gOperand), rank))
+        tie(operand.get());
+    }
+    for (OpResult r : op->getResults())
+      if (coversAllLoops(
+              g.getIndexingMapMatchingResult(
+                  cast<OpResult>(g->getResult(r.getResultNumber()))),
+              rank))
+        tie(r);
+  }
+}
+
+Value Analysis::fullValueOf(const View &view) const {
+  linalg::GenericOp g = view.generic;
+  unsigned rank = g.getNumLoops();
+  for (OpOperand &operand : view.op->getOpOperands()) {
+    OpOperand &gOperand = g->getOpOperand(operand.getOperandNumber());
+    if (coversAllLoops(g.getMatchingIndexingMap(&gOperand), rank))
+      return operand.get();
+  }
+  return {};
+}
+
+bool Analysis::sameExtents(const View &view) const {
+  if (llvm::none_of(domain, ShapedType::isDynamic))
+    return true;
+  Value full = fullValueOf(view);
+  return full && extentLeader && extents.contains(full) &&
+         extents.contains(extentLeader) &&
+         extents.isEquivalent(full, extentLeader);
+}
+
 /// Resolves operand `v` read through `map` by an op whose loop i is domain
 /// dim loopToDomain[i]. Unit dims read with a constant 0 are dropped,
 /// looking through a tensor.expand_shape that only added them.
@@ -418,8 +482,9 @@ Def Analysis::classify(const Access &access) const {
       case Kind::RowReduce:
       case Kind::ColReduce: {
         // A reduction over another domain (a softmax's row sum, a loss's
-        // column sum elsewhere) is a neighbour: its result is an input.
-        if (view->loops != ArrayRef<int64_t>(domain))
+        // column sum elsewhere, or the same static shape over other
+        // run-time extents) is a neighbour: its result is an input.
+        if (view->loops != ArrayRef<int64_t>(domain) || !sameExtents(*view))
           break;
         bool row = view->kind == Kind::RowReduce;
         Dims expected;
@@ -1097,6 +1162,7 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
 
 void Analysis::run() {
   buildViews();
+  buildExtents();
 
   // Candidates per domain: reductions, and elementwise ops fed by a row
   // reduction (they carry dx and its epilogues).
@@ -1131,6 +1197,7 @@ void Analysis::run() {
       if (erased.contains(op))
         continue;
       const View &view = *viewOf(op);
+      extentLeader = fullValueOf(view);
       Slice slice = sliceOf(view);
       bool isReduction = view.kind != Kind::Elementwise;
       if (!isReduction && slice.rowReductions.empty())
@@ -1175,6 +1242,7 @@ void Analysis::run() {
         return position[a] < position[b];
       });
       std::string why;
+      extentLeader = fullValueOf(*viewOf(group.candidates.front()));
       if (failed(validate(group, why)) || failed(fuse(group, why))) {
         for (Operation *op : group.candidates)
           if (viewOf(op)->kind != Kind::Elementwise)

@@ -68,6 +68,11 @@ DYNAMIC_BINDINGS = {
     "matmul_before_and_after": (
         [(5, 32), (32, 64), (5, 64), (5,), (64,), (64, 16)],
         [(5, 16), (64,)]),
+    # y [5, 7] summed per row scales dy of a norm over [5, 12]: the two Ns
+    # differ at run time (the sum must stay a neighbour)
+    "row_sum_over_other_dynamic_extents": (
+        [(5, 7), (5, 12), (5, 12), (5,), (12,)],
+        [(5, 12), (12,), (5,)]),
     # dy, x, rstd, w, b: M = 6, N = 20
     "rms_dynamic_weight_bias": (
         [(6, 20), (6, 20), (6,), (20,), (20,)],

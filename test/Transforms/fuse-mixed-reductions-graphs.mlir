@@ -352,3 +352,46 @@ func.func @reduction_on_buffers(%a: memref<8x16xf32>, %s: memref<8xf32>) {
   }
   return
 }
+
+// -----
+
+// A row sum over y [?, ?] scales dy of a norm over [?, ?]: the same static
+// shape, but nothing ties y's N to the norm's (linalg ties only the tensors
+// an op reads over all its loops), so the sum is a neighbour over other
+// run-time extents and becomes a row input; fusing it as a row stage would
+// sum y over the norm's N.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @row_sum_over_other_dynamic_extents
+// CHECK:         %[[S:[0-9]+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK:         norm.mixed_reduction full({{.*}}) row(%{{.*}}, %[[S]] : tensor<?xf32>, tensor<?xf32>)
+func.func @row_sum_over_other_dynamic_extents(%y: tensor<?x?xf32>, %dy: tensor<?x?xf32>,
+    %x: tensor<?x?xf32>, %rstd: tensor<?xf32>, %w: tensor<?xf32>)
+    -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %y, %c0 : tensor<?x?xf32>
+  %er = tensor.empty(%m) : tensor<?xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%er : tensor<?xf32>) -> tensor<?xf32>
+  // expected-remark @+1 {{not fused: no additive column reduction (over the rows) shares its inputs}}
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<?x?xf32>) outs(%zr : tensor<?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %o, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<?xf32>
+  %n = tensor.dim %dy, %c1 : tensor<?x?xf32>
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %sdy = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %s : tensor<?x?xf32>, tensor<?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %v = arith.mulf %a, %b : f32
+    linalg.yield %v : f32
+  } -> tensor<?x?xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1}}
+  %dx, %dw = norm.rms_norm_grad %sdy, %x, %rstd weight(%w : tensor<?xf32>)
+      : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>
+  return %dx, %dw, %s : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
