@@ -59,6 +59,23 @@ int requireEntry(const char *fn, const void *entry, const char *name) {
   return NORMRT_SUCCESS;
 }
 
+/// `Member(args...)`, a driver entry point the upstream ABI needs beyond the
+/// runtime's own, as a status whose message names `fn` and `name`.
+template <auto Member, typename... Args>
+int callDriver(const char *fn, const char *name, Args... args) {
+  if (int status = requireDriver(fn))
+    return status;
+  auto entry = gDriver.*Member;
+  if (!entry)
+    return fail(NORMRT_ERROR_DRIVER,
+                "%s: the CUDA driver has no %s (too old?)", fn, name);
+  CUresult result = entry(args...);
+  return result == CUDA_SUCCESS
+             ? int(NORMRT_SUCCESS)
+             : cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
+                      "%s: %s failed", fn, name);
+}
+
 /// The launch of `f` with a grid, a block, and a cluster shape (all 1: no
 /// cluster attribute).
 int launch(const char *fn, void *function, const intptr_t cluster[3],
@@ -238,17 +255,9 @@ NORMRT_API void *mgpuStreamCreate(void) {
 NORMRT_API void mgpuStreamDestroy(void *stream) {
   if (tStreamHanded && stream == tHandedStream)
     return; // the caller's
-  constexpr const char *fn = "mgpuStreamDestroy";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.streamDestroy),
-            "cuStreamDestroy"))
-      return status;
-    CUresult result = gDriver.streamDestroy(static_cast<CUstream>(stream));
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(NORMRT_ERROR_DRIVER, result, "%s(%p) failed", fn,
-                        stream);
+  run("mgpuStreamDestroy", [&] {
+    return callDriver<&Driver::streamDestroy>(
+        "mgpuStreamDestroy", "cuStreamDestroy", static_cast<CUstream>(stream));
   });
 }
 
@@ -269,18 +278,10 @@ NORMRT_API void mgpuStreamSynchronize(void *stream) {
 }
 
 NORMRT_API void mgpuStreamWaitEvent(void *stream, void *event) {
-  constexpr const char *fn = "mgpuStreamWaitEvent";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.streamWaitEvent),
-            "cuStreamWaitEvent"))
-      return status;
-    CUresult result = gDriver.streamWaitEvent(static_cast<CUstream>(stream),
-                                              static_cast<CUevent>(event), 0);
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
-                        "%s failed", fn);
+  run("mgpuStreamWaitEvent", [&] {
+    return callDriver<&Driver::streamWaitEvent>(
+        "mgpuStreamWaitEvent", "cuStreamWaitEvent",
+        static_cast<CUstream>(stream), static_cast<CUevent>(event), 0u);
   });
 }
 
@@ -304,47 +305,25 @@ NORMRT_API void *mgpuEventCreate(void) {
 }
 
 NORMRT_API void mgpuEventDestroy(void *event) {
-  constexpr const char *fn = "mgpuEventDestroy";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.eventDestroy),
-            "cuEventDestroy"))
-      return status;
-    CUresult result = gDriver.eventDestroy(static_cast<CUevent>(event));
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(NORMRT_ERROR_DRIVER, result, "%s failed", fn);
+  run("mgpuEventDestroy", [&] {
+    return callDriver<&Driver::eventDestroy>(
+        "mgpuEventDestroy", "cuEventDestroy", static_cast<CUevent>(event));
   });
 }
 
 NORMRT_API void mgpuEventSynchronize(void *event) {
-  constexpr const char *fn = "mgpuEventSynchronize";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.eventSynchronize),
-            "cuEventSynchronize"))
-      return status;
-    CUresult result = gDriver.eventSynchronize(static_cast<CUevent>(event));
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
-                        "%s failed", fn);
+  run("mgpuEventSynchronize", [&] {
+    return callDriver<&Driver::eventSynchronize>(
+        "mgpuEventSynchronize", "cuEventSynchronize",
+        static_cast<CUevent>(event));
   });
 }
 
 NORMRT_API void mgpuEventRecord(void *event, void *stream) {
-  constexpr const char *fn = "mgpuEventRecord";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.eventRecord),
-            "cuEventRecord"))
-      return status;
-    CUresult result = gDriver.eventRecord(static_cast<CUevent>(event),
-                                          static_cast<CUstream>(stream));
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
-                        "%s failed", fn);
+  run("mgpuEventRecord", [&] {
+    return callDriver<&Driver::eventRecord>(
+        "mgpuEventRecord", "cuEventRecord", static_cast<CUevent>(event),
+        static_cast<CUstream>(stream));
   });
 }
 
@@ -412,55 +391,29 @@ NORMRT_API void mgpuMemFree(void *ptr, void *stream) {
 
 NORMRT_API void mgpuMemcpy(void *dst, void *src, size_t bytes,
                            void *stream) {
-  constexpr const char *fn = "mgpuMemcpy";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.memcpyAsync),
-            "cuMemcpyAsync"))
-      return status;
-    CUresult result = gDriver.memcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
-                                          reinterpret_cast<CUdeviceptr>(src),
-                                          bytes, static_cast<CUstream>(stream));
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
-                        "%s(%zu bytes) failed", fn, bytes);
+  run("mgpuMemcpy", [&] {
+    return callDriver<&Driver::memcpyAsync>(
+        "mgpuMemcpy", "cuMemcpyAsync", reinterpret_cast<CUdeviceptr>(dst),
+        reinterpret_cast<CUdeviceptr>(src), bytes,
+        static_cast<CUstream>(stream));
   });
 }
 
 NORMRT_API void mgpuMemset32(void *dst, unsigned int value, size_t count,
                              void *stream) {
-  constexpr const char *fn = "mgpuMemset32";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.memsetD32Async),
-            "cuMemsetD32Async"))
-      return status;
-    CUresult result =
-        gDriver.memsetD32Async(reinterpret_cast<CUdeviceptr>(dst), value,
-                               count, static_cast<CUstream>(stream));
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
-                        "%s failed", fn);
+  run("mgpuMemset32", [&] {
+    return callDriver<&Driver::memsetD32Async>(
+        "mgpuMemset32", "cuMemsetD32Async", reinterpret_cast<CUdeviceptr>(dst),
+        value, count, static_cast<CUstream>(stream));
   });
 }
 
 NORMRT_API void mgpuMemset16(void *dst, unsigned short value, size_t count,
                              void *stream) {
-  constexpr const char *fn = "mgpuMemset16";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.memsetD16Async),
-            "cuMemsetD16Async"))
-      return status;
-    CUresult result =
-        gDriver.memsetD16Async(reinterpret_cast<CUdeviceptr>(dst), value,
-                               count, static_cast<CUstream>(stream));
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(statusFor(result, NORMRT_ERROR_DRIVER), result,
-                        "%s failed", fn);
+  run("mgpuMemset16", [&] {
+    return callDriver<&Driver::memsetD16Async>(
+        "mgpuMemset16", "cuMemsetD16Async", reinterpret_cast<CUdeviceptr>(dst),
+        value, count, static_cast<CUstream>(stream));
   });
 }
 
@@ -484,18 +437,11 @@ NORMRT_API void mgpuMemHostRegister(void *ptr, uint64_t bytes) {
 }
 
 NORMRT_API void mgpuMemHostUnregister(void *ptr) {
-  constexpr const char *fn = "mgpuMemHostUnregister";
-  run(fn, [&] {
-    if (int status = requireEntry(
-            fn, reinterpret_cast<const void *>(gDriver.memHostUnregister),
-            "cuMemHostUnregister"))
-      return status;
-    if (!ptr)
-      return int(NORMRT_SUCCESS);
-    CUresult result = gDriver.memHostUnregister(ptr);
-    return result == CUDA_SUCCESS
-               ? int(NORMRT_SUCCESS)
-               : cuFail(NORMRT_ERROR_DRIVER, result, "%s failed", fn);
+  if (!ptr)
+    return;
+  run("mgpuMemHostUnregister", [&] {
+    return callDriver<&Driver::memHostUnregister>(
+        "mgpuMemHostUnregister", "cuMemHostUnregister", ptr);
   });
 }
 
