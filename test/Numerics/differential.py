@@ -7,7 +7,11 @@ linalg on tensors the way front ends write them: weight / bias or not,
 zero-centred weight, residual add, dy scale, dW / dB accumulation, bf16 /
 f16 / f32 with f32 weights, rank 2 and 3, static and dynamic shapes,
 permuted operands; one generic per step, upstream-fused generics, named
-ops, hand-fused generics). Each runs through
+ops, hand-fused generics), and for about a third of them a whole graph in
+f32 (norm_diffgen.Graph: dy out of a matmul, dx into one, a row max, a row
+sum over another domain or a total sum beside the group, an input from a
+call to a helper function, a second group of another N, alone or fed by
+the first group's dx through a matmul). Each runs through
 
   unfused : mlir-opt with upstream passes only (UPSTREAM_LOWERING; no norm
             pass; the `fused` style first gets --linalg-fuse-elementwise-ops
@@ -16,7 +20,9 @@ ops, hand-fused generics). Each runs through
 
 and a program fails unless
   - the fused path fused it (norm.mixed_reduction after recognition, no
-    linalg reduction left, scf.forall after partial accumulation);
+    linalg reduction left, scf.forall after partial accumulation); a graph
+    has one norm.mixed_reduction per group, and the reductions left are
+    its neighbours' (graph_fusion_status);
   - both paths are within the tolerance of each result's type of the
     float64 reference (relative L2, as in norm_numerics.rel_l2);
   - the two paths agree with each other within the same tolerance.
@@ -28,19 +34,22 @@ module to module.
   run: differential.py --opt norm-opt --mlir-opt mlir-opt
        --runner mlir-runner [--shared-lib-dir DIR] [--cases 200]
        [--seed 1] [--batch 250] [--mutant NAME] [--check-mutants]
-       [--no-fuse] [--keep DIR] [-q]
+       [--no-fuse] [--no-graphs] [--keep DIR] [-q]
 
 --cases 5000 --seed S runs thousands; --check-mutants also requires each
 wrong reference to fail in at least 95% of the cases it applies to;
 --mutant NAME compares with that wrong reference only (must fail);
 --no-fuse lowers the fused path without the norm passes (must fail: the
 test refuses a comparison where nothing fused).
+--no-graphs generates one norm per function only (the single-norm programs
+of a seed are the same with or without graphs).
 Python 3.11 standard library only.
 """
 
 import argparse
 import concurrent.futures
 import os
+import re
 import sys
 import tempfile
 import time
@@ -53,6 +62,31 @@ import norm_numerics as nn  # noqa: E402
 
 P_CYCLE = (3, 132, 1, 5)
 MUTANT_MIN_CAUGHT = 0.95
+
+
+# A linalg reduction in the IR after recognition: a generic with a
+# reduction loop, or linalg.reduce (named contractions do not match).
+_REDUCTION = re.compile(
+    r'iterator_types = \[[^\]]*"reduction"|linalg\.reduce\b')
+
+
+def graph_fusion_status(dumps, p):
+    """fusion_status for a graph: its neighbours' reductions may stay, but
+    each group must be one norm.mixed_reduction and nothing but the
+    neighbours' reductions may be left."""
+    fused, why = nn.fusion_status(dumps, p.name, neighbours=True)
+    if not fused:
+        return fused, why
+    after = dumps["norm-fuse-mixed-reductions"][p.name]
+    groups = after.count("norm.mixed_reduction")
+    if groups != len(p.groups):
+        return False, (f"{groups} norm.mixed_reduction after recognition for "
+                       f"{len(p.groups)} groups")
+    left = len(_REDUCTION.findall(after))
+    if left != p.graph.neighbour_reductions:
+        return False, (f"{left} linalg reduction(s) left after recognition, "
+                       f"{p.graph.neighbour_reductions} of them neighbours")
+    return True, why
 
 
 def build_text(metas):
@@ -83,13 +117,16 @@ def main():
     ap.add_argument("--no-fuse", action="store_true")
     ap.add_argument("--known-bugs", action="store_true",
                     help="also generate the forms of norm_diffgen.KNOWN_BUGS")
+    ap.add_argument("--no-graphs", action="store_true",
+                    help="one norm per function only (no norm_diffgen.Graph)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--keep")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args()
 
     t0 = time.monotonic()
-    progs = [dg.gen_program(i, args.seed, args.known_bugs)
+    progs = [dg.gen_program(i, args.seed, args.known_bugs,
+                            graphs=not args.no_graphs)
              for i in range(args.first, args.first + args.cases)]
     # Modules: the `fused` style needs upstream elementwise fusion first.
     groups = []
@@ -188,16 +225,27 @@ def main():
     worst = {}  # (what, result, type) -> (error, program)
     mutants = dg.all_mutants() if args.check_mutants else []
     caught = nn.MutantTally(mutants)
-    styles = {}
+    styles = {}  # style -> [programs, failed]
+    graphs = [0, 0]  # [graph programs, failed]
+    graph_kinds = {k: 0 for k in dg.GRAPH_KINDS}
+
+    def tally(p, ok):
+        st = styles.setdefault(p.style, [0, 0])
+        st[0] += 1
+        st[1] += not ok
+        if p.graph is not None:
+            graphs[0] += 1
+            graphs[1] += not ok
+            for kind in p.graph.kinds():
+                graph_kinds[kind] += 1
+
     n_identical = 0
     for (m, pre, _, programs), res in zip(modules, results):
         uf, fu = res["unfused"], res["fused"]
         metas = res["metas"]
         for p, why in res["crashed"]:
             failed += 1
-            st = styles.setdefault(p.style, [0, 0])
-            st[0] += 1
-            st[1] += 1
+            tally(p, False)
             print(f"FAIL {p.name} P={programs} {p.describe()}  [does not "
                   f"compile: {why}]")
         pos = 0
@@ -214,7 +262,10 @@ def main():
                         sys.exit(f"error: {key}: {p.name}: printed {name} is "
                                  "missing or has the wrong shape")
                     got[key][name] = pf.values(i)
-            fused, why = nn.fusion_status(res["dumps"], p.name)
+            if p.graph is None:
+                fused, why = nn.fusion_status(res["dumps"], p.name)
+            else:
+                fused, why = graph_fusion_status(res["dumps"], p)
             if not fused:
                 problems.append(f"not fused: {why}")
             ref = dg.reference(p, inp, args.mutant)
@@ -248,9 +299,7 @@ def main():
                         p, got["fused"], dg.reference(p, inp, mu)))
             ok = not problems
             failed += not ok
-            st = styles.setdefault(p.style, [0, 0])
-            st[0] += 1
-            st[1] += not ok
+            tally(p, ok)
             if not ok or not args.quiet:
                 print(f"{'PASS' if ok else 'FAIL'} {p.name} P={programs} "
                       f"{p.describe()}  {' '.join(errs)}"
@@ -268,6 +317,8 @@ def main():
               f"{nn.DTYPES[elem].tolerance:.0e}) in {desc}")
     print("STYLES " + ", ".join(f"{s}: {n} ({f} failed)"
                                 for s, (n, f) in sorted(styles.items())))
+    print(f"GRAPHS {graphs[0]} ({graphs[1]} failed): "
+          + ", ".join(f"{k}: {n}" for k, n in graph_kinds.items()))
     print(f"IDENTICAL {n_identical} of {len(progs)} programs bitwise equal "
           "between the unfused and fused paths")
     missed = caught.report("programs", MUTANT_MIN_CAUGHT)

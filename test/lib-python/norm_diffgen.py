@@ -2,7 +2,8 @@
 
 A generator for the differential test (../Numerics/differential.py): each
 `Program` is one LayerNorm or RMSNorm backward written the way front ends
-write it -- no norm ops -- with its own inputs and float64 reference:
+write it -- no norm ops -- with its own inputs and float64 reference, alone
+in its function or (GRAPH_SHARE of them) inside a whole graph:
 
 - op: LayerNorm (mean and rstd) or RMSNorm (rstd);
 - weight or not (zero-centred `w + 1` or not; trained, so dW is computed,
@@ -30,7 +31,18 @@ write it -- no norm ops -- with its own inputs and float64 reference:
     named  : linalg.map / linalg.broadcast / linalg.reduce / linalg.mul /
              linalg.add / linalg.sub mixed with generics;
     inline : hand-fused generics, each reduction and dx computing xhat and
-             w * dy from the raw inputs in its own payload (IREE / XLA).
+             w * dy from the raw inputs in its own payload (IREE / XLA);
+- graphs (`Graph`, f32 throughout): opaque neighbours around the group --
+  dy out of a linalg.matmul ([rows, K] x [K, N], K 8 to 24; batch_matmul
+  at rank 3), dx into one ([N, J]; its result returned instead of dx or
+  beside it), a reduction that is not the group's (a row max of x, dy or
+  dx; a row sum over another [rows, N'] domain, returned and maybe scaling
+  dy per row; a loss's total sum into a 0-d tensor, the dy scale), an input
+  (dy, w or the residual) made by a func.call to a helper function of the
+  module -- and maybe a second group of another N, independent or fed by
+  the first group's dx through a matmul. The reference computes the whole
+  graph in float64; the fused path must give one norm.mixed_reduction per
+  group and leave only the neighbours' reductions.
 
 Every random choice comes from a `random.Random` seeded with a string
 (stable across Python versions and runs).
@@ -39,7 +51,9 @@ Every random choice comes from a `random.Random` seeded with a string
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 import random
 
 import norm_numerics as nn
@@ -73,10 +87,20 @@ class Program:
     # dW / dB accumulated into a buffer of the weight's (16-bit) type:
     # extf of the previous gradient as the reduction's init, truncf after.
     acc16: bool = False
+    # A whole-graph function: the neighbours around this program's group,
+    # and maybe a second group (see Graph). None: the function is the group.
+    graph: Graph | None = None
 
     @property
     def name(self) -> str:
         return f"prog_{self.index}"
+
+    @property
+    def groups(self) -> tuple:
+        """The norm backward groups of the function, in order."""
+        if self.graph is not None and self.graph.second is not None:
+            return (self, self.graph.second)
+        return (self,)
 
     @property
     def shape(self) -> tuple:
@@ -110,7 +134,10 @@ class Program:
             parts.append("dyn:" + self.dynamic)
         if self.stats == "recomputed":
             parts.append("stats")
-        return ".".join(parts)
+        text = ".".join(parts)
+        if self.graph is not None:
+            text += "+" + self.graph.describe()
+        return text
 
     @property
     def dw_type(self) -> str:
@@ -127,16 +154,110 @@ class Program:
 
     def outputs(self):
         """[(name, element type, shape)] of the function's results."""
-        outs = [("dx", self.x_type, self.shape)]
+        if self.graph is not None:
+            return graph_outputs(self)
+        return self.group_outputs()
+
+    def group_outputs(self, suffix=""):
+        """[(name, element type, shape)] of the group's own results; in a
+        graph the second group's names end in `suffix`."""
+        outs = [("dx" + suffix, self.x_type, self.shape)]
         if self.need_dw:
-            outs.append(("dw", self.dw_type, (self.n,)))
+            outs.append(("dw" + suffix, self.dw_type, (self.n,)))
         if self.need_db:
-            outs.append(("db", self.db_type, (self.n,)))
+            outs.append(("db" + suffix, self.db_type, (self.n,)))
         return outs
 
     @property
     def needs_elementwise_fusion(self) -> bool:
-        return self.style == "fused"
+        return any(q.style == "fused" for q in self.groups)
+
+
+@dataclasses.dataclass(frozen=True)
+class Graph:
+    """What surrounds the group(s) of a whole-graph function; the Program
+    holding it is the first group. Every group of a graph is f32.
+
+    Opaque neighbours, each optional (a graph has at least one of them, or
+    a second group):
+    - dy_k: the first group's dy is a matmul [rows..., K] x [K, N] (rank 3:
+      batch_matmul) of two parameters;
+    - dx_j: the last group's dx goes into a matmul [rows..., N] x [N, J]
+      whose result is returned, dx itself too when keep_dx;
+    - reduction, one that is not the group's:
+        row_max   : a row max (arith.maximumf from -inf) over the first
+                    group's domain of its x or dy (beside the group) or of
+                    its dx (after it), returned;
+        row_sum   : a row sum over another [rows..., other_n] domain,
+                    returned and, when row_sum_scales_dy, a per-row scale
+                    of the first group's dy (an input of the group);
+        total_sum : the sum of a [L1, L2] loss into a 0-d tensor, the first
+                    group's dy scale;
+    - call (group, input key): that input of that group is the result of a
+      func.call to a helper function of the module that scales a tensor by
+      a constant (helper_scale).
+    A second group over [rows..., N2] (N2 != N) has its own parameters; when
+    chained, its dy is a matmul of the first group's dx ([N, N2] weight)."""
+
+    second: Program | None = None
+    chained: bool = False
+    dy_k: int | None = None
+    dx_j: int | None = None
+    keep_dx: bool = True
+    reduction: str | None = None  # None | "row_max" | "row_sum" | "total_sum"
+    row_max_of: str = "x"  # "x" | "dy" | "dx"
+    other_n: int = 0
+    other_n_dynamic: bool = False  # the row sum's N dynamic (with "all")
+    row_sum_scales_dy: bool = False
+    loss_shape: tuple = ()
+    call: tuple | None = None  # (group index, input key)
+
+    def describe(self) -> str:
+        parts = []
+        if self.dy_k:
+            parts.append(f"mm>dy:k{self.dy_k}")
+        if self.call:
+            parts.append(f"call>{self.call[1]}{_suffix(self.call[0])}")
+        if self.reduction == "row_max":
+            parts.append(f"rowmax:{self.row_max_of}")
+        elif self.reduction == "row_sum":
+            parts.append(f"rowsum:{self.other_n}"
+                         + ("?" if self.other_n_dynamic else "")
+                         + ("*dy" if self.row_sum_scales_dy else ""))
+        elif self.reduction == "total_sum":
+            parts.append("total:" + "x".join(map(str, self.loss_shape)))
+        if self.second is not None:
+            parts.append(("chain>" if self.chained else "and>")
+                         + self.second.describe())
+        if self.dx_j:
+            parts.append(f"dx>mm:j{self.dx_j}"
+                         + ("+dx" if self.keep_dx else ""))
+        return "graph[" + ",".join(parts) + "]"
+
+    def kinds(self) -> list:
+        """Its kinds of neighbour, as GRAPH_KINDS names them."""
+        has = {"two groups": self.second is not None,
+               "chained": self.chained, "dy matmul": bool(self.dy_k),
+               "dx matmul": bool(self.dx_j), "call": bool(self.call),
+               "row max": self.reduction == "row_max",
+               "row sum": self.reduction == "row_sum",
+               "total sum": self.reduction == "total_sum"}
+        return [k for k in GRAPH_KINDS if has[k]]
+
+    @property
+    def neighbour_reductions(self) -> int:
+        """How many linalg reductions no group takes, as generics (the
+        matmuls stay named ops)."""
+        return 1 if self.reduction else 0
+
+
+GRAPH_KINDS = ("two groups", "chained", "dy matmul", "dx matmul", "call",
+               "row max", "row sum", "total sum")
+
+
+def _suffix(group: int) -> str:
+    """The ending of a group's result and parameter names in a graph."""
+    return f"_{group + 1}" if group else ""
 
 
 LEADS2 = (1, 2, 3, 5, 8, 13, 16, 33, 64)
@@ -144,16 +265,54 @@ LEADS3 = ((1, 1), (1, 3), (2, 3), (2, 8), (3, 5), (4, 4))
 HIDDEN = (1, 2, 3, 7, 16, 33, 64, 100, 128, 256, 257)
 
 
+# Whole graphs: their share of the programs, and sizes. Graph groups are
+# f32 (activations, weights, matmuls: f32 sums of at most 24 products, or
+# N for a matmul reading dx, stay far inside the f32 tolerance); at most
+# GRAPH_MAX_SIZE elements (the float64 matmuls are Python loops); N >= 2;
+# the first group of a chain N >= CHAIN_MIN_N (its dx, the chain's input,
+# is then never a cancellation of its terms) and the chain matmul at most
+# CHAIN_MAX_SIZE products.
+GRAPH_SHARE = 0.3
+GRAPH_HIDDEN = (2, 3, 7, 16, 33, 64, 100, 128, 256, 257)
+GRAPH_MAX_SIZE = 2048
+CHAIN_MIN_N = 7
+CHAIN_MAX_SIZE = 32768
+MATMUL_K = (8, 12, 16, 24)
+MATMUL_J = (3, 4, 8, 16)
+OTHER_N = (2, 3, 5, 8, 16)
+LOSS_SHAPES = ((2, 3), (4, 8), (8, 16))
+
+
 # Forms the fused path is known to get wrong (docs/numerics.md has the
 # details): generated only with known_bugs=True. None at present ("lead",
 # rank 3 with both leading dims dynamic, was one until partial accumulation
-# stopped using expand_shape there; it is now generated always).
+# stopped using expand_shape there; a graph's row sum over another [?, ?]
+# domain scaling dy per row, taken into the group as a row stage over the
+# group's N, was one until recognition told dynamic domains apart; both are
+# now generated always).
 KNOWN_BUGS = ()
 
 
-def gen_program(index: int, seed, known_bugs=False) -> Program:
-    """Program `index` of the stream with this seed."""
+def gen_program(index: int, seed, known_bugs=False,
+                graphs=False) -> Program:
+    """Program `index` of the stream with this seed: one norm per function,
+    or with `graphs` (differential.py; not the GPU check or the remark
+    sweep, which take single norms) GRAPH_SHARE of them whole graphs.
+    Whether it is a graph, and the graph, come from their own stream, so
+    that the single-norm programs of a seed are the same either way."""
     rng = random.Random(f"diffgen/{seed}/{index}")
+    # Drawn from its own stream, so the draws of _draw_group stay as they
+    # were.
+    acc16_rng = random.Random(f"diffgen-acc16/{seed}/{index}")
+    p = _draw_group(rng, acc16_rng, index, f"{seed}/{index}", known_bugs)
+    graph_rng = random.Random(f"diffgen-graph/{seed}/{index}")
+    if graphs and graph_rng.random() < GRAPH_SHARE:
+        p = _draw_graph(p, graph_rng, known_bugs)
+    return p
+
+
+def _draw_group(rng, acc16_rng, index, seed, known_bugs) -> Program:
+    """One norm backward and its riders."""
     op = rng.choice(("layer_norm", "rms_norm"))
     if rng.random() < 0.3:
         lead = rng.choice(LEADS3)
@@ -173,12 +332,10 @@ def gen_program(index: int, seed, known_bugs=False) -> Program:
             need_dw = True
         else:
             need_db = True
-    # Drawn from its own stream, so the draws above stay as they were.
-    acc16 = p_type != "f32" and random.Random(
-        f"diffgen-acc16/{seed}/{index}").random() < 0.5
+    acc16 = p_type != "f32" and acc16_rng.random() < 0.5
     return Program(
         acc16=acc16,
-        index=index, seed=f"{seed}/{index}", op=op, lead=lead, n=n,
+        index=index, seed=seed, op=op, lead=lead, n=n,
         x_type=x_type, p_type=p_type, has_w=has_w, zc=zc, need_dw=need_dw,
         need_db=need_db, residual=rng.random() < 0.3,
         scale=rng.choice(SCALES), acc_dw=need_dw and rng.random() < 0.3,
@@ -214,10 +371,25 @@ class ProgramInputs:
     dres: list | None
     prev_dw: list | None
     prev_db: list | None
+    graph: GraphInputs | None = None  # the neighbours' (a graph's) inputs
+
+    @property
+    def groups(self) -> tuple:
+        """The inputs of each group of the function (Program.groups)."""
+        if self.graph is not None and self.graph.second is not None:
+            return (self, self.graph.second)
+        return (self,)
 
 
 def gen_inputs(p: Program) -> ProgramInputs:
     """Seeded, never zero, representable in their types."""
+    inp = _gen_group_inputs(p)
+    if p.graph is not None:
+        inp.graph = gen_graph_inputs(p)
+    return inp
+
+
+def _gen_group_inputs(p: Program) -> ProgramInputs:
     core = nn.gen_inputs(core_case(p), p.seed)
     rng = random.Random(f"diffgen-riders/{p.seed}")
     f32, xt = nn.DTYPES["f32"], nn.DTYPES[p.x_type]
@@ -247,6 +419,15 @@ RIDER_MUTANTS = {
 
 
 def mutant_applies(p: Program, mutant: str) -> bool:
+    """Whether the mistake changes the program's results: in a graph, a
+    group mistake applies where it applies to some group (the reference
+    makes it in every group)."""
+    if mutant in GRAPH_MUTANTS:
+        return p.graph is not None and GRAPH_MUTANTS[mutant](p)
+    return any(_group_mutant_applies(q, mutant) for q in p.groups)
+
+
+def _group_mutant_applies(p: Program, mutant: str) -> bool:
     if mutant in RIDER_MUTANTS:
         return RIDER_MUTANTS[mutant](p)
     c = core_case(p)
@@ -268,7 +449,7 @@ def mutant_applies(p: Program, mutant: str) -> bool:
 
 
 def all_mutants():
-    return list(nn.MUTANTS) + list(RIDER_MUTANTS)
+    return list(nn.MUTANTS) + list(RIDER_MUTANTS) + list(GRAPH_MUTANTS)
 
 
 def recomputed_stats(p: Program, x):
@@ -301,9 +482,24 @@ def recomputed_stats(p: Program, x):
     return (mean if p.op == "layer_norm" else None), rstd
 
 
+@functools.lru_cache(maxsize=4)
+def _recomputed_stats_cached(p: Program, x: tuple):
+    """recomputed_stats, once for the reference and all the mutants'."""
+    return recomputed_stats(p, x)
+
+
 def reference(p: Program, inp: ProgramInputs, mutant: str | None = None):
     """nn.Result for the program's outputs, in float64 from the same
-    (rounded) inputs; recomputed statistics as recomputed_stats gives them."""
+    (rounded) inputs; recomputed statistics as recomputed_stats gives them.
+    A graph's reference computes the whole graph (graph_reference)."""
+    if p.graph is not None:
+        return graph_reference(p, inp, mutant)
+    return _group_reference(p, inp, mutant)
+
+
+def _group_reference(p: Program, inp: ProgramInputs, mutant: str | None):
+    """One group's results (in a graph, from the inputs the graph gives
+    it)."""
     core = inp.core
     n = p.n
     dy = core.dy
@@ -311,7 +507,7 @@ def reference(p: Program, inp: ProgramInputs, mutant: str | None = None):
         dy = [inp.scale * v for v in dy]
     mean, rstd = core.mean, core.rstd
     if p.stats == "recomputed":
-        mean, rstd = recomputed_stats(p, core.x)
+        mean, rstd = _recomputed_stats_cached(p, tuple(core.x))
     core_mutant = mutant if mutant in nn.MUTANTS else None
     res = nn.reference(core_case(p), nn.Inputs(dy, core.x, mean, rstd,
                                                core.w, core.b), core_mutant)
@@ -360,7 +556,8 @@ class Body:
         return self.fn.fresh("v")
 
     def bin(self, op, a, b, ty="f32"):
-        if op in ("mulf", "addf") and self.fn.rng.random() < 0.5:
+        if op in ("mulf", "addf", "maximumf") and \
+                self.fn.rng.random() < 0.5:
             a, b = b, a
         v = self._new()
         self.lines.append(f"{v} = arith.{op} {a}, {b} : {ty}")
@@ -406,12 +603,15 @@ class Body:
 
 class Fn:
     """One function being emitted: SSA names, shapes, helpers for linalg
-    ops in the forms front ends use."""
+    ops in the forms front ends use. The shapes are those of one domain
+    ([rows..., N] of `p`); in a graph each domain has its own Fn, and they
+    all write to the lines of the first (`host`) with its SSA names."""
 
-    def __init__(self, p: Program, rng: random.Random):
+    def __init__(self, p: Program, rng: random.Random, host=None):
         self.p = p
         self.rng = rng
-        self.lines = []
+        self.host = host or self
+        self.lines = self.host.lines if host else []
         self.counter = 0
         self.rank = len(p.shape)
         r = self.rank
@@ -446,8 +646,8 @@ class Fn:
         self.n_value = None
 
     def fresh(self, stem="t"):
-        self.counter += 1
-        return f"%{stem}{self.counter}"
+        self.host.counter += 1
+        return f"%{stem}{self.host.counter}"
 
     def emit(self, line):
         self.lines.append("  " + line)
@@ -503,10 +703,43 @@ class Fn:
 
     def zeros(self, kind, keep=False):
         e, t = self.empty(kind, "f32", keep)
+        return self.fill(self.zero, e, t), t
+
+    def fill(self, value, e, t):
         v = self.fresh("z")
-        self.emit(f"{v} = linalg.fill ins({self.zero} : f32) outs({e} : {t})"
+        self.emit(f"{v} = linalg.fill ins({value} : f32) outs({e} : {t})"
                   f" -> {t}")
-        return v, t
+        return v
+
+    def rows_by(self, last):
+        """The type of [rows..., last] f32 (static last): a matmul's
+        operand or result beside the domain."""
+        return _ttype(self.row_dims + [last], "f32")
+
+    def matmul(self, a, at, b, bt, last):
+        """a [rows..., K] x b [K, last] (rank 3: batch_matmul with b [B, K,
+        last]) into a zero-filled [rows..., last] f32; `last` None (a
+        dynamic N) is only allowed for this domain's own N."""
+        if last is None or last == self.full_dims[-1]:
+            out, t = self.zeros("full")
+        else:
+            t = self.rows_by(last)
+            dyn = [self.dim_values[i] for i, d in enumerate(self.row_dims)
+                   if d is None]
+            e = self.fresh("e")
+            self.emit(f"{e} = tensor.empty({', '.join(dyn)}) : {t}")
+            out = self.fill(self.zero, e, t)
+        op = "linalg.matmul" if self.rank == 2 else "linalg.batch_matmul"
+        r = self.fresh("mm")
+        self.emit(f"{r} = {op} ins({a}, {b} : {at}, {bt}) outs({out} : {t})"
+                  f" -> {t}")
+        return r, t
+
+    def t_weight(self, k, last):
+        """A matmul's right operand [K, last] ([B, K, last] at rank 3, with
+        the batch dim as dynamic as the rows' first)."""
+        batch = self.full_dims[:1] if self.rank == 3 else []
+        return _ttype(batch + [k, last], "f32")
 
     def generic(self, ins, outs, iters, body_fn, maps=None):
         """ins: [(key, ssa, type, map name)]; outs: [(ssa, type, map name)];
@@ -720,7 +953,9 @@ def params(p: Program):
 
 def emit_program(p: Program):
     """(function text, [(param key, type)] in signature order,
-    [result type])."""
+    [result type]); a graph's text also defines its helper function."""
+    if p.graph is not None:
+        return emit_graph(p)
     rng = random.Random(f"diffgen-emit/{p.seed}")
     fn = Fn(p, rng)
     ps = params(p)
@@ -730,14 +965,26 @@ def emit_program(p: Program):
     names = {k: f"%{k}" for k, _ in ps}
     types = dict(ps)
     fn.setup(names["x"])
+    results = emit_group(fn, p, names, types)
+    return _function_text(p, fn, sig, results)
+
+
+def emit_group(fn, p, names, types):
+    """The group's ops in p.style; {result name: (SSA value, type)}."""
     if p.scale == "const":
         # A constant at function level, captured by the payloads.
+        names = dict(names)
         names["scale"] = fn.fresh("scale")
         bits = nn.DTYPES["f32"].to_bits(p_scale_const(p))
         fn.emit(f"{names['scale']} = arith.constant 0x{bits:08X} : f32")
-    results = {"steps": _emit_steps, "fused": _emit_steps,
-               "named": _emit_named, "inline": _emit_inline}[p.style](
+    return {"steps": _emit_steps, "fused": _emit_steps,
+            "named": _emit_named, "inline": _emit_inline}[p.style](
         fn, p, names, types)
+
+
+def _function_text(p, fn, sig, results, defs=""):
+    """(text, sig, result types) of the function returning p.outputs() from
+    `results` ({name: (SSA value, type)}); `defs`: functions it calls."""
     rtypes = []
     rets = []
     for name, elem, _ in p.outputs():
@@ -746,7 +993,7 @@ def emit_program(p: Program):
         rtypes.append(t)
     fn.emit(f"return {', '.join(rets)} : {', '.join(rtypes)}")
     sig_s = ", ".join(f"%{k}: {t}" for k, t in sig)
-    text = (f"// {p.describe()}\n"
+    text = (f"// {p.describe()}\n{defs}"
             f"func.func @{p.name}({sig_s}) -> ({', '.join(rtypes)}) {{\n"
             + "\n".join(fn.lines) + "\n}\n")
     return text, sig, rtypes
@@ -1210,10 +1457,26 @@ def _emit_named(fn, p, names, types):
 def call_args(p: Program, inp: ProgramInputs, sig):
     """CallModule args for the signature: (param type, static shape, element
     type, values); a scalar f32 parameter as ("f32", None, "f32", v)."""
+    if p.graph is not None:
+        vals = graph_param_values(p, inp)
+    else:
+        vals = _group_param_values(p, inp)
+    out = []
+    for key, t in sig:
+        shape, elem, v = vals[key]
+        if t == "f32":
+            out.append(("f32", None, "f32", v[0]))
+        else:
+            out.append((t, shape, elem, v))
+    return out
+
+
+def _group_param_values(p: Program, inp: ProgramInputs):
+    """{parameter key: (static shape, element type, values)} of a group."""
     core = inp.core
     lead = p.lead
     keep = (1,) if p.keepdim else ()
-    vals = {
+    return {
         "x": (p.shape, p.x_type, core.x),
         "dy": (p.shape, p.x_type, core.dy),
         "mean": ((*lead, *keep), "f32", core.mean),
@@ -1224,11 +1487,489 @@ def call_args(p: Program, inp: ProgramInputs, sig):
         "prev_dw": ((p.n,), p.prev_type, inp.prev_dw),
         "prev_db": ((p.n,), p.prev_type, inp.prev_db),
     }
-    out = []
-    for key, t in sig:
-        shape, elem, v = vals[key]
-        if t == "f32":
-            out.append(("f32", None, "f32", v[0]))
-        else:
-            out.append((t, shape, elem, v))
+
+
+# --------------------------------------------------------------------------
+# Whole graphs
+# --------------------------------------------------------------------------
+
+
+def _draw_graph(p: Program, rng, known_bugs) -> Program:
+    """p as the first group of a whole-graph function (Graph)."""
+    p = _as_graph_group(p, rng)
+    two = rng.random() < 0.4
+    chained = two and p.n >= CHAIN_MIN_N and rng.random() < 0.6
+    second = None
+    if two:
+        q = _draw_group(rng, rng, p.index, f"{p.seed}/2", known_bugs)
+        q = dataclasses.replace(q, lead=p.lead, dynamic=p.dynamic)
+        max_size = min(GRAPH_MAX_SIZE, CHAIN_MAX_SIZE // p.n) if chained \
+            else GRAPH_MAX_SIZE
+        second = _as_graph_group(q, rng, other_than=p.n, max_size=max_size)
+        # Upstream elementwise fusion, the input form of a `fused` group,
+        # runs on the whole function: beside a `fused` group only `steps`
+        # and `fused` ones, the forms it is meant for. (A `named` keepdim
+        # rank-3 group through it leaves dynamic memref reshapes, whose
+        # affine.apply the unfused path's UPSTREAM_LOWERING cannot lower.)
+        if "fused" in (p.style, second.style) and \
+                not {p.style, second.style} <= {"steps", "fused"}:
+            second = dataclasses.replace(second, style=p.style)
+    dy_k = rng.choice(MATMUL_K) if rng.random() < 0.5 else None
+    dx_j = rng.choice(MATMUL_J) if rng.random() < 0.4 else None
+    reduction = rng.choice((None, "row_max", "row_sum", "total_sum"))
+    if reduction == "total_sum":
+        p = dataclasses.replace(p, scale="tensor")  # the total is the scale
+    groups = (p,) if second is None else (p, second)
+    computed_dy = (dy_k is not None, chained)
+    calls = [(i, key) for i, q in enumerate(groups)
+             for key, has in (("dy", not computed_dy[i]), ("w", q.has_w),
+                              ("dres", q.residual)) if has]
+    call = rng.choice(calls) if calls and rng.random() < 0.5 else None
+    if not (second or dy_k or dx_j or reduction or call):
+        dx_j = rng.choice(MATMUL_J)
+    keep_dx = rng.random() < 0.5
+    row_max_of = rng.choice(("x", "dy", "dx"))
+    other_n = rng.choice(OTHER_N)
+    scales_dy = rng.random() < 0.5
+    graph = Graph(
+        second=second, chained=chained, dy_k=dy_k, dx_j=dx_j,
+        keep_dx=keep_dx, reduction=reduction, row_max_of=row_max_of,
+        other_n=other_n, row_sum_scales_dy=scales_dy,
+        other_n_dynamic=p.dynamic == "all" and rng.random() < 0.5,
+        loss_shape=rng.choice(LOSS_SHAPES), call=call)
+    return dataclasses.replace(p, graph=graph)
+
+
+def _as_graph_group(q: Program, rng, other_than=None,
+                    max_size=GRAPH_MAX_SIZE) -> Program:
+    """q in f32, with N from GRAPH_HIDDEN (not other_than) and at most
+    max_size elements (q's own N where it already fits)."""
+    n = q.n
+    while n not in GRAPH_HIDDEN or n == other_than or q.rows * n > max_size:
+        n = rng.choice(GRAPH_HIDDEN)
+    return dataclasses.replace(q, n=n, x_type="f32", p_type="f32",
+                               acc16=False)
+
+
+def _dx_consumed(p: Program, group: int) -> bool:
+    """Whether a matmul of the graph reads the group's dx."""
+    g = p.graph
+    return (group == 0 and g.chained) or (
+        group == len(p.groups) - 1 and g.dx_j is not None)
+
+
+def graph_outputs(p: Program):
+    """The graph function's results: each group's (a dx that a matmul reads
+    only when keep_dx), the dx matmul's, the returned neighbour
+    reduction's."""
+    g = p.graph
+    outs = []
+    for i, q in enumerate(p.groups):
+        group_outs = q.group_outputs(_suffix(i))
+        if _dx_consumed(p, i) and not g.keep_dx:
+            group_outs = group_outs[1:]
+        outs += group_outs
+    if g.dx_j:
+        outs.append(("dx_mm", "f32", (*p.lead, g.dx_j)))
+    if g.reduction in ("row_max", "row_sum"):
+        outs.append((g.reduction, "f32", p.lead))
+    return outs
+
+
+def _batches(p: Program) -> int:
+    """The matmuls' batch count: B of a rank-3 [B, S, N] domain, else 1."""
+    return p.lead[0] if len(p.lead) == 2 else 1
+
+
+def helper_scale(p: Program) -> float:
+    """The constant the helper function of a graph multiplies by."""
+    rng = random.Random(f"diffgen-helper/{p.seed}")
+    return nn.DTYPES["f32"].round(rng.choice((rng.uniform(0.3, 0.8),
+                                              rng.uniform(1.3, 3.0))))
+
+
+# ---- inputs and the float64 reference --------------------------------------
+
+
+@dataclasses.dataclass
+class GraphInputs:
+    """What a graph adds to its first group's inputs: f32, never zero;
+    flat row-major lists (matmul weights [B, K, N] at rank 3)."""
+
+    second: ProgramInputs | None = None
+    dy_a: list | None = None  # [rows..., K] x dy_b [K, N] -> the first dy
+    dy_b: list | None = None
+    dy_product: tuple | None = None  # its float64 (values, term sums)
+    chain_w: list | None = None  # [N, N2]
+    dx_w: list | None = None  # [N of the last group, J]
+    y: list | None = None  # the row sum's [rows..., other_n]
+    loss: list | None = None  # the total sum's [L1, L2]
+
+
+def gen_graph_inputs(p: Program) -> GraphInputs:
+    """Seeded: matmul operands ~ N(0, 1)-sized products (dy's with a
+    nonzero mean, as a norm's dy has), positive row-sum inputs summing to
+    ~0.3 .. 1.5 per row, a loss whose total is 0.3 .. 0.8 or 1.3 .. 3."""
+    g = p.graph
+    f32 = nn.DTYPES["f32"]
+    rng = random.Random(f"diffgen-graph-inputs/{p.seed}")
+
+    def gauss(count, mu, sigma):
+        return [nn._nonzero(lambda: rng.gauss(mu, sigma), f32)
+                for _ in range(count)]
+
+    def uniform(count, lo, hi):
+        return [f32.round(rng.uniform(lo, hi)) for _ in range(count)]
+
+    b = _batches(p)
+    gi = GraphInputs()
+    if g.second is not None:
+        gi.second = _gen_group_inputs(g.second)
+    if g.dy_k:
+        k = g.dy_k
+        gi.dy_a = gauss(p.rows * k, 0.5, 1.0)
+        gi.dy_b = gauss(b * k * p.n, 0.5 / math.sqrt(k), 1.0 / math.sqrt(k))
+        gi.dy_product = _matmul(gi.dy_a, gi.dy_b, p.rows, k, p.n, b)
+    if g.chained:
+        gi.chain_w = gauss(b * p.n * g.second.n, 0.0, 1.0 / math.sqrt(p.n))
+    if g.dx_j:
+        n = p.groups[-1].n
+        gi.dx_w = gauss(b * n * g.dx_j, 0.0, 1.0 / math.sqrt(n))
+    if g.reduction == "row_sum":
+        gi.y = uniform(p.rows * g.other_n, 0.3 / g.other_n, 1.5 / g.other_n)
+    if g.reduction == "total_sum":
+        count = math.prod(g.loss_shape)
+        total = rng.choice((rng.uniform(0.3, 0.8), rng.uniform(1.3, 3.0)))
+        gi.loss = uniform(count, 0.5 * total / count, 1.5 * total / count)
+    return gi
+
+
+def _matmul(a, b, rows, k, n, batches, a_scale=None, skip_last=False):
+    """a [rows, k] x b [batches, k, n] in float64, the rows split evenly
+    over the batches (batch_matmul at rank 3): (values, sums of |terms|),
+    |a| taken from a_scale when given (the size of a's own terms).
+    skip_last: the last of the k terms left out (a mutant)."""
+    used = k - 1 if skip_last else k
+    per = rows // batches
+    vals, mags = [], []
+    for bi in range(batches):
+        base = bi * k * n
+        cols = [b[base + j:base + used * n:n] for j in range(n)]
+        abs_cols = [list(map(abs, c)) for c in cols]
+        for r in range(bi * per, (bi + 1) * per):
+            row = a[r * k:r * k + used]
+            abs_row = list(map(abs, (a_scale or a)[r * k:r * k + used]))
+            vals.extend(sum(map(operator.mul, row, c)) for c in cols)
+            mags.extend(sum(map(operator.mul, abs_row, c)) for c in abs_cols)
+    return vals, mags
+
+
+def _row_max(v, mags, n, first_only):
+    """Per row of n: (max, the largest |term| of the row: its scale)."""
+    rows = range(0, len(v), n)
+    vals = [v[r] if first_only else max(v[r:r + n]) for r in rows]
+    m = mags if mags is not None else v
+    return vals, [max(map(abs, m[r:r + n])) for r in rows]
+
+
+def _row_sum(v, n, first_only):
+    """Per row of n: (sum, sum of |terms|)."""
+    rows = range(0, len(v), n)
+    if first_only:
+        return [v[r] for r in rows], [abs(v[r]) for r in rows]
+    return ([math.fsum(v[r:r + n]) for r in rows],
+            [math.fsum(map(abs, v[r:r + n])) for r in rows])
+
+
+def _first_element_matters(p: Program) -> bool:
+    """A row max is its row's first element in every row with probability
+    (1/N)^rows: the mutant counts only where that is small."""
+    g = p.graph
+    return g.reduction in ("row_sum", "total_sum") or (
+        g.reduction == "row_max" and p.n >= 16 and p.rows >= 2)
+
+
+# Wrong graph references (each must be caught).
+GRAPH_MUTANTS = {
+    "no-helper-call": lambda p: p.graph.call is not None,
+    "matmul-skips-last-k":
+        lambda p: bool(p.graph.dy_k or p.graph.chained or p.graph.dx_j),
+    "other-reduction-first-only": _first_element_matters,
+}
+
+
+def graph_reference(p: Program, inp: ProgramInputs, mutant=None):
+    """The whole graph in float64: the first group's dy (a matmul, the
+    helper call, a row scale from the other domain's row sum), its dy scale
+    (the loss total), both groups (a group mistake of `mutant` in each),
+    the chain, the dx matmul, the neighbour reductions."""
+    g, gi = p.graph, inp.graph
+    first_only = mutant == "other-reduction-first-only"
+    skip_last = mutant == "matmul-skips-last-k"
+    values, scales = {}, {}
+
+    def called(group, key, v):
+        """v, or the helper call's result where the call produces it."""
+        if v is None or g.call != (group, key) or mutant == "no-helper-call":
+            return v
+        s = helper_scale(p)
+        return [s * t for t in v]
+
+    def matmul(a, b, k, n, a_scale=None):
+        return _matmul(a, b, p.rows, k, n, _batches(p), a_scale, skip_last)
+
+    def group(i, dy, scale):
+        q, qi = p.groups[i], inp.groups[i]
+        core = dataclasses.replace(qi.core, dy=dy,
+                                   w=called(i, "w", qi.core.w))
+        qi = dataclasses.replace(qi, core=core, scale=scale,
+                                 dres=called(i, "dres", qi.dres))
+        res = _group_reference(q, qi, mutant)
+        for name in res.values:
+            values[name + _suffix(i)] = res.values[name]
+            scales[name + _suffix(i)] = res.scales[name]
+        return res
+
+    # The first group's inputs.
+    dy, dy_mags = inp.core.dy, None
+    if g.dy_k:
+        dy, dy_mags = (matmul(gi.dy_a, gi.dy_b, g.dy_k, p.n) if skip_last
+                       else gi.dy_product)
+    dy = called(0, "dy", dy)
+    if g.reduction == "row_max" and g.row_max_of != "dx":
+        of = inp.core.x if g.row_max_of == "x" else dy
+        mags = dy_mags if g.row_max_of == "dy" else None
+        values["row_max"], scales["row_max"] = _row_max(of, mags, p.n,
+                                                        first_only)
+    if g.reduction == "row_sum":
+        s, s_mags = _row_sum(gi.y, g.other_n, first_only)
+        values["row_sum"], scales["row_sum"] = s, s_mags
+        if g.row_sum_scales_dy:
+            dy = [v * s[i // p.n] for i, v in enumerate(dy)]
+    scale = inp.scale
+    if g.reduction == "total_sum":
+        scale = gi.loss[0] if first_only else math.fsum(gi.loss)
+    last = group(0, dy, scale)
+    if g.reduction == "row_max" and g.row_max_of == "dx":
+        values["row_max"], scales["row_max"] = _row_max(
+            last.values["dx"], last.scales["dx"], p.n, first_only)
+    if g.second is not None:
+        second_inp = inp.groups[1]
+        dy2 = second_inp.core.dy
+        if g.chained:
+            dy2 = matmul(last.values["dx"], gi.chain_w, p.n, g.second.n)[0]
+        last = group(1, called(1, "dy", dy2), second_inp.scale)
+    if g.dx_j:
+        values["dx_mm"], scales["dx_mm"] = matmul(
+            last.values["dx"], gi.dx_w, p.groups[-1].n, g.dx_j,
+            a_scale=last.scales["dx"])
+    return nn.Result(values, scales)
+
+
+# ---- emission ------------------------------------------------------------
+
+
+def _computed_inputs(p: Program, group: int) -> set:
+    """The group inputs that the graph computes instead of taking them as
+    parameters."""
+    g = p.graph
+    out = set()
+    if (group == 0 and g.dy_k) or (group == 1 and g.chained):
+        out.add("dy")
+    if group == 0 and g.reduction == "total_sum":
+        out.add("scale")
     return out
+
+
+def _row_sum_domain(p: Program, rng, host=None) -> Fn:
+    """The row sum's own [rows..., other_n] domain: its rows as dynamic as
+    p's, its N dynamic when other_n_dynamic."""
+    g = p.graph
+    dynamic = p.dynamic
+    if dynamic == "all" and not g.other_n_dynamic:
+        dynamic = "rows"
+    other = dataclasses.replace(p, n=g.other_n, dynamic=dynamic, graph=None)
+    return Fn(other, rng, host)
+
+
+def graph_params(p: Program):
+    """[(key, type)]: each group's parameters but those the graph computes
+    (the second group's keys ending in _2), then the neighbours'."""
+    g = p.graph
+    fns = [Fn(q, random.Random(0)) for q in p.groups]  # for the types
+    first, last = fns[0], fns[-1]
+    ps = []
+    for i, q in enumerate(p.groups):
+        computed = _computed_inputs(p, i)
+        ps += [(k + _suffix(i), t) for k, t in params(q)
+               if k not in computed]
+    if g.dy_k:
+        ps += [("dy_a", first.rows_by(g.dy_k)),
+               ("dy_b", first.t_weight(g.dy_k, first.full_dims[-1]))]
+    if g.chained:
+        ps.append(("chain_w", first.t_weight(first.full_dims[-1],
+                                             fns[1].full_dims[-1])))
+    if g.dx_j:
+        ps.append(("dx_w", last.t_weight(last.full_dims[-1], g.dx_j)))
+    if g.reduction == "row_sum":
+        ps.append(("y", _row_sum_domain(p, random.Random(0)).t_full("f32")))
+    if g.reduction == "total_sum":
+        ps.append(("loss", _ttype(g.loss_shape, "f32")))
+    return ps
+
+
+def graph_param_values(p: Program, inp: ProgramInputs):
+    """{parameter key: (static shape, element type, values)} of a graph."""
+    g, gi = p.graph, inp.graph
+    vals = {}
+    for i, (q, qi) in enumerate(zip(p.groups, inp.groups)):
+        vals.update({k + _suffix(i): v
+                     for k, v in _group_param_values(q, qi).items()})
+    batch = p.lead[:1] if len(p.lead) == 2 else ()
+    if g.dy_k:
+        vals["dy_a"] = ((*p.lead, g.dy_k), "f32", gi.dy_a)
+        vals["dy_b"] = ((*batch, g.dy_k, p.n), "f32", gi.dy_b)
+    if g.chained:
+        vals["chain_w"] = ((*batch, p.n, g.second.n), "f32", gi.chain_w)
+    if g.dx_j:
+        vals["dx_w"] = ((*batch, p.groups[-1].n, g.dx_j), "f32", gi.dx_w)
+    if g.reduction == "row_sum":
+        vals["y"] = ((*p.lead, g.other_n), "f32", gi.y)
+    if g.reduction == "total_sum":
+        vals["loss"] = (g.loss_shape, "f32", gi.loss)
+    return vals
+
+
+def emit_graph(p: Program):
+    """emit_program for a graph: the helper call, the dy matmul and the
+    neighbour reduction before the first group, the chain between the
+    groups, the dx matmul after them (a row max of dx right after the
+    first); parameters shuffled."""
+    g = p.graph
+    rng = random.Random(f"diffgen-emit/{p.seed}")
+    fns = [Fn(p, rng)]
+    fns += [Fn(q, rng, host=fns[0]) for q in p.groups[1:]]
+    fn = fns[0]
+    ps = graph_params(p)
+    order = list(range(len(ps)))
+    rng.shuffle(order)
+    sig = [ps[i] for i in order]
+    names = [{k: f"%{k}{_suffix(i)}" for k, _ in params(q)}
+             for i, q in enumerate(p.groups)]
+    types = [dict(params(q)) for q in p.groups]
+    for f, nm in zip(fns, names):
+        f.setup(nm["x"])
+    defs = _emit_helper_call(p, fn, names, types) if g.call else ""
+    if g.dy_k:
+        names[0]["dy"], _ = fn.matmul(
+            "%dy_a", fn.rows_by(g.dy_k), "%dy_b",
+            fn.t_weight(g.dy_k, fn.full_dims[-1]), fn.full_dims[-1])
+    results = {}
+    if g.reduction == "row_max" and g.row_max_of != "dx":
+        key = g.row_max_of
+        results["row_max"] = _emit_row_max(fn, names[0][key], types[0][key])
+    if g.reduction == "row_sum":
+        s, st = results["row_sum"] = _emit_row_sum(p, fn)
+        if g.row_sum_scales_dy:
+            names[0]["dy"], _ = fn.elementwise(
+                [("dy", names[0]["dy"], types[0]["dy"], "full"),
+                 ("s", s, st, "row")], "f32",
+                lambda a, b: b.mul(a["dy"], a["s"]))
+    if g.reduction == "total_sum":
+        names[0]["scale"] = _emit_total_sum(fn, g.loss_shape)
+    for i, (f, q) in enumerate(zip(fns, p.groups)):
+        if i == 1 and g.chained:
+            dx, dxt = results["dx"]
+            names[1]["dy"], _ = f.matmul(
+                dx, dxt, "%chain_w",
+                fn.t_weight(fn.full_dims[-1], f.full_dims[-1]),
+                f.full_dims[-1])
+        res = emit_group(f, q, names[i], types[i])
+        results.update({k + _suffix(i): v for k, v in res.items()})
+        if i == 0 and g.reduction == "row_max" and g.row_max_of == "dx":
+            results["row_max"] = _emit_row_max(fn, *results["dx"])
+    if g.dx_j:
+        last = fns[-1]
+        dx, dxt = results["dx" + _suffix(len(fns) - 1)]
+        results["dx_mm"] = last.matmul(
+            dx, dxt, "%dx_w", last.t_weight(last.full_dims[-1], g.dx_j),
+            g.dx_j)
+    return _function_text(p, fn, sig, results, defs)
+
+
+def _emit_helper_call(p: Program, fn, names, types) -> str:
+    """The chosen input becomes `func.call @<program>_scale(input)`;
+    returns the helper's definition."""
+    group, key = p.graph.call
+    t = types[group][key]
+    helper = f"{p.name}_scale"
+    r = fn.fresh("call")
+    fn.emit(f"{r} = func.call @{helper}({names[group][key]}) : ({t}) -> {t}")
+    names[group][key] = r
+    return _scale_helper(helper, t, helper_scale(p))
+
+
+def _scale_helper(name: str, t: str, value: float) -> str:
+    """func.func @name(%t: t) -> t: every element times `value`."""
+    shape, _ = nn.parse_type(t)
+    d = [f"d{i}" for i in range(len(shape))]
+    idmap = f"affine_map<({', '.join(d)}) -> ({', '.join(d)})>"
+    its = ", ".join(['"parallel"'] * len(shape))
+    lines, dyn = [], []
+    for i, dim in enumerate(shape):
+        if dim is None:
+            lines.append(f"  %c{i} = arith.constant {i} : index")
+            lines.append(f"  %n{i} = tensor.dim %t, %c{i} : {t}")
+            dyn.append(f"%n{i}")
+    bits = nn.DTYPES["f32"].to_bits(value)
+    lines += [
+        f"  %s = arith.constant 0x{bits:08X} : f32",
+        f"  %e = tensor.empty({', '.join(dyn)}) : {t}",
+        f"  %r = linalg.generic {{indexing_maps = [{idmap}, {idmap}], "
+        f"iterator_types = [{its}]}}",
+        f"      ins(%t : {t}) outs(%e : {t}) {{",
+        "  ^bb0(%a: f32, %o: f32):",
+        "    %v = arith.mulf %a, %s : f32",
+        "    linalg.yield %v : f32",
+        f"  }} -> {t}",
+        f"  return %r : {t}",
+    ]
+    return f"func.func @{name}(%t: {t}) -> {t} {{\n" + "\n".join(lines) \
+        + "\n}\n"
+
+
+def _emit_row_max(fn, v, t):
+    """A row max (arith.maximumf, from -inf) of v over fn's domain."""
+    ninf = fn.fresh("ninf")
+    fn.emit(f"{ninf} = arith.constant 0xFF800000 : f32")
+    e, rt = fn.empty("row", "f32")
+    init = fn.fill(ninf, e, rt)
+    iters = ["parallel"] * (fn.rank - 1) + ["reduction"]
+    (r,) = fn.generic([("v", v, t, "full")], [(init, rt, "row")], iters,
+                      lambda a, o, b: [b.bin("maximumf", o[0], a["v"])])
+    return r, rt
+
+
+def _emit_row_sum(p: Program, fn):
+    """The row sum of %y over its own domain: (value, [rows] type)."""
+    other = _row_sum_domain(p, fn.rng, host=fn)
+    other.setup("%y")
+    (s,) = other.row_reduce([("y", "%y", other.t_full("f32"), "full")],
+                            lambda a, b: [a["y"]], keep=False)
+    return s, other.t_row("f32")
+
+
+def _emit_total_sum(fn, shape):
+    """The sum of %loss (every dim reduced) into a 0-d tensor."""
+    t = _ttype(shape, "f32")
+    e = fn.fresh("e")
+    fn.emit(f"{e} = tensor.empty() : tensor<f32>")
+    init = fn.fill(fn.zero, e, "tensor<f32>")
+    maps = {"all": "affine_map<(d0, d1) -> (d0, d1)>",
+            "none": "affine_map<(d0, d1) -> ()>"}
+    (r,) = fn.generic([("l", "%loss", t, "all")],
+                      [(init, "tensor<f32>", "none")],
+                      ["reduction", "reduction"],
+                      lambda a, o, b: [fn._combine(b, o[0], a["l"])],
+                      maps=maps)
+    return r
