@@ -11,7 +11,10 @@ ops, hand-fused generics), and for about a third of them a whole graph in
 f32 (norm_diffgen.Graph: dy out of a matmul, dx into one, a row max, a row
 sum over another domain or a total sum beside the group, an input from a
 call to a helper function, a second group of another N, alone or fed by
-the first group's dx through a matmul). Each runs through
+the first group's dx through a matmul), and for about a fifth of the others
+integer and boolean inputs read by a rider on dy (norm_diffgen.Mask: a
+dropout keep-mask in i8 or i1, a per-row i1 padding mask, per-row i32
+ids). Each runs through
 
   unfused : mlir-opt with upstream passes only (UPSTREAM_LOWERING; no norm
             pass; the `fused` style first gets --linalg-fuse-elementwise-ops
@@ -34,7 +37,7 @@ module to module.
   run: differential.py --opt norm-opt --mlir-opt mlir-opt
        --runner mlir-runner [--shared-lib-dir DIR] [--cases 200]
        [--seed 1] [--batch 250] [--mutant NAME] [--check-mutants]
-       [--no-fuse] [--no-graphs] [--keep DIR] [-q]
+       [--no-fuse] [--no-graphs] [--no-masks] [--keep DIR] [-q]
 
 --cases 5000 --seed S runs thousands; --check-mutants also requires each
 wrong reference to fail in at least 95% of the cases it applies to;
@@ -42,7 +45,8 @@ wrong reference to fail in at least 95% of the cases it applies to;
 --no-fuse lowers the fused path without the norm passes (must fail: the
 test refuses a comparison where nothing fused).
 --no-graphs generates one norm per function only (the single-norm programs
-of a seed are the same with or without graphs).
+of a seed are the same with or without graphs); --no-masks draws no Mask
+(the others stay the same).
 Python 3.11 standard library only.
 """
 
@@ -119,6 +123,8 @@ def main():
                     help="also generate the forms of norm_diffgen.KNOWN_BUGS")
     ap.add_argument("--no-graphs", action="store_true",
                     help="one norm per function only (no norm_diffgen.Graph)")
+    ap.add_argument("--no-masks", action="store_true",
+                    help="no integer / boolean inputs (norm_diffgen.Mask)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--keep")
     ap.add_argument("-q", "--quiet", action="store_true")
@@ -126,7 +132,8 @@ def main():
 
     t0 = time.monotonic()
     progs = [dg.gen_program(i, args.seed, args.known_bugs,
-                            graphs=not args.no_graphs)
+                            graphs=not args.no_graphs,
+                            masks=not args.no_masks)
              for i in range(args.first, args.first + args.cases)]
     # Modules: the `fused` style needs upstream elementwise fusion first.
     groups = []
@@ -224,10 +231,16 @@ def main():
     failed = 0
     worst = {}  # (what, result, type) -> (error, program)
     mutants = dg.all_mutants() if args.check_mutants else []
+    # Mutants of a feature turned off apply to no program.
+    off = ((dg.GRAPH_MUTANTS if args.no_graphs else {})
+           | (dg.MASK_MUTANTS if args.no_masks else {}))
+    mutants = [mu for mu in mutants if mu not in off]
     caught = nn.MutantTally(mutants)
     styles = {}  # style -> [programs, failed]
     graphs = [0, 0]  # [graph programs, failed]
     graph_kinds = {k: 0 for k in dg.GRAPH_KINDS}
+    masks = [0, 0]  # [programs with a mask, failed]
+    mask_kinds = {k: 0 for k in dg.MASK_KINDS}
 
     def tally(p, ok):
         st = styles.setdefault(p.style, [0, 0])
@@ -238,6 +251,11 @@ def main():
             graphs[1] += not ok
             for kind in p.graph.kinds():
                 graph_kinds[kind] += 1
+        if p.mask is not None:
+            masks[0] += 1
+            masks[1] += not ok
+            for kind in p.mask.kinds():
+                mask_kinds[kind] += 1
 
     n_identical = 0
     for (m, pre, _, programs), res in zip(modules, results):
@@ -319,6 +337,8 @@ def main():
                                 for s, (n, f) in sorted(styles.items())))
     print(f"GRAPHS {graphs[0]} ({graphs[1]} failed): "
           + ", ".join(f"{k}: {n}" for k, n in graph_kinds.items()))
+    print(f"MASKS {masks[0]} ({masks[1]} failed): "
+          + ", ".join(f"{k}: {n}" for k, n in mask_kinds.items()))
     print(f"IDENTICAL {n_identical} of {len(progs)} programs bitwise equal "
           "between the unfused and fused paths")
     missed = caught.report("programs", MUTANT_MIN_CAUGHT)

@@ -85,7 +85,7 @@ def lit_chunks():
 def generated_chunks(count, seed):
     import norm_diffgen as gen
     for i in range(count):
-        program = gen.gen_program(i, seed, graphs=True)
+        program = gen.gen_program(i, seed, graphs=True, masks=True)
         yield f"generated#{i} ({program.name})", gen.emit_program(program)[0], []
 
 

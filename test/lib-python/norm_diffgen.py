@@ -43,6 +43,13 @@ in its function or (GRAPH_SHARE of them) inside a whole graph:
   the first group's dx through a matmul. The reference computes the whole
   graph in float64; the fused path must give one norm.mixed_reduction per
   group and leave only the neighbours' reductions.
+- masks (`Mask`, MASK_SHARE of the single-norm programs): integer and
+  boolean inputs read by a rider on dy -- a dropout keep-mask [rows..., N]
+  (i8: uitofp, times dy and 1 / (1 - p); i1: select k, dy * c, 0), a
+  per-row i32 id (dy * (id + 1)), a per-row i1 padding mask (select valid,
+  dy, 0); one generic on dy in f32 or on the raw 16-bit dy with a truncf
+  back (steps, fused; named: maybe a linalg.map), or in every payload that
+  reads dy (inline). The reference rounds as the payload does.
 
 Every random choice comes from a `random.Random` seeded with a string
 (stable across Python versions and runs).
@@ -90,6 +97,8 @@ class Program:
     # A whole-graph function: the neighbours around this program's group,
     # and maybe a second group (see Graph). None: the function is the group.
     graph: Graph | None = None
+    # Integer / boolean inputs read by a rider on dy (see Mask); None: none.
+    mask: Mask | None = None
 
     @property
     def name(self) -> str:
@@ -134,6 +143,8 @@ class Program:
             parts.append("dyn:" + self.dynamic)
         if self.stats == "recomputed":
             parts.append("stats")
+        if self.mask is not None:
+            parts.append(self.mask.describe())
         text = ".".join(parts)
         if self.graph is not None:
             text += "+" + self.graph.describe()
@@ -255,6 +266,57 @@ GRAPH_KINDS = ("two groups", "chained", "dy matmul", "dx matmul", "call",
                "row max", "row sum", "total sum")
 
 
+@dataclasses.dataclass(frozen=True)
+class Mask:
+    """Integer and boolean inputs that a rider on dy reads (a single-norm
+    program only; results stay float). One rider generic (or payload code,
+    inline) computes, in f32 from dy g (after its extf and scale, or, with
+    in_storage, from the raw dy with a truncf back to x's type):
+      keep "i8": uitofp k : i8 to f32, g * k * c     (dropout keep-mask,
+      keep "i1": select k, g * c, 0                   c = 1 / (1 - drop))
+      ids      : g * (sitofp id : i32 to f32 + 1)    (a per-row i32 id)
+      row_mask : select valid, g, 0                  (a per-row i1: padding)
+    keep is full-domain ([rows..., N]); ids and valid are [rows...], read
+    with the row map. At least one of them."""
+
+    keep: str | None = None  # None | "i8" | "i1"
+    drop: float = 0.0  # the dropout probability (c = 1 / (1 - drop))
+    row_mask: bool = False
+    ids: bool = False
+    in_storage: bool = False  # on dy in x's type: ext, rider, truncf
+
+    def describe(self) -> str:
+        parts = []
+        if self.keep:
+            parts.append(f"keep:{self.keep}/{self.drop:g}")
+        if self.ids:
+            parts.append("ids")
+        if self.row_mask:
+            parts.append("rowmask")
+        return ("mask" + ("@dy" if self.in_storage else "") + "["
+                + ",".join(parts) + "]")
+
+    def keys(self) -> list:
+        """The parameters it reads (mask_params gives their types)."""
+        return [k for k, on in (("keep", self.keep), ("valid", self.row_mask),
+                                ("ids", self.ids)) if on]
+
+    def kinds(self) -> list:
+        """Its kinds of rider, as MASK_KINDS names them."""
+        has = {"i8": self.keep == "i8", "i1": self.keep == "i1",
+               "row mask": self.row_mask, "ids": self.ids}
+        return [k for k in MASK_KINDS if has[k]]
+
+    @property
+    def keep_scale(self) -> float:
+        """c = 1 / (1 - drop), the f32 constant of the payload."""
+        return nn.DTYPES["f32"].round(1.0 / (1.0 - self.drop))
+
+
+MASK_KINDS = ("i8", "i1", "row mask", "ids")
+MASK_ROW_TYPES = {"valid": "i1", "ids": "i32"}  # the per-row inputs' types
+
+
 def _suffix(group: int) -> str:
     """The ending of a group's result and parameter names in a graph."""
     return f"_{group + 1}" if group else ""
@@ -282,6 +344,12 @@ MATMUL_J = (3, 4, 8, 16)
 OTHER_N = (2, 3, 5, 8, 16)
 LOSS_SHAPES = ((2, 3), (4, 8), (8, 16))
 
+# Masks: their share of the single-norm programs, the dropout probabilities
+# (keep probability 0.8 to 0.9), the largest per-row id.
+MASK_SHARE = 0.2
+MASK_DROPS = (0.1, 0.125, 0.2)
+MASK_MAX_ID = 3
+
 
 # Forms the fused path is known to get wrong (docs/numerics.md has the
 # details): generated only with known_bugs=True. None at present ("lead",
@@ -294,12 +362,14 @@ KNOWN_BUGS = ()
 
 
 def gen_program(index: int, seed, known_bugs=False,
-                graphs=False) -> Program:
+                graphs=False, masks=False) -> Program:
     """Program `index` of the stream with this seed: one norm per function,
-    or with `graphs` (differential.py; not the GPU check or the remark
-    sweep, which take single norms) GRAPH_SHARE of them whole graphs.
-    Whether it is a graph, and the graph, come from their own stream, so
-    that the single-norm programs of a seed are the same either way."""
+    or with `graphs` (differential.py, the remark sweep; not the GPU check,
+    which takes single norms) GRAPH_SHARE of them whole graphs; with
+    `masks` (differential.py, the remark sweep) MASK_SHARE of the
+    single-norm ones read a Mask. Whether it is a graph, and the graph, come
+    from their own stream, and so do the masks, so that the other programs
+    of a seed are the same either way."""
     rng = random.Random(f"diffgen/{seed}/{index}")
     # Drawn from its own stream, so the draws of _draw_group stay as they
     # were.
@@ -308,6 +378,9 @@ def gen_program(index: int, seed, known_bugs=False,
     graph_rng = random.Random(f"diffgen-graph/{seed}/{index}")
     if graphs and graph_rng.random() < GRAPH_SHARE:
         p = _draw_graph(p, graph_rng, known_bugs)
+    mask_rng = random.Random(f"diffgen-mask/{seed}/{index}")
+    if masks and p.graph is None and mask_rng.random() < MASK_SHARE:
+        p = dataclasses.replace(p, mask=_draw_mask(p, mask_rng))
     return p
 
 
@@ -346,6 +419,22 @@ def _draw_group(rng, acc16_rng, index, seed, known_bugs) -> Program:
         style=rng.choice(STYLES))
 
 
+def _draw_mask(p: Program, rng) -> Mask:
+    """A dropout keep-mask (i8 or i1), and / or per-row ids and a per-row
+    padding mask (with at least two rows: one row always stays valid).
+    in_storage (16-bit x only, not inline: its payloads compute in f32)
+    puts the rider on the raw dy, rounded back to x's type."""
+    keep = rng.choice(("i8", "i1", "i8", "i1", None))
+    ids = rng.random() < 0.3
+    row_mask = p.rows >= 2 and rng.random() < 0.3
+    if not (keep or ids or row_mask):
+        keep = rng.choice(("i8", "i1"))
+    return Mask(keep=keep, drop=rng.choice(MASK_DROPS) if keep else 0.0,
+                row_mask=row_mask, ids=ids,
+                in_storage=(p.x_type != "f32" and p.style != "inline"
+                            and rng.random() < 0.5))
+
+
 def _dynamic(rng, lead, known_bugs):
     d = rng.choice((None, None, None, "rows", "all"))
     del known_bugs  # no form is held back at present
@@ -372,6 +461,7 @@ class ProgramInputs:
     prev_dw: list | None
     prev_db: list | None
     graph: GraphInputs | None = None  # the neighbours' (a graph's) inputs
+    mask: MaskInputs | None = None  # the mask rider's inputs (Mask)
 
     @property
     def groups(self) -> tuple:
@@ -405,7 +495,69 @@ def _gen_group_inputs(p: Program) -> ProgramInputs:
     if p.acc_db:
         prev_db = [nn._nonzero(lambda: rng.gauss(0.0, 2.0), pt)
                    for _ in range(p.n)]
-    return ProgramInputs(core, scale, dres, prev_dw, prev_db)
+    return ProgramInputs(core, scale, dres, prev_dw, prev_db,
+                         mask=gen_mask_inputs(p) if p.mask else None)
+
+
+@dataclasses.dataclass
+class MaskInputs:
+    """A Mask's inputs, 0 / 1 and small ints as floats (None: not read)."""
+    keep: list | None  # [rows * N]: 1 with probability 1 - drop
+    valid: list | None  # [rows]: 0 for a padded row
+    ids: list | None  # [rows]: 0 to MASK_MAX_ID
+    # masked_dy's results, by the rider a mutant forgets (None: none).
+    dy_cache: dict = dataclasses.field(default_factory=dict)
+
+
+def gen_mask_inputs(p: Program) -> MaskInputs:
+    """Seeded (their own stream: the other inputs stay as they were). Never
+    degenerate: every row keeps at least one element, some row is valid and
+    some is padded, some id is not 0 (so that forgetting a rider shows)."""
+    m = p.mask
+    rng = random.Random(f"diffgen-mask-inputs/{p.seed}")
+    rows, n = p.rows, p.n
+    keep = valid = ids = None
+    if m.keep:
+        keep = [float(rng.random() >= m.drop) for _ in range(rows * n)]
+        for r in range(rows):
+            if not any(keep[r * n:(r + 1) * n]):
+                keep[r * n + rng.randrange(n)] = 1.0
+    if m.row_mask:
+        valid = [float(rng.random() >= 0.25) for _ in range(rows)]
+        valid[rng.randrange(rows)] = 1.0
+        if all(valid):  # (rows >= 2: one stays valid)
+            valid[rng.randrange(rows)] = 0.0
+    if m.ids:
+        ids = [float(rng.randint(0, MASK_MAX_ID)) for _ in range(rows)]
+        if not any(ids):
+            ids[rng.randrange(rows)] = float(rng.randint(1, MASK_MAX_ID))
+    return MaskInputs(keep, valid, ids)
+
+
+def masked_dy(p: Program, inp: ProgramInputs, forget=None):
+    """dy through the mask rider as the payload computes it (_mask_payload:
+    f32 products; rounded to x's type when in_storage); `forget`: the
+    rider a mutant leaves out ("keep", "valid" or "ids")."""
+    mi = inp.mask
+    if forget in mi.dy_cache:
+        return mi.dy_cache[forget]
+    m, n = p.mask, p.n
+    r32 = nn.DTYPES["f32"].round
+    c = m.keep_scale
+    out = []
+    for i, g in enumerate(inp.core.dy):
+        r = i // n
+        if m.keep and forget != "keep":
+            g = r32(g * c) * mi.keep[i]
+        if m.ids and forget != "ids":
+            g = r32(g * (mi.ids[r] + 1.0))
+        if m.row_mask and forget != "valid":
+            g = g * mi.valid[r]
+        out.append(g)
+    if m.in_storage:
+        out = nn.DTYPES[p.x_type].round_list(out)
+    mi.dy_cache[forget] = out
+    return out
 
 
 # Wrong references for the self-check (each must be caught): the core
@@ -415,7 +567,20 @@ RIDER_MUTANTS = {
     "no-dy-scale": lambda p: p.scale is not None,
     "no-prev-dw": lambda p: p.acc_dw,
     "no-prev-db": lambda p: p.acc_db,
+    "no-mask": lambda p: _dy_matters(p) and p.mask.keep is not None,
+    "no-row-mask": lambda p: _dy_matters(p) and p.mask.row_mask,
+    "no-row-ids": lambda p: _dy_matters(p) and p.mask.ids,
 }
+# The Mask rider each mask mutant forgets (masked_dy's `forget`).
+MASK_MUTANTS = {"no-mask": "keep", "no-row-mask": "valid",
+                "no-row-ids": "ids"}
+
+
+def _dy_matters(p: Program) -> bool:
+    """Whether a program with a mask has a result that depends on dy: not
+    LayerNorm over N = 1 without dB (xhat = 0: dx = 0, dW = 0)."""
+    return p.mask is not None and not (p.op == "layer_norm" and p.n == 1
+                                       and not p.need_db)
 
 
 def mutant_applies(p: Program, mutant: str) -> bool:
@@ -503,6 +668,8 @@ def _group_reference(p: Program, inp: ProgramInputs, mutant: str | None):
     core = inp.core
     n = p.n
     dy = core.dy
+    if p.mask is not None:
+        dy = masked_dy(p, inp, MASK_MUTANTS.get(mutant))
     if inp.scale is not None and mutant != "no-dy-scale":
         dy = [inp.scale * v for v in dy]
     mean, rstd = core.mean, core.rstd
@@ -587,6 +754,17 @@ class Body:
             return a
         v = self._new()
         self.lines.append(f"{v} = arith.truncf {a} : f32 to {dst}")
+        return v
+
+    def itofp(self, op, a, src):
+        """uitofp / sitofp of an integer to f32."""
+        v = self._new()
+        self.lines.append(f"{v} = arith.{op} {a} : {src} to f32")
+        return v
+
+    def select(self, cond, a, b):
+        v = self._new()
+        self.lines.append(f"{v} = arith.select {cond}, {a}, {b} : f32")
         return v
 
     def rsqrt(self, a):
@@ -948,7 +1126,18 @@ def params(p: Program):
         ps.append(("prev_dw", fn.t_col(p.prev_type)))
     if p.acc_db:
         ps.append(("prev_db", fn.t_col(p.prev_type)))
+    ps += mask_params(p, fn)
     return ps
+
+
+def mask_params(p: Program, fn):
+    """[(key, type)] of the Mask's inputs: keep [rows..., N] i8 / i1,
+    valid [rows...] i1, ids [rows...] i32."""
+    m = p.mask
+    if m is None:
+        return []
+    return [(k, fn.t_full(m.keep) if k == "keep"
+             else fn.t_row(MASK_ROW_TYPES[k])) for k in m.keys()]
 
 
 def emit_program(p: Program):
@@ -1015,6 +1204,61 @@ def _scale_in(fn, p, names, types, ins):
     if p.scale in ("arg", "const"):
         return lambda a: names["scale"]
     return None
+
+
+def _mask_ins(p, names, types, ins):
+    """Adds the Mask's inputs to a generic's inputs (keep with the full
+    map, valid and ids with the row map)."""
+    for key in p.mask.keys():
+        ins.append((key, names[key], types[key],
+                    "full" if key == "keep" else "row"))
+
+
+def _mask_payload(b, p, a, g):
+    """dy g (f32) through the Mask rider, in a payload with the block
+    arguments a["keep"], a["ids"], a["valid"] (masked_dy computes the
+    same)."""
+    m = p.mask
+    if m.keep == "i8":
+        g = b.mul(b.mul(g, b.itofp("uitofp", a["keep"], "i8")),
+                  b.const(m.keep_scale))
+    elif m.keep == "i1":
+        g = b.select(a["keep"], b.mul(g, b.const(m.keep_scale)),
+                     b.const(0.0))
+    if m.ids:
+        g = b.mul(g, b.add(b.itofp("sitofp", a["ids"], "i32"),
+                           b.const(1.0)))
+    if m.row_mask:
+        g = b.select(a["valid"], g, b.const(0.0))
+    return g
+
+
+def _emit_mask(fn, p, names, types, dy, elem, named=False):
+    """The Mask rider on dy (full, of type `elem`: x's type for in_storage,
+    else f32) in its own elementwise op: a generic, or (`named`, a
+    keep-mask alone) maybe a linalg.map. Returns the new dy (same type)."""
+    def body(a, b):
+        return b.trunc(_mask_payload(b, p, a, b.ext(a["dy"], elem)), elem)
+    t = fn.t_full(elem)
+    if named and not (p.mask.row_mask or p.mask.ids) and \
+            fn.rng.random() < 0.7:
+        return fn.map_region([("dy", dy, t),
+                              ("keep", names["keep"], types["keep"])],
+                             elem, body)[0]
+    ins = [("dy", dy, t, "full")]
+    _mask_ins(p, names, types, ins)
+    return fn.elementwise(ins, elem, body)[0]
+
+
+def _mask_in_storage(fn, p, names, types, named=False):
+    """names with dy replaced by the masked raw dy when the Mask is
+    applied in x's type (in_storage); names as given otherwise."""
+    if p.mask is None or not p.mask.in_storage:
+        return names
+    names = dict(names)
+    names["dy"] = _emit_mask(fn, p, names, types, names["dy"], p.x_type,
+                             named)
+    return names
 
 
 def _stats_ins(p, names, types, ins):
@@ -1128,6 +1372,7 @@ def _emit_steps(fn, p, names, types):
     if p.stats == "recomputed":
         names, types = _recompute_stats(fn, p, names, types, p.keepdim)
     km = "rowk" if p.keepdim else "row"
+    names = _mask_in_storage(fn, p, names, types)
     # extf of x and dy.
     x32, dy32 = names["x"], names["dy"]
     if p.x_type != "f32":
@@ -1142,6 +1387,8 @@ def _emit_steps(fn, p, names, types):
         sc = _scale_in(fn, p, names, types, ins)
         dy32, _ = fn.elementwise(ins, "f32",
                                  lambda a, b: b.mul(a["dy"], sc(a)))
+    if p.mask is not None and not p.mask.in_storage:
+        dy32 = _emit_mask(fn, p, names, types, dy32, "f32")
     # xhat, in one or two steps.
     mean_in = [("mean", names["mean"], types["mean"], km)] \
         if p.op == "layer_norm" else []
@@ -1275,6 +1522,8 @@ def _emit_inline(fn, p, names, types):
         if p.has_w and with_w:
             ins.append(("w", names["w"], types["w"], "col"))
         sc = _scale_in(fn, p, names, types, ins)
+        if p.mask is not None:
+            _mask_ins(p, names, types, ins)
         return ins, sc
 
     def xhat_of(a, b):
@@ -1285,7 +1534,9 @@ def _emit_inline(fn, p, names, types):
 
     def dy_of(a, b, sc):
         g = b.ext(a["dy"], p.x_type)
-        return b.mul(g, sc(a)) if sc else g
+        if sc:
+            g = b.mul(g, sc(a))
+        return _mask_payload(b, p, a, g) if p.mask is not None else g
 
     def wdy_of(a, b, sc):
         g = dy_of(a, b, sc)
@@ -1345,6 +1596,7 @@ def _emit_named(fn, p, names, types):
     recomputed = p.stats == "recomputed"
     if recomputed:
         names, types = _recompute_stats(fn, p, names, types, False)
+    names = _mask_in_storage(fn, p, names, types, named=True)
     ln = p.op == "layer_norm"
 
     def named():
@@ -1377,6 +1629,8 @@ def _emit_named(fn, p, names, types):
             dy32, _ = fn.map_region([("dy", dy32, full32)], "f32",
                                     lambda a, b: b.mul(a["dy"],
                                                        names["scale"]))
+    if p.mask is not None and not p.mask.in_storage:
+        dy32 = _emit_mask(fn, p, names, types, dy32, "f32", named=True)
     rstd, rstdt = row_flat("rstd")
     rstd_b, _ = fn.broadcast(rstd, rstdt, "row")
     if ln:
@@ -1476,7 +1730,13 @@ def _group_param_values(p: Program, inp: ProgramInputs):
     core = inp.core
     lead = p.lead
     keep = (1,) if p.keepdim else ()
-    return {
+    vals = {}
+    if p.mask is not None:
+        mi = inp.mask
+        vals = {"keep": (p.shape, p.mask.keep, mi.keep),
+                "valid": (lead, MASK_ROW_TYPES["valid"], mi.valid),
+                "ids": (lead, MASK_ROW_TYPES["ids"], mi.ids)}
+    return vals | {
         "x": (p.shape, p.x_type, core.x),
         "dy": (p.shape, p.x_type, core.dy),
         "mean": ((*lead, *keep), "f32", core.mean),
