@@ -206,7 +206,50 @@ private:
   LogicalResult validate(Group &group, std::string &why);
   /// No input of the group may depend on the group's own results.
   LogicalResult checkNoCycle(const Group &group, std::string &why) const;
+  /// What fuse() works out before it builds anything, and what the
+  /// region emitters share.
+  struct FusionPlan {
+    // Row stages: a row reduction's stage, the row results before each.
+    DenseMap<Operation *, unsigned> stageOf;
+    unsigned numStages = 0;
+    DenseMap<std::pair<Operation *, unsigned>, unsigned> rowResults;
+    SmallVector<unsigned> rowResultsBefore;
+    // Inputs by how the domain indexes them.
+    SmallVector<Access> full, row, col, scalar;
+    // Results that leave the group, the group's last op, the users that
+    // move after the fused op (in block order).
+    SmallVector<Value> fullOuts, colOuts, colInits;
+    Operation *last = nullptr;
+    SmallVector<Operation *> toMove;
+    // The fused op's block arguments and the values read above it.
+    DenseMap<std::pair<Value, unsigned>, unsigned> inputIndex;
+    unsigned numInputs = 0;
+    SmallVector<Type> inputTypes, rowResultTypes;
+    DenseMap<Value, Value> scalarValues;
+  };
+  /// The steps of fuse(): plan the row stages, the inputs, the outputs (and
+  /// the users to move), create the op, build its regions, then remark and
+  /// replace the group.
   LogicalResult fuse(Group &group, std::string &why);
+  void planStages(const Group &group, FusionPlan &plan);
+  LogicalResult planInputs(const Group &group, FusionPlan &plan,
+                           std::string &why);
+  LogicalResult planOutputs(const Group &group, FusionPlan &plan,
+                            std::string &why);
+  LogicalResult planUsersToMove(const Group &group, FusionPlan &plan,
+                                std::string &why);
+  MixedReductionOp createFusedOp(const Group &group, FusionPlan &plan,
+                                 OpBuilder &b);
+  LogicalResult buildRegions(const Group &group, const FusionPlan &plan,
+                             OpBuilder &b, MixedReductionOp fused);
+  LogicalResult
+  buildRegion(const FusionPlan &plan, OpBuilder &b, Region &region,
+              unsigned numRowResults,
+              function_ref<FailureOr<SmallVector<Value>>(class RegionEmitter &)>
+                  body);
+  void remarkFused(const Group &group, unsigned numStages);
+  void replaceGroup(Group &group, const FusionPlan &plan,
+                    MixedReductionOp fused);
 
   void remark(Operation *op, const Twine &message) {
     if (remarks)
@@ -866,89 +909,93 @@ Value materialize(OpBuilder &b, Location loc, const Access &access) {
   return tensor::CollapseShapeOp::create(b, loc, v, reassociation);
 }
 
-LogicalResult Analysis::fuse(Group &group, std::string &why) {
+/// Element types the fused op computes in (f32) and stores.
+static bool computesInF32(Type t) {
+  t = getElementTypeOrSelf(t);
+  return t.isF32() || t.isF16() || t.isBF16();
+}
+
+/// Input element types: also integers and booleans (masks, ids) that the
+/// payloads convert.
+static bool readableInput(Type t) {
+  Type e = getElementTypeOrSelf(t);
+  return computesInF32(t) || e.isInteger(1) || e.isInteger(8) ||
+         e.isInteger(16) || e.isInteger(32);
+}
+
+static std::string elementTypeName(Type t) {
+  std::string name;
+  llvm::raw_string_ostream(name) << getElementTypeOrSelf(t);
+  return name;
+}
+
+void Analysis::planStages(const Group &group, FusionPlan &plan) {
+  // A row reduction runs after those whose results it reads.
+  for (Operation *op : group.rowReductions) {
+    unsigned stage = 0;
+    for (Operation *dep : slices[op].rowReductions)
+      stage = std::max(stage, plan.stageOf[dep] + 1);
+    plan.stageOf[op] = stage;
+    plan.numStages = std::max(plan.numStages, stage + 1);
+  }
+  plan.rowResultsBefore.assign(plan.numStages + 1, 0);
+  for (unsigned stage = 0; stage < plan.numStages; ++stage) {
+    plan.rowResultsBefore[stage + 1] = plan.rowResultsBefore[stage];
+    for (Operation *op : group.rowReductions)
+      if (plan.stageOf[op] == stage)
+        for (unsigned i = 0; i < op->getNumResults(); ++i)
+          plan.rowResults[{op, i}] = plan.rowResultsBefore[stage + 1]++;
+  }
+}
+
+LogicalResult Analysis::planInputs(const Group &group, FusionPlan &plan,
+                                   std::string &why) {
   unsigned rank = domain.size();
   Dims rowDims, colDims = {rank - 1};
   for (unsigned d = 0; d + 1 < rank; ++d)
     rowDims.push_back(d);
-
-  // Stages: a row reduction runs after those whose results it reads.
-  DenseMap<Operation *, unsigned> stageOf;
-  unsigned numStages = 0;
-  for (Operation *op : group.rowReductions) {
-    unsigned stage = 0;
-    for (Operation *dep : slices[op].rowReductions)
-      stage = std::max(stage, stageOf[dep] + 1);
-    stageOf[op] = stage;
-    numStages = std::max(numStages, stage + 1);
-  }
-  DenseMap<std::pair<Operation *, unsigned>, unsigned> rowResults;
-  SmallVector<unsigned> rowResultsBefore(numStages + 1, 0);
-  for (unsigned stage = 0; stage < numStages; ++stage) {
-    rowResultsBefore[stage + 1] = rowResultsBefore[stage];
-    for (Operation *op : group.rowReductions)
-      if (stageOf[op] == stage)
-        for (unsigned i = 0; i < op->getNumResults(); ++i)
-          rowResults[{op, i}] = rowResultsBefore[stage + 1]++;
-  }
-
-  // External inputs, by how the domain indexes them.
-  SmallVector<Access> full, row, col, scalar;
-  DenseSet<std::pair<Value, unsigned>> seenInputs;
+  DenseSet<std::pair<Value, unsigned>> seen;
   for (Operation *op : group.candidates) {
     for (auto &[key, access] : slices[op].externals) {
-      if (!seenInputs.insert(key).second)
+      if (!seen.insert(key).second)
         continue;
       if (access.dims.size() == rank)
-        full.push_back(access);
+        plan.full.push_back(access);
       else if (access.dims == rowDims)
-        row.push_back(access);
+        plan.row.push_back(access);
       else if (access.dims == colDims)
-        col.push_back(access);
+        plan.col.push_back(access);
       else if (access.dims.empty())
-        scalar.push_back(access);
+        plan.scalar.push_back(access);
       else {
         why = "an input is indexed by only some of the leading dims";
         return failure();
       }
     }
   }
-  if (full.empty()) {
+  if (plan.full.empty()) {
     why = "no input spans the whole [rows..., N] domain";
     return failure();
   }
-  // norm.mixed_reduction computes in f32: wider (f64) or non-float values
-  // stay unfused rather than lose precision (or fail to convert).
-  auto computesInF32 = [](Type t) {
-    t = getElementTypeOrSelf(t);
-    return t.isF32() || t.isF16() || t.isBF16();
-  };
-  auto elementTypeName = [](Type t) {
-    std::string name;
-    llvm::raw_string_ostream(name) << getElementTypeOrSelf(t);
-    return name;
-  };
-  // Inputs may also be integers and booleans (masks, ids) that the
-  // payloads convert; results stay floating point.
-  auto readable = [&](Type t) {
-    Type e = getElementTypeOrSelf(t);
-    return computesInF32(t) || e.isInteger(1) || e.isInteger(8) ||
-           e.isInteger(16) || e.isInteger(32);
-  };
-  for (const Access &access : llvm::concat<const Access>(full, row, col)) {
-    if (!readable(access.base.getType())) {
+  // f64 would lose precision in the f32 the op computes in.
+  for (const Access &access :
+       llvm::concat<const Access>(plan.full, plan.row, plan.col)) {
+    if (!readableInput(access.base.getType())) {
       why = "an input has element type " +
             elementTypeName(access.base.getType()) +
             " (the fused op reads bf16, f16, f32 and i1-i32)";
       return failure();
     }
   }
-  // Results that leave the group.
-  Operation *last = group.members.front();
+  return success();
+}
+
+LogicalResult Analysis::planOutputs(const Group &group, FusionPlan &plan,
+                                    std::string &why) {
+  plan.last = group.members.front();
   for (Operation *op : group.members)
-    if (position[op] > position[last])
-      last = op;
-  SmallVector<Value> fullOuts, colOuts, colInits;
+    if (position[op] > position[plan.last])
+      plan.last = op;
   auto leaves = [&](Value v) {
     return llvm::any_of(v.getUsers(), [&](Operation *user) {
       return !group.members.contains(user);
@@ -958,29 +1005,35 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
     Kind kind = viewOf(op)->kind;
     for (OpResult r : op->getResults()) {
       if (kind == Kind::ColReduce) {
-        colOuts.push_back(r);
-        colInits.push_back(
-            cast<DestinationStyleOpInterface>(op).getDpsInits()[r.getResultNumber()]);
+        plan.colOuts.push_back(r);
+        plan.colInits.push_back(cast<DestinationStyleOpInterface>(op)
+                                    .getDpsInits()[r.getResultNumber()]);
       } else if (kind == Kind::Elementwise && leaves(r)) {
-        fullOuts.push_back(r);
+        plan.fullOuts.push_back(r);
       }
     }
   }
   // What leaves the group is floating point (intermediates inside it, a
   // mask's i1 compare, say, are scalars of the payloads).
-  for (Value v : llvm::concat<Value>(fullOuts, colOuts)) {
+  for (Value v : llvm::concat<Value>(plan.fullOuts, plan.colOuts)) {
     if (!computesInF32(v.getType())) {
       why = "a result has element type " + elementTypeName(v.getType()) +
             " (the fused op computes in f32: bf16, f16 and f32 only)";
       return failure();
     }
   }
+  return planUsersToMove(group, plan, why);
+}
+
+LogicalResult Analysis::planUsersToMove(const Group &group, FusionPlan &plan,
+                                        std::string &why) {
   // Users of the results that sit before the group's last op (a reshape of
   // dW between the dW and dB reductions) move after the fused op, with
   // their own users, when they have no side effects.
+  Operation *last = plan.last;
   llvm::SetVector<Operation *> toMove;
   SmallVector<Operation *> pending;
-  for (Value v : llvm::concat<Value>(fullOuts, colOuts))
+  for (Value v : llvm::concat<Value>(plan.fullOuts, plan.colOuts))
     for (Operation *user : v.getUsers())
       if (!group.members.contains(user))
         pending.push_back(user);
@@ -1003,73 +1056,77 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
     for (Operation *next : user->getUsers())
       pending.push_back(next);
   }
+  plan.toMove.assign(toMove.begin(), toMove.end());
+  llvm::sort(plan.toMove, [&](Operation *a, Operation *c) {
+    return a->isBeforeInBlock(c);
+  });
+  return success();
+}
 
-  // Build the fused op right after the group's last op.
+MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
+                                         OpBuilder &b) {
   Location loc = group.rowReductions.front()->getLoc();
-  OpBuilder b(last->getContext());
-  b.setInsertionPointAfter(last);
-  DenseMap<std::pair<Value, unsigned>, unsigned> inputIndex;
   SmallVector<Value> fullValues, rowValues, colValues;
-  unsigned numInputs = 0;
   for (auto [accesses, values] :
-       {std::make_pair(&full, &fullValues), std::make_pair(&row, &rowValues),
-        std::make_pair(&col, &colValues)}) {
+       {std::make_pair(&plan.full, &fullValues),
+        std::make_pair(&plan.row, &rowValues),
+        std::make_pair(&plan.col, &colValues)}) {
     for (const Access &access : *accesses) {
       values->push_back(materialize(b, loc, access));
-      inputIndex[{access.base, dimsKey(access.dims)}] = numInputs++;
+      plan.inputIndex[{access.base, dimsKey(access.dims)}] = plan.numInputs++;
     }
   }
   // Scalars (0-d tensors, all-unit-dim tensors) are read once, above the op.
-  DenseMap<Value, Value> scalarValues;
-  for (const Access &access : scalar) {
+  for (const Access &access : plan.scalar) {
     auto type = cast<RankedTensorType>(access.base.getType());
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     SmallVector<Value> indices(type.getRank(), zero);
-    scalarValues[access.base] =
+    plan.scalarValues[access.base] =
         tensor::ExtractOp::create(b, loc, access.base, indices);
   }
-
-  SmallVector<Type> fullTypes, colTypes;
-  for (Value v : fullOuts)
-    fullTypes.push_back(v.getType());
-  for (Value v : colOuts)
-    colTypes.push_back(v.getType());
-  auto fused = MixedReductionOp::create(b, loc, fullTypes, colTypes,
-                                        fullValues, rowValues, colValues,
-                                        colInits, numStages);
-
-  SmallVector<Type> inputTypes;
   for (Value v : llvm::concat<Value>(fullValues, rowValues, colValues))
-    inputTypes.push_back(cast<RankedTensorType>(v.getType()).getElementType());
-  SmallVector<Type> rowResultTypes(rowResultsBefore.back());
-  for (auto &[key, index] : rowResults)
-    rowResultTypes[index] =
+    plan.inputTypes.push_back(
+        cast<RankedTensorType>(v.getType()).getElementType());
+  plan.rowResultTypes.assign(plan.rowResultsBefore.back(), Type());
+  for (auto &[key, index] : plan.rowResults)
+    plan.rowResultTypes[index] =
         getElementTypeOrSelf(key.first->getResult(key.second).getType());
+  return MixedReductionOp::create(
+      b, loc, ValueRange(plan.fullOuts).getTypes(),
+      ValueRange(plan.colOuts).getTypes(), fullValues, rowValues, colValues,
+      plan.colInits, plan.numStages);
+}
 
-  // Creates a region's block and an emitter that sees `numRowResults`.
-  auto withRegion = [&](Region &region, unsigned numRowResults,
-                        function_ref<FailureOr<SmallVector<Value>>(
-                            RegionEmitter &)> body) -> LogicalResult {
-    SmallVector<Type> argTypes(inputTypes);
-    argTypes.append(rowResultTypes.begin(),
-                    rowResultTypes.begin() + numRowResults);
-    Block *block = b.createBlock(&region, {}, argTypes,
-                                 SmallVector<Location>(argTypes.size(), loc));
-    RegionEmitter emitter(*this, b, inputIndex, scalarValues, rowResults,
-                          block, numInputs, numRowResults);
-    FailureOr<SmallVector<Value>> yielded = body(emitter);
-    if (failed(yielded))
-      return failure();
-    YieldOp::create(b, loc, *yielded);
-    return success();
-  };
+LogicalResult Analysis::buildRegion(
+    const FusionPlan &plan, OpBuilder &b, Region &region,
+    unsigned numRowResults,
+    function_ref<FailureOr<SmallVector<Value>>(RegionEmitter &)> body) {
+  Location loc = region.getParentOp()->getLoc();
+  SmallVector<Type> argTypes(plan.inputTypes);
+  argTypes.append(plan.rowResultTypes.begin(),
+                  plan.rowResultTypes.begin() + numRowResults);
+  Block *block = b.createBlock(&region, {}, argTypes,
+                               SmallVector<Location>(argTypes.size(), loc));
+  RegionEmitter emitter(*this, b, plan.inputIndex, plan.scalarValues,
+                        plan.rowResults, block, plan.numInputs,
+                        numRowResults);
+  FailureOr<SmallVector<Value>> yielded = body(emitter);
+  if (failed(yielded))
+    return failure();
+  YieldOp::create(b, loc, *yielded);
+  return success();
+}
 
+LogicalResult Analysis::buildRegions(const Group &group,
+                                     const FusionPlan &plan, OpBuilder &b,
+                                     MixedReductionOp fused) {
+  Dims allDims;
+  for (unsigned d = 0; d < domain.size(); ++d)
+    allDims.push_back(d);
+  // What `ops` add per point of the domain (row sums, column sums).
   auto contributions = [&](ArrayRef<Operation *> ops) {
     return [&, ops](RegionEmitter &emitter) -> FailureOr<SmallVector<Value>> {
       SmallVector<Value> all;
-      Dims allDims;
-      for (unsigned d = 0; d < rank; ++d)
-        allDims.push_back(d);
       for (Operation *op : ops) {
         FailureOr<SmallVector<Value>> c = emitter.payload(*viewOf(op), allDims);
         if (failed(c))
@@ -1079,51 +1136,34 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
       return all;
     };
   };
-
-  LogicalResult built = success();
-  for (unsigned stage = 0; stage < numStages && succeeded(built); ++stage) {
+  for (unsigned stage = 0; stage < plan.numStages; ++stage) {
     SmallVector<Operation *> ops;
     for (Operation *op : group.rowReductions)
-      if (stageOf[op] == stage)
+      if (plan.stageOf.lookup(op) == stage)
         ops.push_back(op);
-    built = withRegion(fused.getRowStages()[stage], rowResultsBefore[stage],
-                       contributions(ops));
+    if (failed(buildRegion(plan, b, fused.getRowStages()[stage],
+                           plan.rowResultsBefore[stage], contributions(ops))))
+      return failure();
   }
-  if (succeeded(built))
-    built = withRegion(
-        fused.getElementwise(), rowResultsBefore.back(),
-        [&](RegionEmitter &emitter) -> FailureOr<SmallVector<Value>> {
-          SmallVector<Value> yielded;
-          Dims allDims;
-          for (unsigned d = 0; d < rank; ++d)
-            allDims.push_back(d);
-          for (Value v : fullOuts) {
-            FailureOr<Value> e = emitter.emit(Access{v, allDims, {}});
-            if (failed(e))
-              return failure();
-            yielded.push_back(*e);
-          }
-          return yielded;
-        });
-  if (succeeded(built))
-    built = withRegion(fused.getColumns(), rowResultsBefore.back(),
-                       contributions(group.colReductions));
-  if (failed(built) || failed(fused.verify()) || failed(fused.verifyRegions())) {
-    fused->erase();
-    why = "internal: the fused op could not be built";
+  auto fullResults = [&](RegionEmitter &emitter)
+      -> FailureOr<SmallVector<Value>> {
+    SmallVector<Value> yielded;
+    for (Value v : plan.fullOuts) {
+      FailureOr<Value> e = emitter.emit(Access{v, allDims, {}});
+      if (failed(e))
+        return failure();
+      yielded.push_back(*e);
+    }
+    return yielded;
+  };
+  if (failed(buildRegion(plan, b, fused.getElementwise(),
+                         plan.rowResultsBefore.back(), fullResults)))
     return failure();
-  }
+  return buildRegion(plan, b, fused.getColumns(), plan.rowResultsBefore.back(),
+                     contributions(group.colReductions));
+}
 
-  SmallVector<Operation *> moved(toMove.begin(), toMove.end());
-  llvm::sort(moved, [&](Operation *a, Operation *c) {
-    return a->isBeforeInBlock(c);
-  });
-  Operation *after = fused;
-  for (Operation *op : moved) {
-    op->moveAfter(after);
-    after = op;
-  }
-
+void Analysis::remarkFused(const Group &group, unsigned numStages) {
   remark(group.rowReductions.front(),
          "fused a mixed-order reduction group of " +
              Twine(group.members.size()) + " ops: " +
@@ -1133,7 +1173,6 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
              Twine(group.members.size() - group.rowReductions.size() -
                    group.colReductions.size()) +
              " elementwise op(s)");
-
   // One remark per reduction: the others name their place in the group.
   auto placeRemarks = [&](ArrayRef<Operation *> ops, StringRef what) {
     for (auto [i, op] : llvm::enumerate(ops))
@@ -1144,19 +1183,46 @@ LogicalResult Analysis::fuse(Group &group, std::string &why) {
   };
   placeRemarks(group.rowReductions, "row");
   placeRemarks(group.colReductions, "column");
+}
 
-  // Replace, then erase what only the group used.
-  for (auto [from, to] : llvm::zip(fullOuts, fused.getFullResults()))
-    from.replaceUsesWithIf(to, [&](OpOperand &use) {
+void Analysis::replaceGroup(Group &group, const FusionPlan &plan,
+                            MixedReductionOp fused) {
+  Operation *after = fused;
+  for (Operation *op : plan.toMove) {
+    op->moveAfter(after);
+    after = op;
+  }
+  for (auto [from, to] : llvm::zip(plan.fullOuts, fused.getFullResults()))
+    Value(from).replaceUsesWithIf(to, [&](OpOperand &use) {
       return !group.members.contains(use.getOwner());
     });
-  for (auto [from, to] : llvm::zip(colOuts, fused.getColResults()))
-    from.replaceAllUsesWith(to);
+  for (auto [from, to] : llvm::zip(plan.colOuts, fused.getColResults()))
+    Value(from).replaceAllUsesWith(to);
   // Erase the group and the helpers (fills, empties, reshapes, per-row and
   // per-column generics) that nothing else uses any more. A member with a
   // user outside the group (a row sum that is also returned) stays, so the
   // IR is correct whatever the users are.
   eraseDeadOps(group.members.getArrayRef(), &erased);
+}
+
+LogicalResult Analysis::fuse(Group &group, std::string &why) {
+  FusionPlan plan;
+  planStages(group, plan);
+  if (failed(planInputs(group, plan, why)) ||
+      failed(planOutputs(group, plan, why)))
+    return failure();
+  // The fused op goes right after the group's last op.
+  OpBuilder b(plan.last->getContext());
+  b.setInsertionPointAfter(plan.last);
+  MixedReductionOp fused = createFusedOp(group, plan, b);
+  if (failed(buildRegions(group, plan, b, fused)) ||
+      failed(fused.verify()) || failed(fused.verifyRegions())) {
+    fused->erase();
+    why = "internal: the fused op could not be built";
+    return failure();
+  }
+  remarkFused(group, plan.numStages);
+  replaceGroup(group, plan, fused);
   return success();
 }
 
