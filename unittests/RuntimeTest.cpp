@@ -1497,7 +1497,7 @@ TEST_F(RuntimeFakeCapture, CaptureWordsAreZeroedOnceAndNeverShared) {
   EXPECT_EQ(stats->lastSyncedStream.load(), s);
   reads();
   // Every capture takes its own word, on any stream, until they run out.
-  constexpr int kWords = 4096; // NormRuntime.cpp's kCaptureWords
+  constexpr int kWords = 4096; // RuntimeInternal.h's kCaptureWords
   std::vector<void *> graphs;
   std::vector<void *> words;
   for (int i = 0; i < kWords + 1; ++i) {

@@ -3,8 +3,27 @@
 // Part of norm-opt. Internal to lib/Runtime (hidden symbols, never
 // installed): the driver's entry points, the thread's error message, the
 // context and capture helpers, and the module cache, for the files beside
-// NormRuntime.cpp (UpstreamABI.cpp: the entry points upstream gpu-to-llvm
+// the runtime's C API (UpstreamABI.cpp: the entry points upstream gpu-to-llvm
 // calls).
+//
+// The files: Driver.cpp (loading libcuda, messages), Contexts.cpp (the
+// current context, the module / workspace caches, stream capture),
+// Kernels.cpp (function lookup, occupancy, launch checks), Api.cpp /
+// Memory.cpp / Launch.cpp (the C API by concern), UpstreamABI.cpp (the mgpu*
+// entry points, shared library only).
+//
+// Rules the runtime keeps:
+//  - nothing aborts or prints; every failure returns a normrt_status and
+//    writes the calling thread's message (a fixed thread_local buffer);
+//  - no exception leaves an extern "C" function (each body runs in guarded();
+//    the file is compiled with -fexceptions so std::bad_alloc can be caught);
+//  - no work in global constructors or destructors: globals are constant-
+//    initialised (function pointers, plain values, atomics), the caches live in
+//    a heap object created on first use and never destroyed (process exit
+//    leaves device memory and modules to the driver);
+//  - the exported functions never call each other (each one works on the
+//    state of its own copy of the runtime, also when a kernel library links
+//    the static archive and another copy is loaded beside it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,11 +34,20 @@
 
 #include <cuda.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <exception>
 #include <new>
 
 namespace normrt_detail {
+
+// Contexts.cpp: the caches and stream capture.
+constexpr size_t kMessageSize = 1024;
 
 // The entry points this runtime uses, by their exported (versioned) names.
 struct Driver {
@@ -88,6 +116,9 @@ struct Driver {
 
 // Written once by the first normrt_init (any entry point), read-only after.
 extern Driver gDriver;
+int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
+                  unsigned shared_bytes, int *out);
+
 
 /// Writes this thread's message (printf-style) and returns `status`.
 __attribute__((format(printf, 2, 3))) int fail(int status, const char *fmt,
@@ -122,6 +153,132 @@ int allowDynamicShared(const char *fn, CUfunction f, unsigned shared_bytes);
 /// The kernel `kernel_name` of `image`, loaded once per context and cached.
 int getFunction(const char *fn, const void *image, const char *kernel_name,
                 void **function_out);
+
+// Driver.cpp
+extern thread_local char tLastError[kMessageSize];
+extern int gInitStatus;
+extern char gInitError[kMessageSize];
+extern std::atomic<bool> gDriverReady;
+/// An off switch in the environment (NORMRT_NO_COOPERATIVE, ...).
+bool envSwitchSet(const char *name);
+
+
+struct Module {
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  // std::less<> allows lookups by const char * without a std::string.
+  std::map<std::string, CUfunction, std::less<>> functions;
+};
+
+struct Workspace {
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  CUdeviceptr owned = 0; // the runtime's buffer
+  size_t ownedBytes = 0;
+  void *user = nullptr; // the caller's buffer (normrt_set_workspace)
+  size_t userBytes = 0;
+  CUdeviceptr barrier = 0; // the grid-barrier word (normrt_grid_barrier_word)
+};
+
+// Grid-barrier words for CUDA graphs, made (and zeroed, synchronously) by
+// the first eager normrt_grid_barrier_word of a context: a capture takes a
+// word of its own from here, one that no graph used before, so its graph
+// needs no memset node. A word is never handed out twice (graphs outlive
+// anything the runtime can see), so kCaptureWords captured calls use them
+// up (a model captures a call per layer, in several graphs: 512 KiB of
+// words); later ones get a stream-ordered word and a memset node.
+constexpr int kCaptureWords = 4096;
+
+struct CaptureWords {
+  CUdeviceptr base = 0; // kCaptureWords lines of 128 bytes
+  int used = 0;
+};
+
+struct State {
+  std::mutex contextMutex;
+  CUcontext primary = nullptr; // device 0's primary context, once retained
+
+  std::mutex moduleMutex;
+  std::map<std::pair<CUcontext, const void *>, Module> modules;
+
+  // Held while a workspace grows, which synchronises that stream.
+  std::mutex workspaceMutex;
+  std::map<std::tuple<CUcontext, CUstream, uint64_t>, Workspace> workspaces;
+  // Per context, zeroed grid-barrier words for captures (same mutex).
+  std::map<CUcontext, CaptureWords> captureWords;
+};
+
+// Multiprocessor counts by device ordinal (0: not known yet).
+constexpr int kMaxCachedDevices = 64;
+
+// Relaxes this thread's stream capture mode for one scope: module loads and
+// function lookups are "potentially unsafe" calls that a global or
+// thread-local capture would refuse (and be invalidated by), though they
+// touch no stream. Outside any capture it changes nothing.
+class RelaxedCaptureMode {
+public:
+  RelaxedCaptureMode() {
+    if (gDriver.threadExchangeStreamCaptureMode)
+      swapped = gDriver.threadExchangeStreamCaptureMode(&saved) ==
+                CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (swapped)
+      gDriver.threadExchangeStreamCaptureMode(&saved);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode &) = delete;
+  RelaxedCaptureMode &operator=(const RelaxedCaptureMode &) = delete;
+
+private:
+  CUstreamCaptureMode saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool swapped = false;
+};
+
+// Stream-ordered scratch taken during a capture and not yet freed: the
+// calling thread's, since one launcher call runs on one thread. A fixed
+// array of plain values, so the thread_local needs no constructor or
+// destructor (safe in a dlopen'ed library).
+struct CaptureScratch {
+  CUcontext context;
+  CUstream stream;
+  uint64_t capture;
+  CUdeviceptr pointer;
+};
+
+constexpr int kMaxCaptureScratch = 64;
+
+// What a query hands out instead of device memory: never dereferenced
+// (nothing launches), 128-byte aligned like the runtime's own buffers.
+constexpr uintptr_t kQueryPlaceholder = 0x80;
+
+extern std::atomic<int> gSmCount[kMaxCachedDevices];
+extern thread_local CaptureScratch tCaptureScratch[kMaxCaptureScratch];
+extern thread_local int tCaptureScratchCount;
+extern thread_local bool tQuerying;
+extern thread_local size_t tQueryBytes;
+/// The workspace key of `stream` in `context` (per thread for the
+/// per-thread default stream), and the entry made on first use.
+std::tuple<CUcontext, CUstream, uint64_t> workspaceKey(CUcontext context,
+                                                       CUstream stream);
+Workspace &workspaceOf(State &s, CUcontext context, CUstream stream);
+State &state();
+int currentContext(const char *fn, CUcontext *out);
+const char *imageKind(const void *image);
+size_t paddedWorkspaceSize(size_t bytes, size_t oldBytes);
+CUresult freeOwned(Workspace &w);
+CUresult freeBarrier(Workspace &w);
+int captureAlloc(const char *fn, CUcontext context, CUstream stream,
+                 const Capture &capture, size_t bytes, const char *what,
+                 CUdeviceptr *out);
+void makeCaptureWords(State &s, CUcontext context, CUstream stream);
+
+// Kernels.cpp
+int smCount(const char *fn, int *out);
+int checkLaunchShape(const char *fn, const void *function, unsigned grid_x,
+                     unsigned grid_y, unsigned block_x, unsigned shared_bytes);
+int checkLegacyStream(const char *fn, CUstream stream);
+int checkOccupancyQuery(const char *fn, void *function, unsigned block_x,
+                        unsigned shared_bytes, int *out);
 
 /// Runs `body`; no exception leaves it (a C boundary).
 template <typename Body> int guarded(const char *fn, Body &&body) noexcept {

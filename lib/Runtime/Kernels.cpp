@@ -1,0 +1,213 @@
+//===- Kernels.cpp - Function lookup, occupancy, launch checks --------------===
+//
+// Part of norm-opt: the kernel runtime (lib/Runtime). RuntimeInternal.h
+// says what its files share and the rules they keep.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeInternal.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace normrt_detail {
+
+// Any dynamic shared memory raises the function's limit to it: the kernel's
+// static shared memory counts against the same 48 KiB default.
+int allowDynamicShared(const char *fn, CUfunction f, unsigned shared_bytes) {
+  if (shared_bytes == 0)
+    return NORMRT_SUCCESS;
+  CUresult result = gDriver.funcSetAttribute(
+      f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      static_cast<int>(shared_bytes));
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_LAUNCH, result,
+                  "%s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u) "
+                  "failed",
+                  fn, shared_bytes);
+  return NORMRT_SUCCESS;
+}
+
+// Multiprocessors of the current context's device (cached per device);
+// `fn` names the entry point in messages.
+int smCount(const char *fn, int *out) {
+  CUcontext context = nullptr;
+  if (int status = requireContext(fn, &context))
+    return status;
+  CUdevice device = 0;
+  CUresult result = gDriver.ctxGetDevice(&device);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
+                  fn);
+  bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  int count =
+      cacheable ? gSmCount[device].load(std::memory_order_relaxed) : 0;
+  if (count <= 0) {
+    result = gDriver.deviceGetAttribute(
+        &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    if (result != CUDA_SUCCESS)
+      return cuFail(NORMRT_ERROR_DRIVER, result,
+                    "%s: cuDeviceGetAttribute(MULTIPROCESSOR_COUNT, "
+                    "device %d) failed",
+                    fn, static_cast<int>(device));
+    if (cacheable)
+      gSmCount[device].store(count, std::memory_order_relaxed);
+  }
+  *out = count;
+  return static_cast<int>(NORMRT_SUCCESS);
+}
+
+// The argument checks every launch shares: nonzero dimensions within the
+// limits every CUDA device has had since compute capability 3.0.
+int checkLaunchShape(const char *fn, const void *function, unsigned grid_x,
+                     unsigned grid_y, unsigned block_x, unsigned shared_bytes) {
+  if (!function)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function is NULL", fn);
+  if (grid_x == 0 || grid_y == 0 || block_x == 0)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                "%s: grid %ux%u, block %u: every dimension must be nonzero",
+                fn, grid_x, grid_y, block_x);
+  if (grid_x > 0x7fffffffu || grid_y > 65535u || block_x > 1024u)
+    return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                "%s: grid %ux%u, block %u exceeds the limits (grid x < "
+                "2^31, grid y <= 65535, block <= 1024)",
+                fn, grid_x, grid_y, block_x);
+  if (shared_bytes > static_cast<unsigned>(INT_MAX))
+    return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                "%s: %u bytes of shared memory is out of range", fn,
+                shared_bytes);
+  return NORMRT_SUCCESS;
+}
+
+// A launch on the legacy default stream while a blocking stream of the
+// context captures would invalidate that capture: refuse it first. Other
+// streams need no query (work on a capturing stream is what capture is).
+int checkLegacyStream(const char *fn, CUstream stream) {
+  if (!isLegacyStream(stream))
+    return NORMRT_SUCCESS;
+  Capture capture;
+  return captureOf(fn, stream, &capture);
+}
+
+// CTAs of `f` per multiprocessor (the driver's occupancy calculator).
+/// The arguments of an occupancy query (before any driver call); *out = 0.
+int checkOccupancyQuery(const char *fn, void *function, unsigned block_x,
+                        unsigned shared_bytes, int *out) {
+  if (!out)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+  *out = 0;
+  if (!function || block_x == 0 || block_x > 1024u)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                "%s: function is NULL or block %u is not in [1, 1024]", fn,
+                block_x);
+  if (shared_bytes > static_cast<unsigned>(INT_MAX))
+    return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                "%s: %u bytes of shared memory is out of range", fn,
+                shared_bytes);
+  return NORMRT_SUCCESS;
+}
+
+int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
+                  unsigned shared_bytes, int *out) {
+  if (int status = allowDynamicShared(fn, f, shared_bytes))
+    return status;
+  int blocks = 0;
+  CUresult result = gDriver.occupancyMaxActiveBlocks(
+      &blocks, f, static_cast<int>(block_x), shared_bytes);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result,
+                  "%s: cuOccupancyMaxActiveBlocksPerMultiprocessor failed", fn);
+  *out = blocks;
+  return NORMRT_SUCCESS;
+}
+
+// The kernel `kernel_name` of `image`, loaded once per context and cached.
+int getFunction(const char *fn, const void *image, const char *kernel_name,
+                void **function_out) {
+  if (!function_out)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: function_out is NULL", fn);
+  *function_out = nullptr;
+  if (!image)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT, "%s: image is NULL", fn);
+  if (!kernel_name || !*kernel_name)
+    return fail(NORMRT_ERROR_INVALID_ARGUMENT,
+                "%s: kernel_name is NULL or empty", fn);
+  CUcontext context = nullptr;
+  if (int status = requireContext(fn, &context))
+    return status;
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.moduleMutex);
+  auto key = std::make_pair(context, image);
+  auto it = s.modules.find(key);
+  std::unique_ptr<RelaxedCaptureMode> relaxed;
+  if (it == s.modules.end()) {
+    relaxed.reset(new RelaxedCaptureMode());
+    CUmodule module = nullptr;
+    CUresult result = gDriver.moduleLoadData(&module, image);
+    if (result != CUDA_SUCCESS)
+      return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                    "%s(\"%s\"): cuModuleLoadData of the %s image at %p "
+                    "failed%s",
+                    fn, kernel_name, imageKind(image), image,
+                    statusFor(result, 0) == NORMRT_ERROR_CAPTURE
+                        ? " during a CUDA graph capture (call the "
+                          "function once before capturing)"
+                        : "");
+    try {
+      Module entry;
+      entry.context = context;
+      entry.module = module;
+      it = s.modules.emplace(key, std::move(entry)).first;
+    } catch (...) {
+      gDriver.moduleUnload(module);
+      throw;
+    }
+  }
+  Module &entry = it->second;
+  auto found = entry.functions.find(kernel_name);
+  if (found == entry.functions.end()) {
+    if (!relaxed)
+      relaxed.reset(new RelaxedCaptureMode());
+    CUfunction function = nullptr;
+    CUresult result =
+        gDriver.moduleGetFunction(&function, entry.module, kernel_name);
+    if (result != CUDA_SUCCESS)
+      return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                    "%s: no kernel '%s' in the %s image at %p "
+                    "(cuModuleGetFunction failed)",
+                    fn, kernel_name, imageKind(image), image);
+    // With lazy loading (the default since CUDA 12.2) the kernel itself
+    // loads at its first use, which may be a launch inside a capture:
+    // load it here, still in relaxed mode.
+    if (gDriver.funcLoad) {
+      result = gDriver.funcLoad(function);
+      if (result != CUDA_SUCCESS)
+        return cuFail(statusFor(result, NORMRT_ERROR_MODULE), result,
+                      "%s: cuFuncLoad of kernel '%s' in the %s image at "
+                      "%p failed",
+                      fn, kernel_name, imageKind(image), image);
+    }
+    found = entry.functions.emplace(kernel_name, function).first;
+  }
+  *function_out = found->second;
+  return static_cast<int>(NORMRT_SUCCESS);
+}
+
+} // namespace normrt_detail
