@@ -211,12 +211,11 @@ bool envSwitchSet(const char *name) {
   return value && *value && std::strcmp(value, "0") != 0;
 }
 
-// Loads libcuda, resolves the entry points and calls cuInit(0); sets
-// gInitStatus and, on failure, gInitError. Runs once (initOnce).
-void loadDriver() {
-  gInitStatus = NORMRT_ERROR_NO_DRIVER;
+// dlopens libcuda (NORMRT_LIBCUDA, else libcuda.so.1, else libcuda.so);
+// null, with gInitError set, when none loads. `path` names the library.
+void *openDriver(const char *&path) {
   const char *override = std::getenv("NORMRT_LIBCUDA");
-  const char *path = nullptr;
+  path = nullptr;
   void *handle = nullptr;
   if (override && *override) {
     path = override;
@@ -226,7 +225,7 @@ void loadDriver() {
       setInitError("normrt_init: cannot load the CUDA driver library '%s' "
                    "(named by NORMRT_LIBCUDA): %s",
                    path, why ? why : "dlopen failed");
-      return;
+      return nullptr;
     }
   } else {
     char first[kMessageSize / 2] = "dlopen failed";
@@ -244,12 +243,16 @@ void loadDriver() {
                    "(libcuda.so.1: %s; libcuda.so: %s); is the NVIDIA driver "
                    "installed? NORMRT_LIBCUDA may name the library's path",
                    first, why ? why : "dlopen failed");
-      return;
+      return nullptr;
     }
   }
-  // The handle stays open for the life of the process, also on failure.
+  return handle;
+}
 
-  Driver driver{};
+// Resolves the entry points into `driver`; false, with gInitError set, when
+// a required one is missing.
+bool resolveDriver(void *handle, const char *path, Driver &driver) {
+
   struct Entry {
     const char *name;
     bool ok;
@@ -321,10 +324,25 @@ void loadDriver() {
       setInitError("normrt_init: '%s' has no %s; it is not a usable CUDA "
                    "driver library (too old?)",
                    path, entry.name);
-      return;
+      return false;
     }
   }
 
+  return true;
+}
+
+// Loads libcuda, resolves the entry points and calls cuInit(0); sets
+// gInitStatus and, on failure, gInitError. Runs once (initOnce).
+void loadDriver() {
+  gInitStatus = NORMRT_ERROR_NO_DRIVER;
+  const char *path = nullptr;
+  // The handle stays open for the life of the process, also on failure.
+  void *handle = openDriver(path);
+  if (!handle)
+    return;
+  Driver driver{};
+  if (!resolveDriver(handle, path, driver))
+    return;
   char error[kMessageSize / 2];
   CUresult result = driver.init(0);
   if (result != CUDA_SUCCESS) {
