@@ -52,6 +52,10 @@ public:
       : b(b), op(op), loc(op.getLoc()), programs(programs),
         f32(b.getF32Type()) {}
 
+  /// The steps: the destinations, the programs' forall (each: its rows'
+  /// stages, then one pass over n for the full results and the column
+  /// partials), the full results back to the domain's shape, the final
+  /// reductions.
   SmallVector<Value> build();
 
 private:
@@ -96,8 +100,18 @@ private:
   Location loc;
   Value programs;
   Type f32;
+  SmallVector<Value> destinations();
+  scf::ForallOp buildPrograms(ArrayRef<Value> outs);
+  SmallVector<Value> rowStages(OpBuilder &rb, Value row);
+  ValueRange columnPass(OpBuilder &rb, Value row, Value lo,
+                        ArrayRef<Value> rowResults, ValueRange state);
+  Value toDomainShape(Value v, RankedTensorType type);
+  Value finalReduction(Value partials, Value init);
+
   SmallVector<Value> full2d, row1d;
+  OpFoldResult rowsOfr, colsOfr;
   Value numRows, numCols;
+  unsigned numFull = 0, numCol = 0;
 };
 
 SmallVector<Value> LoopBuilder::build() {
@@ -106,193 +120,201 @@ SmallVector<Value> LoopBuilder::build() {
   for (Value v : op.getRow())
     row1d.push_back(collapseLeading(v, /*keepLast=*/false));
   // Sizes stay static where the types are, so the slices keep static shapes.
-  OpFoldResult rowsOfr = tensor::getMixedSize(b, loc, full2d.front(), 0);
-  OpFoldResult colsOfr = tensor::getMixedSize(b, loc, full2d.front(), 1);
+  rowsOfr = tensor::getMixedSize(b, loc, full2d.front(), 0);
+  colsOfr = tensor::getMixedSize(b, loc, full2d.front(), 1);
   numRows = getValueOrCreateConstantIndexOp(b, loc, rowsOfr);
   numCols = getValueOrCreateConstantIndexOp(b, loc, colsOfr);
-  Value zeroIdx = index(0), oneIdx = index(1);
-  OpFoldResult zeroAttr = b.getIndexAttr(0), oneAttr = b.getIndexAttr(1);
+  numFull = op.getFullResults().size();
+  numCol = op.getColResults().size();
 
-  // Destinations: full results as [M, N], one fp32 partial buffer [P, N] per
-  // column result (the workspace lives in the IR).
+  scf::ForallOp forall = buildPrograms(destinations());
+  SmallVector<Value> results;
+  for (auto [i, r] : llvm::enumerate(op.getFullResults()))
+    results.push_back(toDomainShape(forall.getResult(i),
+                                    cast<RankedTensorType>(r.getType())));
+  for (auto [i, init] : llvm::enumerate(op.getColInit()))
+    results.push_back(finalReduction(forall.getResult(numFull + i), init));
+  return results;
+}
+
+SmallVector<Value> LoopBuilder::destinations() {
+  // Full results as [M, N], one fp32 partial buffer [P, N] per column
+  // result (the workspace lives in the IR).
   SmallVector<Value> outs;
   for (Value r : op.getFullResults()) {
     Type elem = cast<RankedTensorType>(r.getType()).getElementType();
     outs.push_back(tensor::EmptyOp::create(
         b, loc, ArrayRef<OpFoldResult>{rowsOfr, colsOfr}, elem));
   }
-  unsigned numFull = outs.size();
-  unsigned numCol = op.getColResults().size();
   for (unsigned i = 0; i < numCol; ++i)
     outs.push_back(tensor::EmptyOp::create(
         b, loc, ArrayRef<OpFoldResult>{getAsOpFoldResult(programs), colsOfr},
         f32));
+  return outs;
+}
 
+scf::ForallOp LoopBuilder::buildPrograms(ArrayRef<Value> outs) {
+  OpFoldResult zeroAttr = b.getIndexAttr(0), oneAttr = b.getIndexAttr(1);
   // Rows per program: ceil(M / P).
   Value block = arith::CeilDivUIOp::create(b, loc, numRows, programs);
-  Value zero = zeroF32();
-
-  unsigned numStages = op.getRowStages().size();
   auto forall = scf::ForallOp::create(
       b, loc, ArrayRef<OpFoldResult>{programs}, outs, std::nullopt);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    Block *body = forall.getBody();
-    b.setInsertionPointToStart(body);
-    Value p = forall.getInductionVar(0);
-    ValueRange shared = forall.getRegionIterArgs();
-    Value lo = arith::MinUIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, p, block), numRows);
-    Value hi = arith::MinUIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, lo, block), numRows);
-    Value count = arith::SubIOp::create(b, loc, hi, lo);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(forall.getBody());
+  Value p = forall.getInductionVar(0);
+  ValueRange shared = forall.getRegionIterArgs();
+  Value lo = arith::MinUIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, p, block), numRows);
+  Value hi = arith::MinUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, lo, block), numRows);
+  Value count = arith::SubIOp::create(b, loc, hi, lo);
 
-    // This program's slice of every full result, and zeroed accumulators.
-    SmallVector<Value> carried;
-    for (unsigned i = 0; i < numFull; ++i)
-      carried.push_back(tensor::ExtractSliceOp::create(
-          b, loc, shared[i], ArrayRef<OpFoldResult>{lo, zeroAttr},
-          ArrayRef<OpFoldResult>{count, colsOfr},
-          ArrayRef<OpFoldResult>{oneAttr, oneAttr}));
-    for (unsigned i = 0; i < numCol; ++i) {
-      Value empty = tensor::EmptyOp::create(
-          b, loc, ArrayRef<OpFoldResult>{colsOfr}, f32);
-      carried.push_back(
-          linalg::FillOp::create(b, loc, zero, empty).result());
-    }
+  // This program's slice of every full result, and zeroed accumulators.
+  SmallVector<Value> carried;
+  for (unsigned i = 0; i < numFull; ++i)
+    carried.push_back(tensor::ExtractSliceOp::create(
+        b, loc, shared[i], ArrayRef<OpFoldResult>{lo, zeroAttr},
+        ArrayRef<OpFoldResult>{count, colsOfr},
+        ArrayRef<OpFoldResult>{oneAttr, oneAttr}));
+  for (unsigned i = 0; i < numCol; ++i) {
+    Value empty =
+        tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{colsOfr}, f32);
+    carried.push_back(
+        linalg::FillOp::create(b, loc, zeroF32(), empty).result());
+  }
+  auto rowLoop = scf::ForOp::create(
+      b, loc, lo, hi, index(1), carried,
+      [&](OpBuilder &rb, Location, Value row, ValueRange state) {
+        SmallVector<Value> rowResults = rowStages(rb, row);
+        scf::YieldOp::create(
+            rb, loc, columnPass(rb, row, lo, rowResults, state));
+      });
 
-    auto rowLoop = scf::ForOp::create(
-        b, loc, lo, hi, oneIdx, carried,
-        [&](OpBuilder &rb, Location, Value row, ValueRange state) {
-          // Row stages: sums over n in f32, each stage seeing the earlier.
-          SmallVector<Value> rowResults;
-          for (unsigned s = 0; s < numStages; ++s) {
-            Region &stage = op.getRowStages()[s];
-            auto yield = cast<YieldOp>(stage.front().getTerminator());
-            SmallVector<Value> init(yield.getValues().size(), zero);
-            auto sums = scf::ForOp::create(
-                rb, loc, zeroIdx, numCols, oneIdx, init,
-                [&](OpBuilder &cb, Location, Value col, ValueRange acc) {
-                  SmallVector<Value> args = inputElements(cb, row, col);
-                  llvm::append_range(args, rowResults);
-                  SmallVector<Value> contrib = inlineRegion(cb, stage, args);
-                  SmallVector<Value> next;
-                  for (auto [a, c] : llvm::zip(acc, contrib))
-                    next.push_back(
-                        arith::AddFOp::create(cb, loc, a, toF32(cb, c)));
-                  scf::YieldOp::create(cb, loc, next);
-                });
-            for (auto [sum, type] :
-                 llvm::zip(sums.getResults(), yield.getValues().getTypes()))
-              rowResults.push_back(fromF32(rb, sum, type));
-          }
+  // Publish: the block of full results, the accumulators as row p.
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  for (unsigned i = 0; i < numFull; ++i)
+    tensor::ParallelInsertSliceOp::create(
+        b, loc, rowLoop.getResult(i), shared[i],
+        ArrayRef<OpFoldResult>{lo, zeroAttr},
+        ArrayRef<OpFoldResult>{count, colsOfr},
+        ArrayRef<OpFoldResult>{oneAttr, oneAttr});
+  for (unsigned i = 0; i < numCol; ++i)
+    tensor::ParallelInsertSliceOp::create(
+        b, loc, rowLoop.getResult(numFull + i), shared[numFull + i],
+        ArrayRef<OpFoldResult>{p, zeroAttr},
+        ArrayRef<OpFoldResult>{oneAttr, colsOfr},
+        ArrayRef<OpFoldResult>{oneAttr, oneAttr});
+  return forall;
+}
 
-          // Elementwise results and column contributions, one pass over n.
-          Value local = arith::SubIOp::create(rb, loc, row, lo);
-          auto cols = scf::ForOp::create(
-              rb, loc, zeroIdx, numCols, oneIdx, state,
-              [&](OpBuilder &cb, Location, Value col, ValueRange tiles) {
-                SmallVector<Value> args = inputElements(cb, row, col);
-                llvm::append_range(args, rowResults);
-                SmallVector<Value> next;
-                SmallVector<Value> elems =
-                    inlineRegion(cb, op.getElementwise(), args);
-                for (auto [tile, e] :
-                     llvm::zip(tiles.take_front(numFull), elems))
-                  next.push_back(tensor::InsertOp::create(
-                      cb, loc, e, tile, ValueRange{local, col}));
-                SmallVector<Value> contrib =
-                    inlineRegion(cb, op.getColumns(), args);
-                for (auto [acc, c] :
-                     llvm::zip(tiles.drop_front(numFull), contrib)) {
-                  Value old = tensor::ExtractOp::create(cb, loc, acc, col);
-                  Value sum = arith::AddFOp::create(cb, loc, old, toF32(cb, c));
-                  next.push_back(tensor::InsertOp::create(cb, loc, sum, acc,
-                                                          ValueRange{col}));
-                }
-                scf::YieldOp::create(cb, loc, next);
-              });
-          scf::YieldOp::create(rb, loc, cols.getResults());
+SmallVector<Value> LoopBuilder::rowStages(OpBuilder &rb, Value row) {
+  // Sums over n in f32, each stage seeing the earlier ones' results.
+  Value zero = zeroF32();
+  SmallVector<Value> rowResults;
+  for (Region &stage : op.getRowStages()) {
+    auto yield = cast<YieldOp>(stage.front().getTerminator());
+    SmallVector<Value> init(yield.getValues().size(), zero);
+    auto sums = scf::ForOp::create(
+        rb, loc, index(0), numCols, index(1), init,
+        [&](OpBuilder &cb, Location, Value col, ValueRange acc) {
+          SmallVector<Value> args = inputElements(cb, row, col);
+          llvm::append_range(args, rowResults);
+          SmallVector<Value> contrib = inlineRegion(cb, stage, args);
+          SmallVector<Value> next;
+          for (auto [a, c] : llvm::zip(acc, contrib))
+            next.push_back(arith::AddFOp::create(cb, loc, a, toF32(cb, c)));
+          scf::YieldOp::create(cb, loc, next);
         });
-
-    // Publish: the block of full results, the accumulators as row p.
-    auto inParallel = forall.getTerminator();
-    b.setInsertionPointToStart(inParallel.getBody());
-    for (unsigned i = 0; i < numFull; ++i)
-      tensor::ParallelInsertSliceOp::create(
-          b, loc, rowLoop.getResult(i), shared[i],
-          ArrayRef<OpFoldResult>{lo, zeroAttr},
-          ArrayRef<OpFoldResult>{count, colsOfr},
-          ArrayRef<OpFoldResult>{oneAttr, oneAttr});
-    for (unsigned i = 0; i < numCol; ++i)
-      tensor::ParallelInsertSliceOp::create(
-          b, loc, rowLoop.getResult(numFull + i), shared[numFull + i],
-          ArrayRef<OpFoldResult>{p, zeroAttr},
-          ArrayRef<OpFoldResult>{oneAttr, colsOfr},
-          ArrayRef<OpFoldResult>{oneAttr, oneAttr});
+    for (auto [sum, type] :
+         llvm::zip(sums.getResults(), yield.getValues().getTypes()))
+      rowResults.push_back(fromF32(rb, sum, type));
   }
+  return rowResults;
+}
 
-  // Full results back to the domain's shape.
-  SmallVector<Value> results;
-  for (auto [i, r] : llvm::enumerate(op.getFullResults())) {
-    Value v = forall.getResult(i);
-    auto type = cast<RankedTensorType>(r.getType());
-    int64_t dynamicLeading = llvm::count_if(
-        type.getShape().drop_back(), ShapedType::isDynamic);
-    if (type.getRank() != 2 && dynamicLeading > 1) {
-      // tensor.reshape, not expand_shape: LLVM 22's expand-strided-metadata
-      // crashes on a memref.expand_shape with two dynamic sizes in one
-      // group (llvm-project#186830).
-      SmallVector<Value> sizes;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        sizes.push_back(
-            isa<Value>(tensor::getMixedSize(b, loc, op.getFull().front(), d))
-                ? tensor::DimOp::create(b, loc, op.getFull().front(), d)
-                      .getResult()
-                : index(type.getDimSize(d)));
-      Value shape = tensor::FromElementsOp::create(b, loc, sizes);
-      v = tensor::ReshapeOp::create(b, loc, type, v, shape);
-    } else if (type.getRank() != 2) {
-      SmallVector<ReassociationIndices> groups(1);
-      for (int64_t d = 0; d + 1 < type.getRank(); ++d)
-        groups[0].push_back(d);
-      groups.push_back({type.getRank() - 1});
-      SmallVector<OpFoldResult> shape =
-          tensor::getMixedSizes(b, loc, op.getFull().front());
-      v = tensor::ExpandShapeOp::create(b, loc, type, v, groups, shape);
-    } else if (v.getType() != type) {
-      v = tensor::CastOp::create(b, loc, type, v);
-    }
-    results.push_back(v);
-  }
+ValueRange LoopBuilder::columnPass(OpBuilder &rb, Value row, Value lo,
+                                   ArrayRef<Value> rowResults,
+                                   ValueRange state) {
+  // Elementwise results and column contributions, one pass over n.
+  Value local = arith::SubIOp::create(rb, loc, row, lo);
+  auto cols = scf::ForOp::create(
+      rb, loc, index(0), numCols, index(1), state,
+      [&](OpBuilder &cb, Location, Value col, ValueRange tiles) {
+        SmallVector<Value> args = inputElements(cb, row, col);
+        llvm::append_range(args, rowResults);
+        SmallVector<Value> next;
+        SmallVector<Value> elems = inlineRegion(cb, op.getElementwise(), args);
+        for (auto [tile, e] : llvm::zip(tiles.take_front(numFull), elems))
+          next.push_back(tensor::InsertOp::create(cb, loc, e, tile,
+                                                  ValueRange{local, col}));
+        SmallVector<Value> contrib = inlineRegion(cb, op.getColumns(), args);
+        for (auto [acc, c] : llvm::zip(tiles.drop_front(numFull), contrib)) {
+          Value old = tensor::ExtractOp::create(cb, loc, acc, col);
+          Value sum = arith::AddFOp::create(cb, loc, old, toF32(cb, c));
+          next.push_back(
+              tensor::InsertOp::create(cb, loc, sum, acc, ValueRange{col}));
+        }
+        scf::YieldOp::create(cb, loc, next);
+      });
+  return cols.getResults();
+}
 
-  // Final reduction over the P partial rows, in order q = 0, 1, ..., P-1,
-  // then added to the initial value: deterministic for a given P.
-  for (auto [i, init] : llvm::enumerate(op.getColInit())) {
-    Value partials = forall.getResult(numFull + i);
-    Type elem = cast<RankedTensorType>(init.getType()).getElementType();
-    auto finalLoop = scf::ForOp::create(
-        b, loc, zeroIdx, numCols, oneIdx, ValueRange{init},
-        [&](OpBuilder &nb, Location, Value col, ValueRange out) {
-          auto sum = scf::ForOp::create(
-              nb, loc, zeroIdx, programs, oneIdx, ValueRange{zero},
-              [&](OpBuilder &qb, Location, Value q, ValueRange acc) {
-                Value part = tensor::ExtractOp::create(qb, loc, partials,
-                                                       ValueRange{q, col});
-                scf::YieldOp::create(
-                    qb, loc,
-                    ValueRange{arith::AddFOp::create(qb, loc, acc[0], part)});
-              });
-          Value start = tensor::ExtractOp::create(nb, loc, out[0], col);
-          Value total =
-              arith::AddFOp::create(nb, loc, toF32(nb, start), sum.getResult(0));
-          Value stored = tensor::InsertOp::create(
-              nb, loc, fromF32(nb, total, elem), out[0], ValueRange{col});
-          scf::YieldOp::create(nb, loc, stored);
-        });
-    results.push_back(finalLoop.getResult(0));
+Value LoopBuilder::toDomainShape(Value v, RankedTensorType type) {
+  int64_t dynamicLeading =
+      llvm::count_if(type.getShape().drop_back(), ShapedType::isDynamic);
+  if (type.getRank() != 2 && dynamicLeading > 1) {
+    // tensor.reshape, not expand_shape: LLVM 22's expand-strided-metadata
+    // crashes on a memref.expand_shape with two dynamic sizes in one
+    // group (llvm-project#186830).
+    SmallVector<Value> sizes;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      sizes.push_back(
+          isa<Value>(tensor::getMixedSize(b, loc, op.getFull().front(), d))
+              ? tensor::DimOp::create(b, loc, op.getFull().front(), d)
+                    .getResult()
+              : index(type.getDimSize(d)));
+    Value shape = tensor::FromElementsOp::create(b, loc, sizes);
+    return tensor::ReshapeOp::create(b, loc, type, v, shape);
   }
-  return results;
+  if (type.getRank() != 2) {
+    SmallVector<ReassociationIndices> groups(1);
+    for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+      groups[0].push_back(d);
+    groups.push_back({type.getRank() - 1});
+    SmallVector<OpFoldResult> shape =
+        tensor::getMixedSizes(b, loc, op.getFull().front());
+    return tensor::ExpandShapeOp::create(b, loc, type, v, groups, shape);
+  }
+  if (v.getType() != type)
+    return tensor::CastOp::create(b, loc, type, v);
+  return v;
+}
+
+Value LoopBuilder::finalReduction(Value partials, Value init) {
+  // Over the P partial rows, in order q = 0, 1, ..., P-1, then added to the
+  // initial value: deterministic for a given P.
+  Type elem = cast<RankedTensorType>(init.getType()).getElementType();
+  Value zero = zeroF32();
+  auto finalLoop = scf::ForOp::create(
+      b, loc, index(0), numCols, index(1), ValueRange{init},
+      [&](OpBuilder &nb, Location, Value col, ValueRange out) {
+        auto sum = scf::ForOp::create(
+            nb, loc, index(0), programs, index(1), ValueRange{zero},
+            [&](OpBuilder &qb, Location, Value q, ValueRange acc) {
+              Value part = tensor::ExtractOp::create(qb, loc, partials,
+                                                     ValueRange{q, col});
+              scf::YieldOp::create(
+                  qb, loc,
+                  ValueRange{arith::AddFOp::create(qb, loc, acc[0], part)});
+            });
+        Value start = tensor::ExtractOp::create(nb, loc, out[0], col);
+        Value total =
+            arith::AddFOp::create(nb, loc, toF32(nb, start), sum.getResult(0));
+        Value stored = tensor::InsertOp::create(
+            nb, loc, fromF32(nb, total, elem), out[0], ValueRange{col});
+        scf::YieldOp::create(nb, loc, stored);
+      });
+  return finalLoop.getResult(0);
 }
 
 /// The results of an op over a statically empty domain (no rows, or N = 0):
