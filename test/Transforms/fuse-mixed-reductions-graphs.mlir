@@ -395,3 +395,28 @@ func.func @row_sum_over_other_dynamic_extents(%y: tensor<?x?xf32>, %dy: tensor<?
       : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>
   return %dx, %dw, %s : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
 }
+
+// -----
+
+// A transposed-B matmul (LLVM 22 spells matmul_transpose_b as linalg.matmul
+// with indexing_maps) produces dy: a contraction like any other.
+#lhs = affine_map<(m, n, k) -> (m, k)>
+#rhsT = affine_map<(m, n, k) -> (n, k)>
+#out = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @matmul_transpose_b_before
+// CHECK:         %[[DY:[0-9]+]] = linalg.matmul indexing_maps
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %[[DY]] :
+func.func @matmul_transpose_b_before(%g: tensor<8x16xf32>, %wt: tensor<32x16xf32>,
+    %x: tensor<8x32xf32>, %rstd: tensor<8xf32>, %w: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x32xf32>) -> tensor<8x32xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %dy = linalg.matmul indexing_maps = [#lhs, #rhsT, #out]
+      ins(%g, %wt : tensor<8x16xf32>, tensor<32x16xf32>) outs(%z : tensor<8x32xf32>) -> tensor<8x32xf32>
+  // expected-remark @+2 {{fused a mixed-order reduction group}}
+  // expected-remark @+1 {{fused: column reduction 1 of 1}}
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<32xf32>)
+      : tensor<8x32xf32>, tensor<8xf32> -> tensor<8x32xf32>, tensor<32xf32>
+  return %dx, %dw : tensor<8x32xf32>, tensor<32xf32>
+}
