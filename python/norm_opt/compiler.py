@@ -20,9 +20,19 @@ PLAN_OPTIONS = {
     "max_resident_elements": "--max-resident-elements",
     "prefetch": "--prefetch",
     "async_stages": "--async-stages",
+    "bulk_stages": "--bulk-stages",
     "single_launch": "--single-launch",
+    "dependent_launch": "--dependent-launch",
+    "peel_rows": "--peel-rows",
     "tier_min_cols": "--tier-min-cols",
+    "max_cluster_ctas": "--max-cluster-ctas",
 }
+# Not plan options: the target and the tools (compile_command's keywords),
+# and the per-op remark switch. test_compile checks that every other option
+# of `norm-opt compile --help` is in PLAN_OPTIONS.
+NON_PLAN_FLAGS = ("--chip", "--features", "--opt-level", "--remarks", "--cc",
+                  "--ptxas", "--ptxas-verbose", "--runtime-library",
+                  "--host-module", "--keep-launcher", "--emit", "-o")
 EMIT_KINDS = {"lib": ".so", "ptx": ".ptx", "cubin": ".cubin"}
 
 
@@ -95,8 +105,7 @@ def compile(source, chip="sm_90a", emit="lib", output=None, *, norm_opt=None,
     keywords: features, opt_level, ptxas, cc, runtime_library, host_module
     (where to write the host module: functions that are not only their
     fused groups call one launcher per outlined group) and the plan
-    options (threads_per_row, rows_per_cta, vector_bytes, programs_per_sm,
-    max_resident_elements, prefetch, async_stages, single_launch)."""
+    options (PLAN_OPTIONS: every kernel-shape option of norm-opt compile)."""
     workdir = None
     if isinstance(source, (str, os.PathLike)) and not (
             isinstance(source, str) and _looks_like_mlir(source)):

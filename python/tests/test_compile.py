@@ -3,6 +3,7 @@
 returns a Library (or the PTX path), and reports norm-opt's diagnostics."""
 
 import os
+import re
 import pathlib
 import sys
 import unittest
@@ -86,6 +87,18 @@ class FindNormOpt(unittest.TestCase):
                                         r"set \$NORM_OPT, or put norm-opt "
                                         "on PATH"):
                 norm_opt.compile(RMS)
+
+    def test_plan_options_are_norm_opt_compile_s(self):
+        # Every kernel-shape option of `norm-opt compile --help` has a
+        # keyword, and every keyword is an option (no copy that drifts).
+        import subprocess
+        from norm_opt.compiler import NON_PLAN_FLAGS, PLAN_OPTIONS
+        out = subprocess.run([self.exe, "compile", "--help"],
+                             capture_output=True, text=True).stdout
+        flags = set(re.findall(r"^\s+(--[a-z][a-z-]*)", out, re.M))
+        flags -= {"--help", "--help-list", "--version"}
+        self.assertEqual(flags - set(NON_PLAN_FLAGS),
+                         set(PLAN_OPTIONS.values()))
 
     def test_command(self):
         argv = norm_opt.compile_command("in.mlir", "out.so", chip="sm_80",
