@@ -178,6 +178,30 @@ LogicalResult outlineForHosts(ModuleOp module, const CompileOptions &options) {
   return success();
 }
 
+/// An assembly file defining the hidden `norm_image`: the bytes of the
+/// file at `path`, then a NUL (PTX images are C strings).
+std::string imageAssembly(StringRef path) {
+  std::string quoted;
+  for (char c : path) {
+    if (c == '"' || c == '\\')
+      quoted += '\\';
+    quoted += c;
+  }
+  return (Twine("  .section .rodata.norm_image,\"a\"\n"
+                "  .balign 16\n"
+                "  .globl norm_image\n"
+                "  .hidden norm_image\n"
+                "  .type norm_image, @object\n"
+                "norm_image:\n"
+                "  .incbin \"") +
+          quoted +
+          "\"\n"
+          "  .byte 0\n"
+          "  .size norm_image, .-norm_image\n"
+          "  .section .note.GNU-stack,\"\",@progbits\n")
+      .str();
+}
+
 } // namespace
 
 LogicalResult mlir::norm::compileNormModule(ModuleOp module,
@@ -234,7 +258,7 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
     return module.emitError() << "compile: cannot read '" << cubinPath << "'";
   std::string headerPath = replaceExtension(options.output, "h");
   std::string source, header;
-  if (failed(generateLauncher(module, (*cubin)->getBuffer(),
+  if (failed(generateLauncher(module, StringRef(),
                               llvm::sys::path::filename(headerPath), source,
                               header)))
     return failure();
@@ -252,9 +276,16 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   std::string sourcePath = replaceExtension(options.output, "c");
   if (failed(writeFile(module, sourcePath, source)))
     return failure();
-  std::optional<llvm::FileRemover> removeSource;
-  if (!options.keepLauncher)
+  // The cubin, as the launcher's hidden `norm_image` (assembled, not a C
+  // array: cc takes seconds over a megabyte of initialisers).
+  std::string imagePath = replaceExtension(options.output, "image.s");
+  if (failed(writeFile(module, imagePath, imageAssembly(cubinPath))))
+    return failure();
+  std::optional<llvm::FileRemover> removeSource, removeImage;
+  if (!options.keepLauncher) {
     removeSource.emplace(sourcePath);
+    removeImage.emplace(imagePath);
+  }
 
   FailureOr<std::string> cc = findProgram(module, options.cc, "cc", "cc");
   if (failed(cc))
@@ -267,7 +298,7 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
            << "compile: cannot find the norm-opt runtime library '" << runtime
            << "' (pass it with --runtime-library=)";
   return run(module, *cc,
-             {"-shared", "-fPIC", "-O2", "-Wl,-z,defs", "-o", options.output, sourcePath,
-              runtime, "-ldl", "-lpthread", "-lstdc++"},
+             {"-shared", "-fPIC", "-O2", "-Wl,-z,defs", "-o", options.output,
+              sourcePath, imagePath, runtime, "-ldl", "-lpthread", "-lstdc++"},
              /*echoOutput=*/false);
 }

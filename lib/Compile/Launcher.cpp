@@ -677,13 +677,20 @@ LogicalResult LauncherWriter::write(std::string &source, std::string &header) {
       << "int normrt_launch_cooperative(void *fn, unsigned grid, unsigned "
          "block, unsigned smem, void *stream, void **args);\n"
       << "int normrt_scratch_done(void *stream);\n\n"
-      << "static const unsigned char norm_image[] = {";
-  for (size_t i = 0; i < image.size(); ++i) {
-    if (i % 16 == 0)
-      src << "\n ";
-    src << " " << unsigned(static_cast<unsigned char>(image[i])) << ",";
+      ;
+  if (image.empty()) {
+    // Assembled beside this source (compile mode: .incbin of the cubin).
+    src << "extern const unsigned char norm_image[] "
+           "__attribute__((visibility(\"hidden\")));\n\n";
+  } else {
+    src << "static const unsigned char norm_image[] = {";
+    for (size_t i = 0; i < image.size(); ++i) {
+      if (i % 16 == 0)
+        src << "\n ";
+      src << " " << unsigned(static_cast<unsigned char>(image[i])) << ",";
+    }
+    src << " 0};\n\n";
   }
-  src << " 0};\n\n";
 
   for (func::FuncOp fn : module.getOps<func::FuncOp>())
     if (failed(function(fn, src, hdr)))

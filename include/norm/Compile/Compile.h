@@ -58,8 +58,11 @@ struct CompileOptions {
 LogicalResult compileNormModule(ModuleOp module, const CompileOptions &options);
 
 /// The C launcher source and header for an already lowered module (after
-/// --norm-lower-to-nvvm), with `image` embedded (a cubin or PTX). Exposed
-/// for tests; compileNormModule uses it.
+/// --norm-lower-to-nvvm), with `image` embedded (a cubin or PTX) as a C
+/// array, or, where `image` is empty, declared as the hidden symbol
+/// `norm_image` defined beside it (compileNormModule assembles the cubin
+/// with `.incbin`: a C array of a megabyte takes cc seconds). Exposed for
+/// tests; compileNormModule uses it.
 LogicalResult generateLauncher(ModuleOp module, StringRef image,
                                StringRef headerName, std::string &source,
                                std::string &header);
