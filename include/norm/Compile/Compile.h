@@ -40,7 +40,8 @@ struct CompileOptions {
   /// whole outlined and called (--norm-outline-groups), and every function
   /// the library launches (outlined or whole) left as a declaration.
   std::string hostModule;
-  /// Keep the generated launcher source (OUT with `.c`).
+  /// Keep the generated launcher source (OUT with `.c`) and the image's
+  /// assembly (OUT with `.image.s`).
   bool keepLauncher = false;
   /// Pass `-v` to ptxas and print its register / spill report.
   bool ptxasVerbose = false;
