@@ -12,7 +12,20 @@
 #include "norm/Conversion/GpuOptions.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -178,28 +191,87 @@ LogicalResult outlineForHosts(ModuleOp module, const CompileOptions &options) {
   return success();
 }
 
-/// An assembly file defining the hidden `norm_image`: the bytes of the
-/// file at `path`, then a NUL (PTX images are C strings).
-std::string imageAssembly(StringRef path) {
-  std::string quoted;
-  for (char c : path) {
-    if (c == '"' || c == '\\')
-      quoted += '\\';
-    quoted += c;
+/// Puts the cubin at `cubinPath` into the module's gpu.binary: the launchers'
+/// LLVM IR embeds it and loads it with mgpuModuleLoad.
+LogicalResult embedCubin(ModuleOp module, StringRef cubinPath) {
+  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false);
+  if (!cubin)
+    return module.emitError() << "compile: cannot read '" << cubinPath << "'";
+  for (auto binary : module.getOps<gpu::BinaryOp>()) {
+    auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+    auto bin = gpu::ObjectAttr::get(
+        module.getContext(), object.getTarget(),
+        gpu::CompilationTarget::Binary,
+        StringAttr::get(module.getContext(), (*cubin)->getBuffer()),
+        object.getProperties(), object.getKernels());
+    binary.setObjectsAttr(ArrayAttr::get(module.getContext(), {bin}));
   }
-  return (Twine("  .section .rodata.norm_image,\"a\"\n"
-                "  .balign 16\n"
-                "  .globl norm_image\n"
-                "  .hidden norm_image\n"
-                "  .type norm_image, @object\n"
-                "norm_image:\n"
-                "  .incbin \"") +
-          quoted +
-          "\"\n"
-          "  .byte 0\n"
-          "  .size norm_image, .-norm_image\n"
-          "  .section .note.GNU-stack,\"\",@progbits\n")
-      .str();
+  return success();
+}
+
+/// The upstream passes that take the launchers to the LLVM dialect.
+void buildLauncherToLLVM(OpPassManager &pm) {
+  std::string error;
+  llvm::raw_string_ostream os(error);
+  (void)parsePassPipeline("convert-scf-to-cf,gpu-to-llvm,"
+                          "convert-func-to-llvm,convert-arith-to-llvm,"
+                          "convert-cf-to-llvm,reconcile-unrealized-casts,"
+                          "canonicalize",
+                          pm, os);
+}
+
+/// The launchers' LLVM IR, optimised (O2) and compiled for the host into
+/// the object file `path` (position independent: it goes into a shared
+/// library).
+LogicalResult emitObject(ModuleOp module, StringRef path) {
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+  module.getContext()->appendDialectRegistry(registry);
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext, "norm_launchers");
+  if (!llvmModule)
+    return module.emitError("compile: the launchers' LLVM IR translation "
+                            "failed");
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return module.emitError() << "compile: no host target: " << error;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, "generic", "", llvm::TargetOptions(), llvm::Reloc::PIC_));
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(triple);
+  if (llvm::Error e = makeOptimizingTransformer(2, 0, machine.get())(
+          llvmModule.get()))
+    return module.emitError() << "compile: optimising the launchers failed: "
+                              << llvm::toString(std::move(e));
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return module.emitError() << "compile: cannot write '" << path
+                              << "': " << ec.message();
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, os, nullptr,
+                                   llvm::CodeGenFileType::ObjectFile))
+    return module.emitError("compile: the host target cannot emit objects");
+  codegen.run(*llvmModule);
+  os.close();
+  return success();
+}
+
+/// The linker's version script: the launchers and the runtime's C API are
+/// exported, everything else (the runtime's mgpu* copy) stays local.
+std::string versionScript(ArrayRef<std::string> launchers) {
+  std::string text = "{\n  global:\n    normrt_*;\n";
+  for (const std::string &name : launchers)
+    text += "    " + name + ";\n";
+  return text + "  local:\n    *;\n};\n";
 }
 
 } // namespace
@@ -251,20 +323,14 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
   if (options.emit == EmitKind::Cubin)
     return success();
 
-  // Library: the launcher, with the cubin embedded, and the runtime.
+  // Library: the launchers (host IR lowered by upstream passes, compiled
+  // here) with the cubin embedded, and the runtime.
   llvm::FileRemover removeCubin(cubinPath);
-  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false);
-  if (!cubin)
-    return module.emitError() << "compile: cannot read '" << cubinPath << "'";
+  if (failed(embedCubin(module, cubinPath)))
+    return failure();
+  // The same signature as JSON, for bindings (python/norm_opt), from the
+  // functions before they become launchers.
   std::string headerPath = replaceExtension(options.output, "h");
-  std::string source, header;
-  if (failed(generateLauncher(module, StringRef(),
-                              llvm::sys::path::filename(headerPath), source,
-                              header)))
-    return failure();
-  if (failed(writeFile(module, headerPath, header)))
-    return failure();
-  // The same signature as JSON, for bindings (python/norm_opt).
   FailureOr<std::string> signature = librarySignatureJSON(
       module, {llvm::sys::path::filename(options.output).str(),
                llvm::sys::path::filename(headerPath).str(), options.gpu.chip,
@@ -273,19 +339,39 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
       failed(writeFile(module, replaceExtension(options.output, "json"),
                        *signature)))
     return failure();
-  std::string sourcePath = replaceExtension(options.output, "c");
-  if (failed(writeFile(module, sourcePath, source)))
+  SmallVector<std::string> launchers;
+  for (func::FuncOp fn : module.getOps<func::FuncOp>())
+    if (fn.walk([](MixedReductionOp) { return WalkResult::interrupt(); })
+            .wasInterrupted())
+      launchers.push_back(fn.getSymName().str());
+  std::string header;
+  if (failed(buildLaunchers(module, llvm::sys::path::filename(headerPath),
+                            header)) ||
+      failed(writeFile(module, headerPath, header)))
     return failure();
-  // The cubin, as the launcher's hidden `norm_image` (assembled, not a C
-  // array: cc takes seconds over a megabyte of initialisers).
-  std::string imagePath = replaceExtension(options.output, "image.s");
-  if (failed(writeFile(module, imagePath, imageAssembly(cubinPath))))
+  std::string launcherIR = replaceExtension(options.output, "launchers.mlir");
+  if (failed(runPipeline(module, options, [](OpPassManager &pm) {
+        (void)parsePassPipeline("canonicalize,cse", pm);
+      })))
     return failure();
-  std::optional<llvm::FileRemover> removeSource, removeImage;
-  if (!options.keepLauncher) {
-    removeSource.emplace(sourcePath);
-    removeImage.emplace(imagePath);
+  if (options.keepLauncher) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os);
+    if (failed(writeFile(module, launcherIR, text)))
+      return failure();
   }
+  if (failed(runPipeline(module, options, buildLauncherToLLVM)))
+    return failure();
+  std::string objectPath = replaceExtension(options.output, "launchers.o");
+  std::string scriptPath = replaceExtension(options.output, "exports.map");
+  std::optional<llvm::FileRemover> removeObject, removeScript;
+  if (!options.keepLauncher)
+    removeObject.emplace(objectPath);
+  removeScript.emplace(scriptPath);
+  if (failed(emitObject(module, objectPath)) ||
+      failed(writeFile(module, scriptPath, versionScript(launchers))))
+    return failure();
 
   FailureOr<std::string> cc = findProgram(module, options.cc, "cc", "cc");
   if (failed(cc))
@@ -298,7 +384,8 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
            << "compile: cannot find the norm-opt runtime library '" << runtime
            << "' (pass it with --runtime-library=)";
   return run(module, *cc,
-             {"-shared", "-fPIC", "-O2", "-Wl,-z,defs", "-o", options.output,
-              sourcePath, imagePath, runtime, "-ldl", "-lpthread", "-lstdc++"},
+             {"-shared", "-fPIC", "-Wl,-z,defs", "-Wl,-Bsymbolic",
+              "-Wl,--version-script=" + scriptPath, "-o", options.output,
+              objectPath, runtime, "-ldl", "-lpthread", "-lstdc++"},
              /*echoOutput=*/false);
 }

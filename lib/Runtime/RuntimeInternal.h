@@ -10,7 +10,7 @@
 // current context, the module / workspace caches, stream capture),
 // Kernels.cpp (function lookup, occupancy, launch checks), Api.cpp /
 // Memory.cpp / Launch.cpp (the C API by concern), UpstreamABI.cpp (the mgpu*
-// entry points, shared library only).
+// entry points), LaunchSequence.cpp (the host lowering's normrt_ir_*).
 //
 // Rules the runtime keeps:
 //  - nothing aborts or prints; every failure returns a normrt_status and
@@ -21,9 +21,11 @@
 //    initialised (function pointers, plain values, atomics), the caches live in
 //    a heap object created on first use and never destroyed (process exit
 //    leaves device memory and modules to the driver);
-//  - the exported functions never call each other (each one works on the
-//    state of its own copy of the runtime, also when a kernel library links
-//    the static archive and another copy is loaded beside it).
+//  - each copy of the runtime works on its own state: the exported functions
+//    call each other only from LaunchSequence.cpp, and those calls bind
+//    inside the copy (-Bsymbolic for libnorm_runtime.so; a kernel library
+//    links the static archive with a version script that keeps all but its
+//    launchers and normrt_* local, and -Bsymbolic).
 //
 //===----------------------------------------------------------------------===//
 
@@ -159,6 +161,21 @@ extern thread_local char tLastError[kMessageSize];
 extern int gInitStatus;
 extern char gInitError[kMessageSize];
 extern std::atomic<bool> gDriverReady;
+// LaunchSequence.cpp: the host lowering's launch sequence on this thread
+// (normrt_ir_begin .. normrt_ir_end).
+struct LaunchSequence {
+  bool active = false;
+  int status = 0;           // the first failure (0: none)
+  CUstream stream = nullptr; // what mgpuStreamCreate returns in it
+  int nextKind = 0;          // NORMRT_IR_LAUNCH, ...: the next launch
+  int64_t nextCluster = 1;   // the occupancy query's cluster size
+  int64_t result = 0;        // the last query's answer
+};
+extern thread_local LaunchSequence tSequence;
+/// What mgpuLaunchKernel does in a sequence (normrt_ir_next_launch).
+int sequenceLaunch(void *function, intptr_t gridX, intptr_t blockX,
+                   int32_t smem, void *stream, void **params);
+
 /// An off switch in the environment (NORMRT_NO_COOPERATIVE, ...).
 bool envSwitchSet(const char *name);
 

@@ -5,8 +5,9 @@
 // LLVM IR) emits calls to, over this runtime's driver loader, module cache
 // and capture handling. Debian's MLIR 22 ships no CUDA runtime wrapper
 // library, so `mlir-runner --shared-libs=libnorm_runtime.so` is how a whole
-// lowered pipeline runs on a GPU. Only the shared runtime exports them (a
-// kernel library's static copy does not), so one process has one set.
+// lowered pipeline runs on a GPU. A kernel library (norm-opt compile) links
+// the static copy and keeps these symbols local, so its launchers' calls stay
+// in it and one process has one exported set.
 //
 // The signatures are those LLVM 22 emits (docs/runtime.md lists them).
 // Where upstream's wrappers print and carry on, so do these: a failure
@@ -44,9 +45,15 @@ void report(int status) {
     std::fprintf(stderr, "normrt: %s\n", lastError());
 }
 
-/// Runs `body` (a normrt status) guarded, reporting a failure.
+/// Runs `body` (a normrt status) guarded, reporting a failure; in a launch
+/// sequence (LaunchSequence.cpp) it keeps the first failure instead and
+/// does nothing after one.
 template <typename Body> void run(const char *fn, Body &&body) {
-  report(guarded(fn, body));
+  LaunchSequence &s = tSequence;
+  if (!s.active)
+    return report(guarded(fn, body));
+  if (s.status == NORMRT_SUCCESS)
+    s.status = guarded(fn, body);
 }
 
 /// A driver entry point the upstream ABI needs beyond the runtime's own.
@@ -180,6 +187,10 @@ NORMRT_API int normrt_use_stream(void *stream) {
   return NORMRT_SUCCESS;
 }
 
+NORMRT_API void *normrt_ir_stream(void) {
+  return tStreamHanded ? tHandedStream : nullptr;
+}
+
 NORMRT_API void *mgpuModuleLoad(void *data, size_t /*gpuBlobSize*/) {
   if (!data)
     report(fail(NORMRT_ERROR_INVALID_ARGUMENT, "mgpuModuleLoad: data is NULL"));
@@ -211,6 +222,14 @@ NORMRT_API void mgpuLaunchKernel(void *function, intptr_t gridX,
                                  size_t /*paramsCount*/) {
   const intptr_t cluster[3] = {1, 1, 1}, grid[3] = {gridX, gridY, gridZ},
                  block[3] = {blockX, blockY, blockZ};
+  if (tSequence.active) // plain, cooperative, dependent or a query
+    return run("mgpuLaunchKernel", [&] {
+      if (gridY != 1 || gridZ != 1 || blockY != 1 || blockZ != 1)
+        return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                    "mgpuLaunchKernel: a launch sequence's grid and block "
+                    "are one-dimensional");
+      return sequenceLaunch(function, gridX, blockX, smem, stream, params);
+    });
   run("mgpuLaunchKernel", [&] {
     return launch("mgpuLaunchKernel", function, cluster, grid, block, smem,
                   stream, params, extra);
@@ -232,6 +251,8 @@ NORMRT_API void mgpuLaunchClusterKernel(
 }
 
 NORMRT_API void *mgpuStreamCreate(void) {
+  if (tSequence.active)
+    return tSequence.stream;
   if (tStreamHanded)
     return tHandedStream;
   CUstream stream = nullptr;
@@ -253,6 +274,8 @@ NORMRT_API void *mgpuStreamCreate(void) {
 }
 
 NORMRT_API void mgpuStreamDestroy(void *stream) {
+  if (tSequence.active && stream == tSequence.stream)
+    return; // the sequence's (the caller's)
   if (tStreamHanded && stream == tHandedStream)
     return; // the caller's
   run("mgpuStreamDestroy", [&] {

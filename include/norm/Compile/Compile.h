@@ -40,8 +40,9 @@ struct CompileOptions {
   /// whole outlined and called (--norm-outline-groups), and every function
   /// the library launches (outlined or whole) left as a declaration.
   std::string hostModule;
-  /// Keep the generated launcher source (OUT with `.c`) and the image's
-  /// assembly (OUT with `.image.s`).
+  /// Keep the launchers' host IR (OUT with `.launchers.mlir`, upstream ops
+  /// before their lowering to LLVM) and their object file (OUT with
+  /// `.launchers.o`).
   bool keepLauncher = false;
   /// Pass `-v` to ptxas and print its register / spill report.
   bool ptxasVerbose = false;
@@ -58,15 +59,14 @@ struct CompileOptions {
 /// bad option value is reported (naming the option) before anything runs.
 LogicalResult compileNormModule(ModuleOp module, const CompileOptions &options);
 
-/// The C launcher source and header for an already lowered module (after
-/// --norm-lower-to-nvvm), with `image` embedded (a cubin or PTX) as a C
-/// array, or, where `image` is empty, declared as the hidden symbol
-/// `norm_image` defined beside it (compileNormModule assembles the cubin
-/// with `.incbin`: a C array of a megabyte takes cc seconds). Exposed for
-/// tests; compileNormModule uses it.
-LogicalResult generateLauncher(ModuleOp module, StringRef image,
-                               StringRef headerName, std::string &source,
-                               std::string &header);
+/// Turns every function of an already lowered module (after
+/// --norm-lower-to-nvvm) that has fused groups into its C-ABI launcher: a
+/// func.func of LLVM pointers and i64 sizes returning an i32 status, whose
+/// body launches the groups in upstream host ops (HostLaunch.h), and writes
+/// their C declarations into `header`. compileNormModule lowers the
+/// launchers with upstream passes and compiles them in process.
+LogicalResult buildLaunchers(ModuleOp module, StringRef headerName,
+                             std::string &header);
 
 /// The PTX of the `gpu.binary` the NVVM pipeline produced.
 FailureOr<std::string> extractPTX(ModuleOp module);

@@ -165,4 +165,63 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def ConvertNormToGPULaunch
+    : Pass<"convert-norm-to-gpu-launch", "::mlir::ModuleOp"> {
+  let summary = "Lower each fused group's host side in place to upstream "
+                "GPU host ops (gpu.launch_func on gpu.binary @norm_kernels) "
+                "and calls of the runtime's normrt_ir_* entry points";
+  let description = [{
+    Runs after `--convert-norm-to-gpu` (the kernels and the op's
+    `#norm.kernel_plan`) and usually after `gpu-module-to-binary`. Each
+    `norm.mixed_reduction` in a function becomes, where it stands:
+
+    - its buffers: `bufferization.to_buffer` of every input (identity
+      layout, so rows are contiguous and a row stride is N), `gpu.alloc`
+      of every result (`host_shared` with `host-shared=true`, so host code
+      can read them), the fp32 partial rows from the runtime's workspace;
+    - the launch, from the plan (`HostLaunch.h`, docs/pipeline.md stage 5):
+      checks of rows and N, the SM count, the vector / peeled / scalar /
+      split kernel and the resident tier chosen from N, the alignment and
+      the strides, the grid from occupancy, then `gpu.launch_func` of the
+      main kernel and, unless the main kernel finished the column results
+      in one cooperative launch, of the final kernel;
+    - its results as tensors (`bufferization.to_tensor restrict`), column
+      epilogues (dW's `truncf`) included: the final kernel applies them.
+
+    What `gpu.launch_func` cannot express goes through calls into the
+    runtime (`NormRuntime.h`): `normrt_ir_begin` / `normrt_ir_end` around a
+    group (the first failure is kept, nothing runs after it, and the end
+    frees capture scratch), `normrt_ir_stream` (the caller's stream, from
+    `normrt_use_stream`; launches go on it through `gpu.wait async`),
+    `normrt_ir_sm_count`, `normrt_ir_next_launch` (the next launch is
+    cooperative, a programmatic dependent, or an occupancy / fits query
+    answered by `normrt_ir_query_result`), `normrt_ir_workspace`,
+    `normrt_ir_grid_barrier`, `normrt_ir_fail`, `normrt_ir_check_aligned`.
+    A failed launch sequence prints its message and stops the program
+    (`cf.assert`). Everything else in the function is left as it is.
+
+    Lower the rest with upstream passes (`gpu-to-llvm`, `finalize-memref-
+    to-llvm`, `convert-func-to-llvm`, ...) and run it with
+    `mlir-runner --shared-libs=libnorm_runtime.so`.
+  }];
+  let options = [
+    Option<"hostShared", "host-shared", "bool", /*default=*/"false",
+           "Allocate results with gpu.alloc host_shared (managed memory the "
+           "host can read)">,
+    Option<"synchronize", "synchronize", "bool", /*default=*/"false",
+           "Wait for the stream after each group (host code reads the "
+           "results next)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::cf::ControlFlowDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
 #endif // NORM_CONVERSION_PASSES_TD

@@ -25,6 +25,7 @@
 #define NORM_RUNTIME_NORMRUNTIME_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(_WIN32)
 #define NORMRT_API
@@ -237,12 +238,48 @@ NORMRT_API void normrt_release_all(void);
 
 /* The entry points upstream MLIR's gpu-to-llvm lowering calls (mgpuModuleLoad,
  * mgpuLaunchKernel, mgpuStreamCreate, mgpuMemAlloc, ...: docs/runtime.md)
- * are exported by the shared runtime, libnorm_runtime.so, only. This hands
- * them the caller's stream on this thread: mgpuStreamCreate returns it,
- * mgpuStreamDestroy leaves it alone, mgpuStreamSynchronize skips it while it
- * captures a CUDA graph; NULL goes back to streams of their own. Only in
- * libnorm_runtime.so. */
+ * are exported by the shared runtime, libnorm_runtime.so (a kernel library
+ * links its own copy and keeps it local). This hands them the caller's
+ * stream on this thread: mgpuStreamCreate returns it, mgpuStreamDestroy
+ * leaves it alone, mgpuStreamSynchronize skips it while it captures a CUDA
+ * graph; NULL goes back to streams of their own. */
 NORMRT_API int normrt_use_stream(void *stream);
+/* The stream normrt_use_stream handed over on this thread, else NULL. */
+NORMRT_API void *normrt_ir_stream(void);
+
+/* The host lowering's entry points (--convert-norm-to-gpu-launch; the
+ * calls its IR makes besides gpu.launch_func, docs/runtime.md). A launch
+ * sequence runs on one thread from normrt_ir_begin to normrt_ir_end: its
+ * first failure is kept and every later call of the sequence (mgpu*
+ * included) does nothing; mgpuStreamCreate returns the sequence's stream
+ * (NULL: the legacy default stream) and mgpuStreamDestroy leaves it. */
+enum normrt_ir_launch_kind {
+  NORMRT_IR_LAUNCH = 0,             /* a plain launch */
+  NORMRT_IR_LAUNCH_COOPERATIVE = 1, /* cuLaunchCooperativeKernel */
+  NORMRT_IR_LAUNCH_DEPENDENT = 2,   /* programmatic dependent launch */
+  NORMRT_IR_QUERY_OCCUPANCY = 3,    /* CTAs (clusters) per SM; no launch */
+  NORMRT_IR_QUERY_COOPERATIVE_FITS = 4 /* 1 if the grid fits; no launch */
+};
+NORMRT_API int normrt_ir_begin(void *stream);
+/* Ends the sequence: normrt_scratch_done(stream), then the first failure's
+ * status (0: none); print_failure != 0 also prints "normrt: <message>". */
+NORMRT_API int normrt_ir_end(void *stream, int32_t print_failure);
+/* A failed check of the lowered code: the sequence fails with `message`. */
+NORMRT_API void normrt_ir_fail(int32_t status, const char *message);
+/* normrt_check_aligned, in the sequence. */
+NORMRT_API void normrt_ir_check_aligned(const void *ptr, int64_t alignment,
+                                        const char *what);
+/* The current context (made if none) and its SM count (0 after a failure). */
+NORMRT_API int64_t normrt_ir_sm_count(void);
+/* What the next mgpuLaunchKernel on this thread does (normrt_ir_launch_kind;
+ * `cluster`: the CTAs per cluster an occupancy query counts clusters of). */
+NORMRT_API void normrt_ir_next_launch(int32_t kind, int64_t cluster);
+/* The answer of the last query launch. */
+NORMRT_API int64_t normrt_ir_query_result(void);
+/* normrt_workspace and normrt_grid_barrier_word, in the sequence (NULL
+ * after a failure). */
+NORMRT_API void *normrt_ir_workspace(void *stream, int64_t bytes);
+NORMRT_API void *normrt_ir_grid_barrier(void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,136 @@
+//===- HostLaunch.h - One fused group's launch as host IR -------*- C++ -*-===//
+//
+// Part of norm-opt. The host side of a fused group: the launch plan read
+// from its `#norm.kernel_plan` (which kernels exist and how each launches),
+// and the builder that writes the launch as upstream host ops:
+// `gpu.launch_func` on `gpu.binary @norm_kernels`, arith/scf for the grid,
+// and calls of the runtime's normrt_ir_* entry points for what
+// gpu.launch_func cannot say (include/norm/Runtime/NormRuntime.h). Both
+// `--convert-norm-to-gpu-launch` (in place, on tensors) and `norm-opt
+// compile` (the C launchers of a kernel library) build their launches here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_CONVERSION_NORMTOLAUNCH_HOSTLAUNCH_H
+#define NORM_CONVERSION_NORMTOLAUNCH_HOSTLAUNCH_H
+
+#include "norm/Dialect/Norm/IR/NormOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace mlir::norm {
+
+/// The kernels of one plan (the op's own or a resident tier's) and how to
+/// launch them.
+struct KernelLaunch {
+  std::string prefix;      // main kernels: prefix + the suffixes
+  std::string finalKernel; // the two-launch path's final kernel
+  int64_t block = 0, rowsPerCTA = 1, dynamicSharedBytes = 0;
+  int64_t finalThreads = 512;
+  bool combineInCTA = false, singleLaunch = false;
+  int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
+  int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
+  int64_t tierCols = 0;    // a resident tier: the largest N it takes
+  int64_t clusterCTAs = 1; // CTAs of a cluster per row (the kernels' shape)
+  // A `_main` kernel: the vector kernel of 16-byte aligned rows (not for a
+  // static N that is not a multiple of the vector).
+  bool alignedKernel = false;
+  // A `_main_peel` kernel: the vector kernel of rows at any phase; its
+  // programs' row stride keeps every row of a program at one phase.
+  bool peel = false;
+};
+
+/// How one fused group launches: its plan and its resident tiers.
+struct GroupLaunchPlan {
+  int64_t vector = 1, programsPerSM = 0;
+  int64_t numColumnResults = 0;
+  // The final kernels wait for the main kernel (griddepcontrol): launched
+  // as its programmatic dependents.
+  bool dependentFinal = false;
+  KernelLaunch kernels;             // the plan's own
+  SmallVector<KernelLaunch> tiers;  // run-time N: the resident tiers
+  bool anyPeel() const;
+};
+
+/// Reads `op`'s `#norm.kernel_plan` (made by --convert-norm-to-gpu).
+FailureOr<GroupLaunchPlan> readLaunchPlan(MixedReductionOp op);
+
+/// A value a launch passes or checks, with the name its messages use.
+struct LaunchValue {
+  Value value;          // !llvm.ptr (device pointer) or i64
+  std::string name;     // "arg0", "res1", "arg0_row_stride", ...
+  int64_t elementBytes = 0;
+};
+
+/// One group's kernel operands, in the kernels' parameter order, and its
+/// domain (i64 rows = product of the leading dims, i64 cols = N).
+struct GroupLaunchOperands {
+  SmallVector<LaunchValue> fullIn, rowIn, colIn, fullOut, scalars, initIn,
+      colOut;
+  SmallVector<LaunchValue> stridesIn, stridesOut; // i64, in elements
+  Value rows, cols;
+};
+
+/// Writes launches at the builder's insertion point, declaring the
+/// runtime's entry points and the messages' strings in `module`.
+class HostLaunchBuilder {
+public:
+  HostLaunchBuilder(OpBuilder &builder, Location loc, ModuleOp module);
+
+  /// The stream normrt_use_stream handed over (NULL: the legacy stream).
+  Value handedStream();
+  /// normrt_ir_begin(stream): the group's calls form one launch sequence.
+  void begin(Value stream);
+  /// normrt_ir_end(stream, print): i32 status of the sequence's first
+  /// failure.
+  Value end(Value stream, bool printFailure);
+  /// The checks of one domain against its static shape and of its row
+  /// strides; messages start with `function`, rows/cols names end in
+  /// `suffix` ("" or the group's number).
+  void checkDomain(StringRef function, ArrayRef<int64_t> domain, Value rows,
+                   Value cols, StringRef suffix,
+                   ArrayRef<LaunchValue> strides);
+  /// The current context's SM count (i64).
+  Value smCount();
+  /// The alignment checks and the launches of one group.
+  void launchGroup(StringRef function, const GroupLaunchPlan &plan,
+                   const GroupLaunchOperands &operands, Value sms,
+                   Value stream);
+  /// Waits for the stream (gpu.wait): its results are ready on the host.
+  void synchronize();
+
+  Type ptrType() const { return ptr; }
+  Type i64Type() const { return i64; }
+
+private:
+  struct Flags; // the group's vector / peel choice
+  Value constant(int64_t v);
+  Value null();
+  Value call(StringRef name, TypeRange results, ValueRange args);
+  Value message(StringRef text);
+  void failIf(Value condition, int32_t status, const Twine &text);
+  Flags vectorFlags(StringRef function, const GroupLaunchPlan &plan,
+                    const GroupLaunchOperands &operands);
+  void launchPlan(const GroupLaunchPlan &plan, const KernelLaunch &k,
+                  const GroupLaunchOperands &operands, const Flags &flags,
+                  Value sms, Value stream);
+  Value query(ArrayRef<std::string> kernels, Value which, int32_t kind,
+              int64_t cluster, Value grid, int64_t block, Value smem);
+  void launch(ArrayRef<std::string> kernels, Value which, Value grid,
+              int64_t block, Value smem, ValueRange args);
+
+  OpBuilder &b;
+  Location loc;
+  ModuleOp module;
+  Type ptr, i64, i32;
+  llvm::DenseMap<StringAttr, StringAttr> messages; // text -> global
+};
+
+} // namespace mlir::norm
+
+#endif // NORM_CONVERSION_NORMTOLAUNCH_HOSTLAUNCH_H
