@@ -9,6 +9,8 @@
 #include "norm/Conversion/NormToLaunch/HostLaunch.h"
 #include "norm/Conversion/Passes.h"
 
+#include "norm/Conversion/NormToGPU/KernelNames.h"
+
 #include "norm/Dialect/Norm/IR/GroupBoundary.h"
 #include "norm/Utils/DeadOps.h"
 
@@ -193,6 +195,15 @@ struct ConvertNormToGPULaunchPass
     module.walk([&](MixedReductionOp op) { groups.push_back(op); });
     if (groups.empty())
       return;
+    // The launches pass host pointers where the gpu.module's kernels take
+    // global ones: they are checked against the kernels' signatures only
+    // while the kernels are a gpu.module.
+    if (auto kernels = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName)) {
+      kernels.emitError() << "convert-norm-to-gpu-launch: run "
+                             "gpu-module-to-binary first (the groups' kernels "
+                             "are still a gpu.module)";
+      return signalPassFailure();
+    }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
     for (MixedReductionOp op : groups)
