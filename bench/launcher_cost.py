@@ -36,8 +36,8 @@ def make_tensors(sig, rows, cols, seed):
     for spec in sig.tensors:
         shape = {"rows_by_cols": (rows, cols), "rows": (rows,),
                  "cols": (cols,), "scalar": ()}.get(spec.layout)
-        if shape is None:
-            raise SystemExit(f"{sig.name}: layout {spec.layout} not handled")
+        if shape is None:  # "unused", "rows_or_cols": any tensor of its type
+            shape = tuple(1 if d < 0 else d for d in spec.shape)
         dtype = DTYPES[spec.dtype]
         if spec.role == "input":
             t = torch.randn(shape, generator=gen, device="cuda",
@@ -103,7 +103,7 @@ def main():
                 raise SystemExit(f"no {fname} in {new.path}")
             fn_new, fn_old = new.functions[fname], old.functions[fname]
             outs = {}
-            cost = {}
+            cost, keep = {}, {}
             for label, f in (("old", fn_old), ("new", fn_new)):
                 ts = make_tensors(f.signature, rows, cols, seed=rows + cols)
                 args = f.arguments(*ts)
@@ -114,6 +114,7 @@ def main():
                 outs[label] = [t.clone() for t in
                                ts[len(f.signature.inputs):]]
                 cost[label] = (f._cfunc, args)
+                keep[label] = ts  # the pointers in args stay valid
             same = all(torch.equal(x, y)
                        for x, y in zip(outs["old"], outs["new"]))
             finite = all(torch.isfinite(x).all() for x in outs["new"])

@@ -117,6 +117,7 @@ void normrt_release_all(void) {
     State &s = state();
     std::lock_guard<std::mutex> moduleLock(s.moduleMutex);
     std::lock_guard<std::mutex> workspaceLock(s.workspaceMutex);
+    gModuleGeneration.fetch_add(1, std::memory_order_acq_rel);
     CUcontext saved = nullptr;
     bool restore = gDriver.ctxGetCurrent(&saved) == CUDA_SUCCESS;
     CUcontext current = saved;

@@ -138,6 +138,8 @@ int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
 }
 
 // The kernel `kernel_name` of `image`, loaded once per context and cached.
+std::atomic<uint64_t> gModuleGeneration{0};
+
 int getFunction(const char *fn, const void *image, const char *kernel_name,
                 void **function_out) {
   if (!function_out)
@@ -208,6 +210,55 @@ int getFunction(const char *fn, const void *image, const char *kernel_name,
   }
   *function_out = found->second;
   return static_cast<int>(NORMRT_SUCCESS);
+}
+
+namespace {
+/// Lowered code looks a kernel up before every launch (the launchers of
+/// norm-opt compile: up to four times a call). The last few lookups of this
+/// thread are kept by (context, module, name); the module cache's mutex and
+/// map are then skipped. normrt_release_all makes them stale.
+struct RecentFunction {
+  CUcontext context = nullptr;
+  const void *module = nullptr;
+  char name[64] = {};
+  void *function = nullptr;
+  uint64_t generation = 0;
+};
+constexpr int kRecentFunctions = 8;
+thread_local RecentFunction tRecent[kRecentFunctions];
+thread_local int tRecentNext;
+
+} // namespace
+
+void *recentFunction(const void *module, const char *name) {
+  if (!module || !name || !gDriverReady.load(std::memory_order_acquire))
+    return nullptr;
+  if (tSequence.active && tSequence.status != NORMRT_SUCCESS)
+    return nullptr;
+  CUcontext context = nullptr;
+  if (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context)
+    return nullptr;
+  uint64_t generation = gModuleGeneration.load(std::memory_order_acquire);
+  for (const RecentFunction &r : tRecent)
+    if (r.function && r.context == context && r.module == module &&
+        r.generation == generation && std::strcmp(r.name, name) == 0)
+      return r.function;
+  return nullptr;
+}
+
+void rememberFunction(const void *module, const char *name, void *function) {
+  if (!function || std::strlen(name) >= sizeof(RecentFunction::name))
+    return;
+  CUcontext context = nullptr;
+  if (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context)
+    return;
+  RecentFunction &r = tRecent[tRecentNext];
+  tRecentNext = (tRecentNext + 1) % kRecentFunctions;
+  r.context = context;
+  r.module = module;
+  std::strcpy(r.name, name);
+  r.function = function;
+  r.generation = gModuleGeneration.load(std::memory_order_acquire);
 }
 
 } // namespace normrt_detail

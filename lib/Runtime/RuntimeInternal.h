@@ -161,6 +161,14 @@ extern thread_local char tLastError[kMessageSize];
 extern int gInitStatus;
 extern char gInitError[kMessageSize];
 extern std::atomic<bool> gDriverReady;
+// Bumped by normrt_release_all: function handles cached outside the module
+// cache (UpstreamABI.cpp's per-thread lookups) are stale after it.
+extern std::atomic<uint64_t> gModuleGeneration;
+/// This thread's recent lookups of mgpuModuleGetFunction (Kernels.cpp):
+/// the function of (current context, module, name), or NULL.
+void *recentFunction(const void *module, const char *name);
+void rememberFunction(const void *module, const char *name, void *function);
+
 // LaunchSequence.cpp: the host lowering's launch sequence on this thread
 // (normrt_ir_begin .. normrt_ir_end).
 struct LaunchSequence {

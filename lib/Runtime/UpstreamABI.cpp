@@ -30,6 +30,7 @@
 #include "RuntimeInternal.h"
 
 #include <cstdio>
+#include <cstring>
 
 using namespace normrt_detail;
 
@@ -207,10 +208,13 @@ NORMRT_API void mgpuModuleUnload(void * /*module*/) {
 }
 
 NORMRT_API void *mgpuModuleGetFunction(void *module, const char *name) {
+  if (void *cached = recentFunction(module, name))
+    return cached;
   void *function = nullptr;
   run("mgpuModuleGetFunction", [&] {
     return getFunction("mgpuModuleGetFunction", module, name, &function);
   });
+  rememberFunction(module, name, function);
   return function;
 }
 
