@@ -2,7 +2,8 @@
 //
 // Part of norm-opt. What `norm-opt compile` does, as a library call a host
 // compiler can make: run the NVVM pipeline, then write PTX, a cubin (ptxas)
-// or a shared library with a generated C launcher per input function.
+// or a shared library with a C-ABI launcher per input function (built as
+// host IR, lowered by upstream passes and compiled in process).
 //
 //===----------------------------------------------------------------------===//
 

@@ -49,7 +49,7 @@ struct NormGPUPipelineOptions
 /// --convert-norm-to-gpu to PTX: the kernels of `gpu.module @norm_kernels`
 /// become a `gpu.binary` holding PTX (format=isa) for `chip`. The host
 /// functions keep their (annotated) norm.mixed_reduction ops; `norm-opt
-/// compile` turns them into C launchers. The options must have passed
+/// compile` turns them into C-ABI launchers (host IR, `HostLaunch.h`). The options must have passed
 /// validateGpuOptions (GpuOptions.h); the registered pipeline checks them
 /// when its text is parsed.
 void buildNormLowerToNVVMPipeline(OpPassManager &pm,
