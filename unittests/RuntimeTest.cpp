@@ -1946,3 +1946,82 @@ TEST_F(RuntimeFakeUpstream, HandedStreamInsideACapture) {
   EXPECT_EQ(stats->streamSyncs.load(), syncs + 1);
   mgpuStreamDestroy(own);
 }
+
+//===----------------------------------------------------------------------===//
+// The host lowering's launch sequences (LaunchSequence.cpp): what the IR of
+// --convert-norm-to-gpu-launch and of norm-opt compile's launchers calls.
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeFakeUpstream, LaunchSequenceKindsQueriesAndStream) {
+  void *module = mgpuModuleLoad(const_cast<char *>(kImage), 0);
+  void *stream = mgpuStreamCreate();
+  ASSERT_NE(stream, nullptr) << lastError();
+  ASSERT_EQ(normrt_ir_begin(stream), NORMRT_SUCCESS);
+  // The sequence's stream is what lowered code's `gpu.wait async` gets,
+  // and destroying it leaves it alone.
+  EXPECT_EQ(mgpuStreamCreate(), stream);
+  mgpuStreamDestroy(stream);
+  EXPECT_GT(normrt_ir_sm_count(), 0);
+  void *f = mgpuModuleGetFunction(module, "norm_bwd");
+  ASSERT_NE(f, nullptr) << lastError();
+  int value = 3;
+  void *params[] = {&value};
+  // An occupancy query launches nothing and answers.
+  int launches = stats->launches.load();
+  normrt_ir_next_launch(NORMRT_IR_QUERY_OCCUPANCY, 1);
+  mgpuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, stream, params, nullptr, 1);
+  EXPECT_EQ(stats->launches.load(), launches);
+  EXPECT_GT(normrt_ir_query_result(), 0);
+  normrt_ir_next_launch(NORMRT_IR_QUERY_COOPERATIVE_FITS, 1);
+  mgpuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr, 1);
+  EXPECT_EQ(normrt_ir_query_result(), 1);
+  // A cooperative launch, then a plain one (the kind lasts one launch),
+  // then a programmatic dependent one, all on the sequence's stream.
+  FakeCudaLaunch last;
+  normrt_ir_next_launch(NORMRT_IR_LAUNCH_COOPERATIVE, 1);
+  mgpuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr, 1);
+  lastLaunch(&last);
+  EXPECT_EQ(last.cooperative, 1);
+  EXPECT_EQ(last.stream, stream);
+  mgpuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, stream, params, nullptr, 1);
+  lastLaunch(&last);
+  EXPECT_EQ(last.cooperative, 0);
+  normrt_ir_next_launch(NORMRT_IR_LAUNCH_DEPENDENT, 1);
+  mgpuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, stream, params, nullptr, 1);
+  lastLaunch(&last);
+  EXPECT_EQ(last.dependent, 1);
+  EXPECT_EQ(stats->launches.load(), launches + 3);
+  EXPECT_NE(normrt_ir_workspace(stream, 4096), nullptr);
+  EXPECT_NE(normrt_ir_grid_barrier(stream), nullptr);
+  EXPECT_EQ(normrt_ir_end(stream, 0), NORMRT_SUCCESS);
+  // Outside a sequence mgpuStreamCreate makes streams again.
+  void *other = mgpuStreamCreate();
+  EXPECT_NE(other, stream);
+  mgpuStreamDestroy(other);
+  mgpuStreamDestroy(stream);
+  EXPECT_EQ(stats->liveStreams.load(), 0);
+}
+
+TEST_F(RuntimeFakeUpstream, LaunchSequenceKeepsTheFirstFailure) {
+  void *module = mgpuModuleLoad(const_cast<char *>(kImage), 0);
+  int launches = stats->launches.load();
+  ASSERT_EQ(normrt_ir_begin(nullptr), NORMRT_SUCCESS);
+  normrt_ir_fail(NORMRT_ERROR_OUT_OF_RANGE, "f: cols must be 256 (static shape)");
+  // Nothing after the failure runs: no context, lookup, launch or scratch,
+  // and a later failure does not replace the message.
+  EXPECT_EQ(normrt_ir_sm_count(), 0);
+  EXPECT_EQ(mgpuModuleGetFunction(module, "norm_bwd"), nullptr);
+  mgpuLaunchKernel(reinterpret_cast<void *>(1), 1, 1, 1, 32, 1, 1, 0, nullptr,
+                   nullptr, nullptr, 0);
+  EXPECT_EQ(normrt_ir_workspace(nullptr, 1024), nullptr);
+  normrt_ir_check_aligned(reinterpret_cast<void *>(3), 4, "f: arg0");
+  EXPECT_EQ(stats->launches.load(), launches);
+  EXPECT_EQ(normrt_ir_end(nullptr, 0), NORMRT_ERROR_OUT_OF_RANGE);
+  EXPECT_EQ(lastError(), "f: cols must be 256 (static shape)");
+  // A misaligned pointer fails the sequence with normrt_check_aligned's
+  // message.
+  ASSERT_EQ(normrt_ir_begin(nullptr), NORMRT_SUCCESS);
+  normrt_ir_check_aligned(reinterpret_cast<void *>(6), 4, "f: arg1");
+  EXPECT_EQ(normrt_ir_end(nullptr, 0), NORMRT_ERROR_MISALIGNED);
+  EXPECT_TRUE(mentions(lastError(), "f: arg1"));
+}
