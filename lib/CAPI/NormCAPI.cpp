@@ -125,13 +125,14 @@ struct CompileTextOptions : public NormGPUPipelineOptions {
   PassOptions::Option<std::string> ptxas{*this, "ptxas",
                                          llvm::cl::desc("ptxas to run")};
   PassOptions::Option<std::string> cc{
-      *this, "cc", llvm::cl::desc("C compiler for a library")};
+      *this, "cc", llvm::cl::desc("C compiler that links a library")};
   PassOptions::Option<std::string> runtimeLibrary{
       *this, "runtime-library",
       llvm::cl::desc("libnorm_runtime_static.a to link into a library")};
   PassOptions::Option<bool> keepLauncher{
       *this, "keep-launcher",
-      llvm::cl::desc("Keep the generated launcher (OUT with .c)"),
+      llvm::cl::desc("Keep the launchers' host IR (OUT with "
+                     ".launchers.mlir) and object (.launchers.o)"),
       llvm::cl::init(false)};
 };
 

@@ -79,7 +79,9 @@ int mlir::norm::compileMain(int argc, char **argv, DialectRegistry &registry) {
                "declared"),
       cl::value_desc("path"), cl::cat(category));
   cl::opt<bool> keep("keep-launcher",
-                     cl::desc("Keep the generated launcher (OUT with .c)"),
+                     cl::desc("Keep the launchers' host IR (OUT with "
+                              ".launchers.mlir) and object "
+                              "(.launchers.o)"),
                      cl::cat(category));
   cl::opt<bool> verbose("ptxas-verbose",
                         cl::desc("Print ptxas's register/spill report"),
