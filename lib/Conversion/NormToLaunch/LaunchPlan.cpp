@@ -19,20 +19,27 @@ bool GroupLaunchPlan::anyPeel() const {
 }
 
 namespace {
+/// What a plan and a resident tier both say (#norm.kernel_plan and
+/// #norm.resident_tier share these parameters).
+template <typename PlanOrTier>
+void readShape(PlanOrTier attr, KernelLaunch &k) {
+  k.block = attr.getBlock();
+  k.rowsPerCTA = attr.getRowsPerCta();
+  k.dynamicSharedBytes = attr.getDynamicSharedBytes();
+  k.combineInCTA = attr.getCombineInCta().getValue();
+  k.singleLaunch = attr.getSingleLaunch().getValue();
+  k.finalThreads = attr.getFinalThreads();
+  k.peel = attr.getPeel();
+}
+
 /// The launch of a resident tier of the plan whose own kernels are `own`.
 KernelLaunch tierLaunch(ResidentTierAttr tier, const KernelLaunch &own,
                         StringRef prefix, int64_t vector) {
   KernelLaunch k;
   k.prefix = residentTierPrefix(prefix, tier.getCols());
-  k.block = tier.getBlock();
-  k.rowsPerCTA = tier.getRowsPerCta();
-  k.dynamicSharedBytes = tier.getDynamicSharedBytes();
-  k.combineInCTA = tier.getCombineInCta().getValue();
-  k.singleLaunch = tier.getSingleLaunch().getValue();
-  k.finalThreads = tier.getFinalThreads();
+  readShape(tier, k);
   k.finalKernel = finalKernelName(prefix, k.finalThreads, own.finalThreads);
   k.tierCols = tier.getCols();
-  k.peel = tier.getPeel();
   k.alignedKernel = vector > 1;
   return k;
 }
@@ -51,18 +58,12 @@ FailureOr<GroupLaunchPlan> mlir::norm::readLaunchPlan(MixedReductionOp op) {
   StringRef prefix = planAttr.getKernel();
   KernelLaunch &own = launch.kernels;
   own.prefix = prefix.str();
-  own.block = planAttr.getBlock();
-  own.rowsPerCTA = planAttr.getRowsPerCta();
-  own.dynamicSharedBytes = planAttr.getDynamicSharedBytes();
-  own.combineInCTA = planAttr.getCombineInCta().getValue();
-  own.singleLaunch = planAttr.getSingleLaunch().getValue();
-  own.finalThreads = planAttr.getFinalThreads();
+  readShape(planAttr, own);
   own.finalKernel = finalKernelName(prefix, own.finalThreads, own.finalThreads);
   own.columnGroups = planAttr.getColumnGroups();
   own.splitColumnGroups = planAttr.getSplitColumnGroups();
   own.splitSharedBytes = planAttr.getSplitSharedBytes();
   own.clusterCTAs = planAttr.getClusterCtas();
-  own.peel = planAttr.getPeel();
   int64_t staticCols = op.getDomainShape().back();
   own.alignedKernel =
       launch.vector > 1 &&
