@@ -15,7 +15,13 @@ dtype (f32, bf16):
   repeat    the DDP step again from the same initialisation: every
             gradient bitwise identical to the first run, on every rank;
   train     20 AdamW steps under DDP and on one GPU from one
-            initialisation: the loss curves must stay close.
+            initialisation: the loss curves must stay close;
+  sp        a sequence-parallel LayerNorm backward: each rank holds a slice
+            of the rows (8192 of 16384, hidden 512) and runs our kernel on
+            it; dW/dB of the ranks are summed by NCCL (all_reduce) and dx
+            gathered. Against float64 over all rows: dx, dW, dB within the
+            dtype's tolerance; dW/dB bitwise equal over two runs and across
+            ranks; each rank's dx bitwise equal to the one-GPU kernel's rows.
 
 Self-contained on the GPU machine (no norm-opt there): the kernels come from
 .carry/norm_opt_libs, built on the build machine with
@@ -122,6 +128,63 @@ def ddp_step(model, rank, world, inputs, targets):
     return grads(model.module)
 
 
+SP_ROWS, SP_TOL = 16384, {torch.float32: 1e-5, torch.bfloat16: 1e-2}
+
+
+def sequence_parallel(rank, world, dtype, device):
+    """The sp checks: (ok, text) pairs."""
+    name = str(dtype).split(".")[-1]
+    gen = torch.Generator(device=device).manual_seed(1234)
+    x = torch.randn(SP_ROWS, HIDDEN, generator=gen, device=device) * 2 + 0.5
+    dy = torch.randn(SP_ROWS, HIDDEN, generator=gen, device=device)
+    w = torch.randn(HIDDEN, generator=gen, device=device) * 0.5 + 1
+    x, dy, w = x.to(dtype), dy.to(dtype), w.to(dtype)
+    xf = x.double()
+    mean = xf.mean(-1)
+    rstd = (xf.var(-1, unbiased=False) + 1e-5).rsqrt()
+    # float64 over all rows: the reference.
+    xh = (xf - mean[:, None]) * rstd[:, None]
+    wdy = w.double() * dy.double()
+    ref_dx = rstd[:, None] * (wdy - wdy.mean(-1, keepdim=True)
+                              - xh * (wdy * xh).mean(-1, keepdim=True))
+    ref_dw = (dy.double() * xh).sum(0)
+    ref_db = dy.double().sum(0)
+    mean, rstd = mean.float(), rstd.float()
+    part = SP_ROWS // world
+    sl = slice(rank * part, (rank + 1) * part)
+    one_dx, _, _ = torch.ops.norm_opt.layer_norm_backward(dy, x, mean, rstd, w)
+    runs = []
+    for _ in range(2):
+        dx, dw, db = torch.ops.norm_opt.layer_norm_backward(
+            dy[sl].contiguous(), x[sl].contiguous(), mean[sl].contiguous(),
+            rstd[sl].contiguous(), w)
+        dw, db = dw.float(), db.float()  # the all-reduce sums in f32
+        dist.all_reduce(dw)
+        dist.all_reduce(db)
+        gathered = [torch.empty_like(dx) for _ in range(world)]
+        dist.all_gather(gathered, dx)
+        runs.append((torch.cat(gathered), dw, db))
+    dx, dw, db = runs[0]
+    errs = [rel(dx, ref_dx), rel(dw, ref_dw), rel(db, ref_db)]
+    out = [(max(errs) <= SP_TOL[dtype],
+            f"{name} rank {rank}: sequence-parallel LayerNorm ({world} x "
+            f"{part} rows): dx {errs[0]:.1e}, dW {errs[1]:.1e}, dB "
+            f"{errs[2]:.1e} vs float64 over {SP_ROWS} rows")]
+    out.append((all(torch.equal(a, b) for a, b in zip(runs[0], runs[1])),
+                f"{name} rank {rank}: sequence-parallel dx/dW/dB bitwise equal "
+                "over two runs"))
+    flat = torch.cat([dw, db])
+    other = flat.clone()
+    dist.broadcast(other, src=0)
+    out.append((torch.equal(flat, other),
+                f"{name} rank {rank}: sequence-parallel dW/dB bitwise equal "
+                "across ranks"))
+    out.append((torch.equal(runs[0][0][sl], one_dx[sl]),
+                f"{name} rank {rank}: its dx rows bitwise equal to the "
+                "one-GPU call's"))
+    return out
+
+
 def worker(rank, world, args, queue):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = "29517"
@@ -196,6 +259,9 @@ def worker(rank, world, args, queue):
         report(worst_loss <= LOSS_TOL[dtype],
                f"{name} rank {rank}: {args.steps} AdamW steps, DDP loss vs "
                f"one GPU within {worst_loss:.1e} (last {ls.item():.4f})")
+    for dtype in (torch.float32, torch.bfloat16):
+        for ok, text in sequence_parallel(rank, world, dtype, device):
+            report(ok, text)
     dist.barrier()
     dist.destroy_process_group()
     queue.put(failed)
