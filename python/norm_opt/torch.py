@@ -1,8 +1,8 @@
 #===- torch.py - norm-opt's backward kernels as PyTorch ops ---------------===#
 """PyTorch integration (needs torch; the rest of norm_opt does not).
 
-* Custom ops (torch.library.custom_op, with register_fake for meta/fake
-  tensors, so torch.compile traces them without a graph break):
+* Custom ops (torch.library: a schema, a CUDA impl and register_fake for
+  meta/fake tensors, so torch.compile traces them without a graph break):
     torch.ops.norm_opt.layer_norm_backward(dy, x, mean, rstd, weight)
         -> (dx, dweight, dbias)
     torch.ops.norm_opt.rms_norm_backward(dy, x, rstd, weight)
@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels
+from .errors import NormRuntimeError
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -50,6 +51,27 @@ def chip_of(device):
         return env
     major, minor = torch.cuda.get_device_capability(device)
     return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+
+
+_by_device = {}
+
+
+def _kernel(kind, n, dtype, weight_dtype, device):
+    """kernel(), cached by what the call sites have at hand."""
+    key = (kind, n, dtype, weight_dtype, device)
+    fn = _by_device.get(key)
+    if fn is None:
+        fn = _by_device[key] = kernel(kind, n, dtype, weight_dtype, device)
+    return fn
+
+
+def _run(device, fn, *tensors):
+    """_launch on `device`, made current only if it is not already."""
+    if torch.cuda.current_device() == device.index:
+        _launch(fn, device, *tensors)
+    else:
+        with torch.cuda.device(device):
+            _launch(fn, device, *tensors)
 
 
 def kernel(kind, n, dtype, weight_dtype, device):
@@ -79,36 +101,64 @@ def preload(hidden_sizes, dtypes=(torch.bfloat16,), weight_dtypes=None,
                     kernel(kind, n, dtype, wdtype, device)
 
 
-# (Function, device, arguments but the stream, pointers mod 16) -> bytes:
-# the launcher's plan depends on the shapes, strides, the pointers'
-# alignment (vector or scalar kernel) and the device (SMs, occupancy).
-_workspace_sizes = {}
+# What a call of one kernel keeps from the last call with the same shapes,
+# strides, dtypes, device and pointer alignment (the launcher's plan depends
+# on the pointers' alignment: vector or scalar kernel): everything but the
+# pointers and the stream. The first call of a key takes the checked path
+# (Function.arguments: every shape, stride, dtype and device checked, with
+# the messages of norm_opt.Library); later calls only read the pointers.
+class _Call:
+    __slots__ = ("cfunc", "ints", "nbytes", "library", "set_workspace",
+                 "name")
+
+    def __init__(self, fn, ints, nbytes):
+        self.cfunc = fn._cfunc
+        self.ints = ints
+        self.nbytes = nbytes
+        self.library = fn.library
+        self.set_workspace = fn.library._set_workspace
+        self.name = fn.name
+
+
+_calls = {}
+
+
+def _plan_call(fn, device, tensors, stream):
+    """The checked first call of a key: the C arguments but the pointers
+    and the stream, and the workspace bytes (the launcher's query)."""
+    args = fn.arguments(*tensors, stream=stream)
+    pointers = len(fn.signature.tensors)
+    library = getattr(fn, "library", None)
+    # A library built before the query: the runtime's own workspace.
+    nbytes = (fn.workspace_bytes(*tensors, stream=stream)
+              if library is None or library.has_workspace_query else 0)
+    return _Call(fn, tuple(args[pointers:-1]), nbytes)
 
 
 def _launch(fn, device, *tensors):
     """fn(*tensors) on torch's current stream, with its workspace from
     torch's allocator (set for the stream around the call)."""
     stream = torch.cuda.current_stream(device).cuda_stream
-    args = fn.arguments(*tensors, stream=stream)
-    pointers = len(fn.signature.tensors)
-    key = (fn, device.index,
-           tuple(p % 16 for p in args[:pointers]), tuple(args[pointers:-1]))
-    nbytes = _workspace_sizes.get(key)
-    if nbytes is None:
-        library = getattr(fn, "library", None)
-        # A library built before the query: the runtime's own workspace.
-        nbytes = (fn.workspace_bytes(*tensors, stream=stream)
-                  if library is None or library.has_workspace_query else 0)
-        _workspace_sizes[key] = nbytes
-    if nbytes == 0:
-        fn(*tensors, stream=stream)
-        return
-    workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    fn.library.set_workspace(stream, workspace.data_ptr(), nbytes)
-    try:
-        fn(*tensors, stream=stream)
-    finally:
-        fn.library.set_workspace(stream, None, 0)
+    ptrs = [t.data_ptr() for t in tensors]
+    key = (fn, device.index, tuple(p & 15 for p in ptrs),
+           tuple(t.shape for t in tensors), tuple(t.stride() for t in tensors),
+           tuple(t.dtype for t in tensors))
+    call = _calls.get(key)
+    if call is None:
+        call = _calls[key] = _plan_call(fn, device, tensors, stream)
+    if call.nbytes == 0:
+        status = call.cfunc(*ptrs, *call.ints, stream)
+    else:
+        workspace = torch.empty(call.nbytes, dtype=torch.uint8, device=device)
+        call.set_workspace(stream, workspace.data_ptr(), call.nbytes)
+        try:
+            status = call.cfunc(*ptrs, *call.ints, stream)
+        finally:
+            call.set_workspace(stream, None, 0)
+    if status:
+        lib = call.library
+        raise NormRuntimeError(call.name, status, lib.status_string(status),
+                               lib.last_error())
 
 
 def _as_rows(t, rows, n):
@@ -120,59 +170,72 @@ def _as_rows(t, rows, n):
 
 
 def _stats(t, rows):
-    return t.reshape(rows).to(torch.float32).contiguous()
+    t = t.reshape(rows)
+    if t.dtype is not torch.float32:
+        t = t.to(torch.float32)
+    return t if t.is_contiguous() else t.contiguous()
 
 
-@torch.library.custom_op("norm_opt::layer_norm_backward", mutates_args=(),
-                         device_types="cuda")
+# The ops are defined with torch.library's low-level Library (define + a
+# CUDA impl + register_fake) rather than torch.library.custom_op: the
+# dispatcher then calls the impl directly, where custom_op's wrapper costs
+# about 7 us per call (bench/torch_host_cost.py).
+_library = torch.library.Library("norm_opt", "DEF")
+_library.define("layer_norm_backward(Tensor dy, Tensor x, Tensor mean, "
+                "Tensor rstd, Tensor weight) -> (Tensor, Tensor, Tensor)")
+_library.define("rms_norm_backward(Tensor dy, Tensor x, Tensor rstd, "
+                "Tensor weight) -> (Tensor, Tensor)")
+
+
 def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor,
                         mean: torch.Tensor, rstd: torch.Tensor,
                         weight: torch.Tensor
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n = x.shape[-1]
     rows = math.prod(x.shape[:-1])
-    w = weight.contiguous()
+    w = weight if weight.is_contiguous() else weight.contiguous()
     # Outputs are fresh tensors (custom ops must not return views).
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw, db = torch.empty_like(w), torch.empty_like(w)
-    fn = kernel("layer", n, x.dtype, w.dtype, x.device)
+    fn = _kernel("layer", n, x.dtype, w.dtype, x.device)
     global launches
     launches += 1
-    with torch.cuda.device(x.device):
-        # bias is not read by the kernel (dbias = sum of dy): pass weight.
-        _launch(fn, x.device, _as_rows(dy.to(x.dtype), rows, n),
-                _as_rows(x, rows, n), _stats(mean, rows), _stats(rstd, rows),
-                w, w, dx.view(rows, n), dw, db)
+    # bias is not read by the kernel (dbias = sum of dy): pass weight.
+    _run(x.device, fn, _as_rows(dy.to(x.dtype), rows, n),
+         _as_rows(x, rows, n), _stats(mean, rows), _stats(rstd, rows),
+         w, w, dx.view(rows, n), dw, db)
     return dx, dw, db
 
 
-@layer_norm_backward.register_fake
+_library.impl("layer_norm_backward", layer_norm_backward, "CUDA")
+
+
+@torch.library.register_fake("norm_opt::layer_norm_backward")
 def _(dy, x, mean, rstd, weight):
     return (x.new_empty(x.shape), weight.new_empty(weight.shape),
             weight.new_empty(weight.shape))
 
 
-@torch.library.custom_op("norm_opt::rms_norm_backward", mutates_args=(),
-                         device_types="cuda")
 def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
                       weight: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor]:
     n = x.shape[-1]
     rows = math.prod(x.shape[:-1])
-    w = weight.contiguous()
+    w = weight if weight.is_contiguous() else weight.contiguous()
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw = torch.empty_like(w)
-    fn = kernel("rms", n, x.dtype, w.dtype, x.device)
+    fn = _kernel("rms", n, x.dtype, w.dtype, x.device)
     global launches
     launches += 1
-    with torch.cuda.device(x.device):
-        _launch(fn, x.device, _as_rows(dy.to(x.dtype), rows, n),
-                _as_rows(x, rows, n), _stats(rstd, rows), w,
-                dx.view(rows, n), dw)
+    _run(x.device, fn, _as_rows(dy.to(x.dtype), rows, n),
+         _as_rows(x, rows, n), _stats(rstd, rows), w, dx.view(rows, n), dw)
     return dx, dw
 
 
-@rms_norm_backward.register_fake
+_library.impl("rms_norm_backward", rms_norm_backward, "CUDA")
+
+
+@torch.library.register_fake("norm_opt::rms_norm_backward")
 def _(dy, x, rstd, weight):
     return x.new_empty(x.shape), weight.new_empty(weight.shape)
 
