@@ -51,7 +51,7 @@ def profiler_us(f, args, calls=200):
         torch.cuda.synchronize()
     name = f._qualname if hasattr(f, "_qualname") else None
     for e in prof.key_averages():
-        if e.key.startswith("norm_opt::"):
+        if e.key.startswith(("norm_opt::", "aten::native_layer_norm_backward")):
             return e.cpu_time_total / e.count, e.key
     return float("nan"), name
 
@@ -98,10 +98,19 @@ def main():
                 pr.disable()
                 torch.cuda.synchronize()
                 pstats.Stats(pr).sort_stats("tottime").print_stats(18)
-    print(f"{'kind':6} {'dtype':9} {'profiler CPU us/call':>21} "
+    # torch's own LayerNorm backward, under the same protocol.
+    for dtype in (torch.bfloat16, torch.float32):
+        dy, x, mean, rstd, w = inputs("layer", dtype)
+        args = (dy, x, [SHAPE[-1]], mean.unsqueeze(-1), rstd.unsqueeze(-1),
+                w, w, [True, True, True])
+        f = torch.ops.aten.native_layer_norm_backward
+        prof, _ = profiler_us(f, args)
+        rows.append(("torch layer", str(dtype).split(".")[-1], prof,
+                     min(wall_us(f, args) for _ in range(5)), gpu_us(f, args)))
+    print(f"{'kind':11} {'dtype':9} {'profiler CPU us/call':>21} "
           f"{'wall us/call':>13} {'GPU us/call':>12}")
     for r in rows:
-        print(f"{r[0]:6} {r[1]:9} {r[2]:21.1f} {r[3]:13.1f} {r[4]:12.1f}")
+        print(f"{r[0]:11} {r[1]:9} {r[2]:21.1f} {r[3]:13.1f} {r[4]:12.1f}")
 
 
 if __name__ == "__main__":

@@ -317,7 +317,7 @@ func.func @captured(%x: tensor<?x?xf32>, %scale: tensor<f32>, %init: tensor<?xf3
 // A short row (N = 64, 8 chunks of 8): at least 8 lanes per row (one
 // chunk each), so 32 rows per CTA, and no cp.async ring below 16 lanes
 // (the register prefetch instead): both measured faster for N <= 128
-// (docs/perf-notes.md v8).
+// (docs/perf-notes.md, "Lanes per row" and "cp.async ring").
 // CHECK-LABEL: func.func @short_row
 // CHECK:         threads_per_row = 8, rows_per_cta = 32, chunks_per_thread = 1,
 // CHECK-SAME:    async_stages = 0,

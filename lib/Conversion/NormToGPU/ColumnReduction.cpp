@@ -50,7 +50,7 @@ KernelBuilderBase::shapeSlices(int64_t threads, Value programs) {
 /// loads per column result in flight, added in the same order), then the
 /// rest one by one. The column results share the loops: their loads are
 /// in flight together, so dW and dB cost one chain of memory latencies,
-/// not two (perf-notes v12).
+/// not two (perf-notes, "Final reduction").
 SmallVector<Value> KernelBuilderBase::sumSliceOfPrograms(
     unsigned numCol, const SliceShape &shape, Value partial, Value programs,
     Value cols, Value colClamped) {

@@ -48,19 +48,20 @@ int64_t mlir::norm::loopedSharedBytes(const GpuTarget &target) {
 namespace {
 /// Short rows take at least this many lanes (when they have as many
 /// chunks): fewer columns per lane, fewer registers, more warps per SM.
-/// Measured (perf-notes v8): 262144 x 64 at 8 lanes (1 chunk each) runs
-/// 1.0-1.2x faster than at 2 lanes (4 chunks each), without the ring.
+/// Measured (perf-notes, "Lanes per row"): 262144 x 64 at 8 lanes (1 chunk
+/// each) runs 1.0-1.2x faster than at 2 lanes (4 chunks each), without the
+/// ring.
 constexpr int64_t kMinLanesPerRow = 8;
 /// Lanes of one CTA's part of a row shared by a cluster, at most.
 constexpr int64_t kMaxClusterLanes = 256;
 /// The same for 16-bit vector rows (longRowsInClusters; the scalar kernel
 /// of odd N keeps kMaxClusterLanes): parts of 128 lanes, two CTAs per SM,
 /// so that one CTA's row goes on while the other waits at its cluster
-/// barrier (perf-notes v14: LayerNorm bf16 1024x32768 128.6 us in parts of
-/// 256 lanes, one CTA per SM; 116.4 in parts of 128).
+/// barrier (perf-notes, "Cluster rows": LayerNorm bf16 1024x32768 128.6 us
+/// in parts of 256 lanes, one CTA per SM; 116.4 in parts of 128).
 constexpr int64_t kMaxClusterLanes16 = 128;
-/// The cp.async ring of a cluster's part, at most (perf-notes v14: 2
-/// stages 111.9 us, 3 stages 116.4 at LayerNorm bf16 1024x32768).
+/// The cp.async ring of a cluster's part, at most (perf-notes, "cp.async
+/// ring": 2 stages 111.9 us, 3 stages 116.4 at LayerNorm bf16 1024x32768).
 constexpr int64_t kMaxClusterAsyncStages = 2;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
@@ -95,11 +96,11 @@ private:
   /// 16-bit vector rows stay looped (pickCluster) while the looped kernel
   /// stages whole rows in its bulk ring; longer rows (N = 32768: two
   /// stages do not fit beside the accumulators) re-read each row from
-  /// global memory, at 0.54-0.67 of the floor (v13), and take a cluster of
+  /// global memory, at 0.54-0.67 of the floor, and take a cluster of
   /// narrow parts instead where one holds the row with at most a tenth of
   /// its lanes' chunks idle: 0.59-0.72 at N = 32768 and 24576 (no idle
   /// chunk); at N = 20000 (19% idle) RMSNorm was 14% slower than looped
-  /// (perf-notes v14).
+  /// (perf-notes, "Cluster rows").
   KernelPlan longRowsInClusters(KernelPlan looped) {
     if (looped.resident() || looped.bulkStages > 0 || looped.vector == 1 ||
         widest >= 4 || !looped.staticCols || !target.hasClusters)
@@ -174,7 +175,8 @@ private:
 /// f32 once converted (whatever their storage type), one accumulator per
 /// column result, and about one f32 intermediate (x-hat) between the row
 /// sums and the elementwise pass. Checked against ptxas -v in
-/// docs/perf-notes.md (within ~5% for LayerNorm/RMSNorm at 32 columns).
+/// docs/perf-notes.md, "Register estimate and grid" (within ~5% for
+/// LayerNorm/RMSNorm at 32 columns).
 int64_t KernelPlanner::registersFor(int64_t columnsPerLane) const {
   double perColumn = op.getFull().size() + op.getCol().size() +
                      op.getColResults().size() + 1;
@@ -274,15 +276,16 @@ void KernelPlanner::pickRowGroup() {
 }
 
 /// A static N that no single CTA holds in registers (the looped variant
-/// re-reads such rows, perf-notes v6): the fewest CTAs of a cluster, up to
-/// max-cluster-ctas, whose parts of the row fit one CTA's registers each.
+/// re-reads such rows, perf-notes, "Resident vs looped rows"): the fewest
+/// CTAs of a cluster, up to max-cluster-ctas, whose parts of the row fit
+/// one CTA's registers each.
 /// Every CTA must own a part (N of at least C chunks' worth).
 /// Not for 16-bit rows of the vector kernel while the looped kernel's bulk
 /// ring holds them (longRowsInClusters): those were measured faster than
 /// a cluster's one CTA per SM that waits for the row sums of its peers at
-/// every row (perf-notes v9: 2048 x 16384 110 vs 124 us; v14: as fast as
-/// parts of 128 lanes); 32-bit rows and the scalar kernel (odd N) gain
-/// (0.60-0.85 -> 0.85-0.94 of the floor; 29 x 17389 18 -> 15 us).
+/// every row (perf-notes, "Cluster rows": 2048 x 16384 110 vs 124 us; as
+/// fast as parts of 128 lanes); 32-bit rows and the scalar kernel (odd N)
+/// gain (0.60-0.85 -> 0.85-0.94 of the floor; 29 x 17389 18 -> 15 us).
 void KernelPlanner::pickCluster() {
   if (plan.resident() || !cols || plan.tierCols || !target.hasClusters ||
       options.rowsPerCTA > 1 ||
@@ -310,11 +313,11 @@ void KernelPlanner::pickRowsPerCTA() {
   // At 128 lanes only when the CTA can add them (its partial rows fit
   // shared memory): one 256-thread CTA per SM instead of two of 128 halves
   // P, the partial buffer written and read again and the final
-  // reduction's rows per column; measured (perf-notes v10) 1.5-7.7% faster
-  // (LayerNorm bf16 5000x3000 52.9 -> 49.1 us). Not for a run-time N's
-  // tiers: their masked scalar kernels, at 255 registers with 128
-  // threads, spilled 52-312 bytes with 256 (5000x2999 with N dynamic: 61
-  // -> 109 us).
+  // reduction's rows per column; measured (perf-notes, "Rows per CTA")
+  // 1.5-7.7% faster (LayerNorm bf16 5000x3000 52.9 -> 49.1 us). Not for a
+  // run-time N's tiers: their masked scalar kernels, at 255 registers with
+  // 128 threads, spilled 52-312 bytes with 256 (5000x2999 with N dynamic:
+  // 61 -> 109 us).
   if (options.rowsPerCTA)
     plan.rowsPerCTA = options.rowsPerCTA;
   else if (plan.clusterCTAs > 1)
@@ -344,7 +347,8 @@ void KernelPlanner::pickSharedAccumulators() {
       // (so one CTA's loads overlap the other's reductions): parts of at
       // most 100 KiB and a 64-register cap (LayerNorm bf16 2048x16384:
       // 127 -> 107 us). Elsewhere the cap spills and the extra column
-      // groups re-read rows: measured slower (perf-notes v6).
+      // groups re-read rows: measured slower (perf-notes, "Resident vs
+      // looped rows").
       const int64_t twoPerSMBytes = loopedSharedBytes(target);
       bool twoPerSM = widest < 4 && *cols <= 16384 &&
                       row <= 2 * twoPerSMBytes;
@@ -374,17 +378,17 @@ void KernelPlanner::pickAsyncRing() {
   // The cp.async ring of the resident vector kernel: the deepest ring up to
   // the requested stages that fits beside the accumulators; it replaces the
   // register prefetch (the loads in flight then cost no registers).
-  // Measured (perf-notes v6): a gain for rows of 16-32 lanes (several rows
-  // per CTA, memory latency bound) and, for 16-bit rows, wherever the
-  // register prefetch does not fit (LayerNorm, N >= 2048: +9-12%) and on
-  // rows of >= 256 lanes (RMSNorm 16384x5120: 193 vs 201 us). Where the
-  // prefetch fits on rows of 64-128 lanes it is faster (RMSNorm 4096: 83
-  // vs 91 us); 32-bit rows have twice the copies per lane and lose 2-8%
-  // with the ring.
+  // Measured (perf-notes, "cp.async ring"): a gain for rows of 16-32 lanes
+  // (several rows per CTA, memory latency bound) and, for 16-bit rows,
+  // wherever the register prefetch does not fit (LayerNorm, N >= 2048:
+  // +9-12%) and on rows of >= 256 lanes (RMSNorm 16384x5120: 193 vs 201
+  // us). Where the prefetch fits on rows of 64-128 lanes it is faster
+  // (RMSNorm 4096: 83 vs 91 us); 32-bit rows have twice the copies per lane
+  // and lose 2-8% with the ring.
   // Rows of fewer than kMinRingLanes lanes (32 and more rows per CTA: N <=
-  // 128 at 16 bits) load faster without it (perf-notes v8: 131072 x 128
-  // and 262144 x 64 take 1.4-2.2x longer with the ring).
-  // A cluster's part counts as a wide row (v14: RMSNorm bf16 1024x32768 in
+  // 128 at 16 bits) load faster without it (131072 x 128 and 262144 x 64
+  // take 1.4-2.2x longer with the ring).
+  // A cluster's part counts as a wide row (RMSNorm bf16 1024x32768 in
   // parts of 128 lanes 95.5 -> 94.0 us with the ring, 4096x32768 329.7 ->
   // 322.8).
   bool wideRow = plan.threadsPerRow >= 256 || plan.clusterCTAs > 1;
@@ -418,10 +422,10 @@ void KernelPlanner::pickBulkRing() {
   // row sums, then the elementwise pass and the column sums; with column
   // groups every CTA of the row repeats the row sums), with a memory
   // latency at the top of each loop: ncu of LayerNorm bf16 2048x16384
-  // (perf-notes v10) put them at 61% of DRAM bandwidth, 36% of the stall
-  // cycles on L1TEX scoreboard. Staged whole in shared memory by one
-  // thread's bulk copies, `bulkStages - 1` rows ahead, a row is read from
-  // global memory once per CTA and both passes read shared memory.
+  // (perf-notes, "Bulk ring") put them at 61% of DRAM bandwidth, 36% of
+  // the stall cycles on L1TEX scoreboard. Staged whole in shared memory by
+  // one thread's bulk copies, `bulkStages - 1` rows ahead, a row is read
+  // from global memory once per CTA and both passes read shared memory.
   // One CTA per SM (the stages take most of it): no two-CTA cap.
   // Needs 16-byte aligned rows of a static N (16-byte chunks of every full
   // input: the launcher checks the pointers and strides to them) and a
@@ -457,8 +461,8 @@ void KernelPlanner::pickLaunch() {
   // hold the final reduction's 32-column tiles.
   // Only for the resident variant: measured on the H100, the looped
   // kernels run slower with the tail: without the bulk ring it costs them
-  // their second CTA per SM (perf-notes v6); with it (one CTA per SM
-  // anyway) 0-7% slower all the same (v11).
+  // their second CTA per SM; with it (one CTA per SM anyway) 0-7% slower
+  // all the same (perf-notes, "Single launch", "Tried and refuted").
   // Clusters take two launches: a cooperative launch of clustered kernels
   // is not one the runtime makes.
   plan.singleLaunch = options.singleLaunch && plan.resident() &&
@@ -466,10 +470,12 @@ void KernelPlanner::pickLaunch() {
                       !op.getColResults().empty() &&
                       plan.blockThreads() % kFinalColumnsPerCTA == 0;
   // The split kernels (few rows) could finish in one launch too, but
-  // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes v6): their
-  // tail is latency-bound over few partial rows; they take two launches.
+  // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes, "Split
+  // kernels"): their tail is latency-bound over few partial rows; they take
+  // two launches.
   // Where two launches are made, the final kernel's launch overlaps the
-  // main kernel (programmatic dependent launch, sm_90+; perf-notes v12).
+  // main kernel (programmatic dependent launch, sm_90+; perf-notes,
+  // "Dependent final launch").
   plan.dependentLaunch = options.dependentLaunch &&
                          target.hasDependentLaunch &&
                          !op.getColResults().empty();

@@ -208,7 +208,7 @@ Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
 /// The row's head and tail columns (fewer than V each), one per lane, in
 /// two slots. One slot for both (lanes [0, head) the head, the next the
 /// tail) saves ~15 registers but measured slower on LayerNorm bf16's 3072
-/// tier (5000x2999: 60.8 vs 53.8 us; perf-notes v13).
+/// tier (5000x2999: 60.8 vs 53.8 us; perf-notes, "Tried and refuted").
 SmallVector<Chunk> MainKernelBuilder::edgeChunks() {
   SmallVector<Chunk> edges(2);
   edges[0].column = lane;
@@ -370,8 +370,8 @@ void MainKernelBuilder::signalDependents() {
   // At the end, not on entry: signalled on entry, the final kernel's CTAs
   // took the SMs' free slots and waited there for the whole main kernel,
   // 2-3 us slower per call than no dependent launch at all; signalled at
-  // the end, its launch overlaps the main kernel's last CTAs (perf-notes
-  // v12).
+  // the end, its launch overlaps the main kernel's last CTAs (perf-notes,
+  // "Dependent final launch").
   if (plan.dependentLaunch)
     NVVM::GriddepcontrolOp::create(
         b, loc, NVVM::GridDepActionKind::launch_dependents);

@@ -221,7 +221,8 @@ struct ConvertNormToGPUPass
     split.dynamicSharedBytes = plan.splitSharedBytes;
     split.twoCTAsPerSM = false;
     split.bulkStages = 0;
-    // Measured no faster with the tail (perf-notes v6): two launches.
+    // Measured no faster with the tail (perf-notes, "Split kernels"): two
+    // launches.
     split.singleLaunch = false;
     struct Variant {
       int64_t vector;

@@ -56,7 +56,8 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   size_t numRaw = loopInit.size() - numAcc;
   // The row inputs (mean, rstd) are loaded one row ahead and carried: each
   // row's first use of them would otherwise wait a full memory latency,
-  // which the full inputs' prefetch or ring does not cover (perf-notes v6).
+  // which the full inputs' prefetch or ring does not cover (perf-notes,
+  // "Row inputs ahead").
   llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
 
   auto rowLoop = scf::ForOp::create(
