@@ -10,10 +10,12 @@
   x / dy: [..., N]; mean / rstd: the fp32 statistics of the forward, one per
   row ([...] or [..., 1]); weight: [N]. They launch on torch's current
   stream, so they work inside CUDA graphs (torch.compile
-  mode="reduce-overhead", torch.cuda.graph) once warmed up. Their fp32
-  workspace comes from torch's allocator (its size from the launcher's
-  query, cached per shape): a graph captured around them holds no
-  allocation nodes of ours.
+  mode="reduce-overhead", torch.cuda.graph) once warmed up. Inside a
+  capture their fp32 workspace comes from torch's allocator (its size from
+  the launcher's query, cached per shape): a graph captured around them
+  holds no allocation nodes of ours; eager calls use the runtime's own.
+  Their CUDA kernels are C++ (_torch_ops.cpp, built against this torch on
+  first use: about 20 us of host time per call), else Python (about 60).
 * layer_norm / rms_norm (functional) and LayerNorm / RMSNorm (drop-in
   subclasses of torch.nn's): the forward is torch's, the backward ours.
   Inputs our kernels do not cover (CPU tensors, no weight, more than one
@@ -25,9 +27,14 @@ available (the chip from the device, or $NORM_OPT_CHIP). preload() loads
 them before a CUDA-graph capture or a timed region.
 """
 
+import ctypes
 import math
 import os
+import pathlib
+import sys
 import threading
+import types
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -39,9 +46,10 @@ SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 _functions = {}
 _lock = threading.Lock()
-# Calls of our backward kernels from Python (eager and torch.compile; a
-# CUDA-graph replay runs no Python): tests check that they ran.
-launches = 0
+# Calls of our backward kernels (eager and torch.compile; a CUDA-graph
+# replay runs none): tests check that they ran. `launches` (a property of
+# this module, below) adds the C++ ops' count.
+_py_launches = 0
 
 
 def chip_of(device):
@@ -116,7 +124,8 @@ class _Call:
         self.ints = ints
         self.nbytes = nbytes
         self.library = fn.library
-        self.set_workspace = fn.library._set_workspace
+        # Set only when there is a workspace to hand over.
+        self.set_workspace = fn.library._set_workspace if nbytes else None
         self.name = fn.name
 
 
@@ -136,8 +145,10 @@ def _plan_call(fn, device, tensors, stream):
 
 
 def _launch(fn, device, *tensors):
-    """fn(*tensors) on torch's current stream, with its workspace from
-    torch's allocator (set for the stream around the call)."""
+    """fn(*tensors) on torch's current stream; while the stream captures a
+    CUDA graph, with its workspace from torch's allocator (the graph's
+    pool; set for the stream around the call), so the graph holds no
+    allocation of ours."""
     stream = torch.cuda.current_stream(device).cuda_stream
     ptrs = [t.data_ptr() for t in tensors]
     key = (fn, device.index, tuple(p & 15 for p in ptrs),
@@ -146,7 +157,8 @@ def _launch(fn, device, *tensors):
     call = _calls.get(key)
     if call is None:
         call = _calls[key] = _plan_call(fn, device, tensors, stream)
-    if call.nbytes == 0:
+    if call.nbytes == 0 or not torch.cuda.is_current_stream_capturing():
+        # Eager: the runtime's own workspace (kept per context and stream).
         status = call.cfunc(*ptrs, *call.ints, stream)
     else:
         workspace = torch.empty(call.nbytes, dtype=torch.uint8, device=device)
@@ -198,16 +210,13 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor,
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw, db = torch.empty_like(w), torch.empty_like(w)
     fn = _kernel("layer", n, x.dtype, w.dtype, x.device)
-    global launches
-    launches += 1
+    global _py_launches
+    _py_launches += 1
     # bias is not read by the kernel (dbias = sum of dy): pass weight.
     _run(x.device, fn, _as_rows(dy.to(x.dtype), rows, n),
          _as_rows(x, rows, n), _stats(mean, rows), _stats(rstd, rows),
          w, w, dx.view(rows, n), dw, db)
     return dx, dw, db
-
-
-_library.impl("layer_norm_backward", layer_norm_backward, "CUDA")
 
 
 @torch.library.register_fake("norm_opt::layer_norm_backward")
@@ -225,14 +234,79 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw = torch.empty_like(w)
     fn = _kernel("rms", n, x.dtype, w.dtype, x.device)
-    global launches
-    launches += 1
+    global _py_launches
+    _py_launches += 1
     _run(x.device, fn, _as_rows(dy.to(x.dtype), rows, n),
          _as_rows(x, rows, n), _stats(rstd, rows), w, dx.view(rows, n), dw)
     return dx, dw
 
 
-_library.impl("rms_norm_backward", rms_norm_backward, "CUDA")
+def _address(cfunc):
+    return ctypes.cast(cfunc, ctypes.c_void_p).value or 0
+
+
+_DTYPES = {"Float": torch.float32, "Half": torch.float16,
+           "BFloat16": torch.bfloat16}
+
+
+def _resolve(kind, n, dtype, weight_dtype, device):
+    """The C++ ops' first call of a (kind, N, dtypes, device): load the
+    library (norm_opt.kernels) and hand its function pointers over."""
+    fn = _kernel(kind, n, _DTYPES[dtype], _DTYPES[weight_dtype],
+                 torch.device("cuda", device))
+    lib = fn.library
+    _cpp.register_kernel(0 if kind == "layer" else 1, n, dtype, weight_dtype,
+                         device, _address(fn._cfunc),
+                         _address(lib._set_workspace),
+                         _address(lib._query_begin) if lib._query_begin else 0,
+                         _address(lib._query_end) if lib._query_end else 0,
+                         _address(lib._last_error))
+
+
+def _load_cpp_ops():
+    """The CUDA kernels of the ops in C++ (_torch_ops.cpp), built against
+    this torch on first use (torch.utils.cpp_extension, cached in its build
+    directory); None where that fails or $NORM_OPT_TORCH_OPS=python, and
+    the Python kernels above serve. $NORM_OPT_TORCH_OPS=cpp makes a build
+    failure an error."""
+    mode = os.environ.get("NORM_OPT_TORCH_OPS", "auto")
+    if mode == "python":
+        return None
+    try:
+        from torch.utils import cpp_extension
+        source = pathlib.Path(__file__).with_name("_torch_ops.cpp")
+        module = cpp_extension.load(
+            name="norm_opt_torch_ops", sources=[str(source)],
+            extra_cflags=["-O2"], with_cuda=True, verbose=False)
+    except Exception as e:  # no compiler, no CUDA headers, ...
+        if mode == "cpp":
+            raise
+        warnings.warn(f"norm_opt.torch: the C++ ops could not be built "
+                      f"({type(e).__name__}: {e}); using the Python ones "
+                      "(about 60 us of host time per call instead of ~10)")
+        return None
+    module.set_resolver(_resolve)
+    return module
+
+
+_cpp = _load_cpp_ops()
+if _cpp is None:
+    _library.impl("layer_norm_backward", layer_norm_backward, "CUDA")
+    _library.impl("rms_norm_backward", rms_norm_backward, "CUDA")
+
+
+class _Module(types.ModuleType):
+    @property
+    def launches(self):
+        return _py_launches + (_cpp.launches() if _cpp is not None else 0)
+
+    @launches.setter
+    def launches(self, value):
+        global _py_launches
+        _py_launches = value - (_cpp.launches() if _cpp is not None else 0)
+
+
+sys.modules[__name__].__class__ = _Module
 
 
 @torch.library.register_fake("norm_opt::rms_norm_backward")

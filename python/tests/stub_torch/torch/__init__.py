@@ -35,6 +35,9 @@ class device:
     def __eq__(self, other):
         return (self.type, self.index) == (other.type, other.index)
 
+    def __hash__(self):
+        return hash((self.type, self.index))
+
 
 _next_ptr = [0x7f0000000000]
 
@@ -143,6 +146,27 @@ class _Library:
             return op
         return wrap
 
+    class Library:
+        """torch.library.Library: define() records a schema, impl() the
+        kernel of a dispatch key."""
+
+        def __init__(self, namespace, kind):
+            self.namespace = namespace
+
+        def define(self, schema):
+            name = f"{self.namespace}::{schema.split('(')[0]}"
+            _Library.ops.setdefault(name, _CustomOp(None))
+
+        def impl(self, name, fn, key):
+            _Library.ops[f"{self.namespace}::{name}"].fn = fn
+
+    @staticmethod
+    def register_fake(name):
+        def wrap(fn):
+            _Library.ops.setdefault(name, _CustomOp(None)).fake = fn
+            return fn
+        return wrap
+
 
 library = _Library
 
@@ -164,6 +188,14 @@ class _Cuda:
     @staticmethod
     def get_device_capability(device_=None):
         return (9, 0)
+
+    @staticmethod
+    def current_device():
+        return 0
+
+    @staticmethod
+    def is_current_stream_capturing():
+        return False
 
 
 cuda = _Cuda()

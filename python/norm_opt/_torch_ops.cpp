@@ -1,0 +1,280 @@
+// _torch_ops.cpp - norm_opt's backward ops as C++ kernels of the dispatcher.
+//
+// Part of norm-opt's Python package. norm_opt/torch.py defines the schemas
+// of norm_opt::layer_norm_backward / rms_norm_backward (and their fake
+// kernels); this file, built against the user's torch on first use
+// (torch.utils.cpp_extension), registers their CUDA kernels. A call then
+// costs what the launcher costs plus a few allocations: no Python runs.
+//
+// The launchers come from norm-opt's compiled libraries, loaded by Python
+// (norm_opt.kernels): the first call of a (kind, N, dtypes, device) asks
+// Python for them (the resolver registered below) and keeps the function
+// pointers. Inside a CUDA graph capture the fp32 workspace comes from
+// torch's allocator, as on the Python path (run(), below).
+
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace {
+
+// The C ABI of the launchers (docs/compile.md): pointers of the arguments,
+// then of the results, rows, cols, one row stride per [rows, cols] tensor
+// (dy, x, dx), the stream; 0 or a normrt_status.
+using LayerLauncher = int (*)(const void *, const void *, const void *,
+                              const void *, const void *, const void *,
+                              void *, void *, void *, int64_t, int64_t,
+                              int64_t, int64_t, int64_t, void *);
+using RmsLauncher = int (*)(const void *, const void *, const void *,
+                            const void *, void *, void *, int64_t, int64_t,
+                            int64_t, int64_t, int64_t, void *);
+using SetWorkspaceFn = int (*)(void *, void *, size_t);
+using QueryBeginFn = int (*)();
+using QueryEndFn = int (*)(size_t *);
+using LastErrorFn = const char *(*)();
+
+struct Kernel {
+  void *launcher = nullptr;
+  SetWorkspaceFn setWorkspace = nullptr;
+  QueryBeginFn queryBegin = nullptr; // null: a library without the query
+  QueryEndFn queryEnd = nullptr;
+  LastErrorFn lastError = nullptr;
+};
+
+// (kind, N, x dtype, weight dtype, device) -> its kernel.
+using KernelKey = std::tuple<int, int64_t, int, int, int>;
+// (launcher, rows, dy / x row strides, pointers mod 16) -> workspace bytes.
+using WorkspaceKey = std::tuple<void *, int64_t, int64_t, int64_t, int64_t>;
+
+std::mutex gMutex;
+std::map<KernelKey, Kernel> gKernels;
+std::map<WorkspaceKey, size_t> gWorkspace;
+// Python: (kind, n, dtype, wdtype, device) -> None. Never freed: it may not
+// be released after the interpreter.
+pybind11::object *gResolver = nullptr;
+std::atomic<int64_t> gLaunches{0};
+
+constexpr int kLayer = 0, kRms = 1;
+
+const Kernel &kernelFor(int kind, int64_t n, at::ScalarType x,
+                        at::ScalarType w, int device) {
+  KernelKey key{kind, n, int(x), int(w), device};
+  {
+    std::lock_guard<std::mutex> lock(gMutex);
+    auto it = gKernels.find(key);
+    if (it != gKernels.end())
+      return it->second;
+  }
+  // Python loads (or compiles) the library and calls register_kernel.
+  {
+    pybind11::gil_scoped_acquire gil;
+    TORCH_CHECK(gResolver, "norm_opt: the kernel resolver is not set");
+    (*gResolver)(kind == kLayer ? "layer" : "rms", n,
+              c10::toString(x), c10::toString(w), device);
+  }
+  std::lock_guard<std::mutex> lock(gMutex);
+  auto it = gKernels.find(key);
+  TORCH_CHECK(it != gKernels.end(), "norm_opt: no kernel registered for ",
+              kind == kLayer ? "layer" : "rms", " N=", n);
+  return it->second;
+}
+
+void registerKernel(int64_t kind, int64_t n, const std::string &x,
+                    const std::string &w, int64_t device, uintptr_t launcher,
+                    uintptr_t setWorkspace, uintptr_t queryBegin,
+                    uintptr_t queryEnd, uintptr_t lastError) {
+  auto type = [](const std::string &name) {
+    for (at::ScalarType t : {at::kFloat, at::kHalf, at::kBFloat16})
+      if (name == c10::toString(t))
+        return t;
+    TORCH_CHECK(false, "norm_opt: unsupported dtype ", name);
+  };
+  Kernel k;
+  k.launcher = reinterpret_cast<void *>(launcher);
+  k.setWorkspace = reinterpret_cast<SetWorkspaceFn>(setWorkspace);
+  k.queryBegin = reinterpret_cast<QueryBeginFn>(queryBegin);
+  k.queryEnd = reinterpret_cast<QueryEndFn>(queryEnd);
+  k.lastError = reinterpret_cast<LastErrorFn>(lastError);
+  std::lock_guard<std::mutex> lock(gMutex);
+  gKernels[KernelKey{int(kind), n, int(type(x)), int(type(w)), int(device)}] =
+      k;
+}
+
+/// `t` as [rows, n] with unit stride along n and one row stride >= n.
+at::Tensor asRows(const at::Tensor &t, int64_t rows, int64_t n) {
+  at::Tensor r = t.reshape({rows, n});
+  if ((n > 1 && r.stride(1) != 1) || (rows > 1 && r.stride(0) < n))
+    r = r.contiguous();
+  return r;
+}
+
+/// Per-row fp32 statistics, contiguous.
+at::Tensor stats(const at::Tensor &t, int64_t rows, const char *what) {
+  TORCH_CHECK(t.numel() == rows, "norm_opt: ", what, " has ", t.numel(),
+              " elements, expected one per row (", rows, ")");
+  at::Tensor r = t.reshape({rows});
+  if (r.scalar_type() != at::kFloat)
+    r = r.to(at::kFloat);
+  return r.contiguous();
+}
+
+/// Runs `launch(stream)`; raises with the runtime's message on failure.
+/// Eager calls use the runtime's own workspace (kept per context and
+/// stream: no allocation per call). While the stream captures a CUDA graph
+/// the workspace comes from torch's allocator (the graph's pool), its size
+/// asked once per shape, strides and alignment, and is handed to the
+/// runtime for the call with normrt_set_workspace: the graph holds no
+/// allocation of ours.
+template <typename Launch>
+void run(const Kernel &k, const char *op, int64_t rows, int64_t dyStride,
+         int64_t xStride, int64_t alignment, const at::Tensor &like,
+         cudaStream_t stream, Launch &&launch) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  bool capturing = cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+                   capture != cudaStreamCaptureStatusNone;
+  size_t bytes = 0;
+  if (capturing && k.queryBegin && k.queryEnd) {
+    WorkspaceKey key{k.launcher, rows, dyStride, xStride, alignment};
+    bool known;
+    {
+      std::lock_guard<std::mutex> lock(gMutex);
+      auto it = gWorkspace.find(key);
+      known = it != gWorkspace.end();
+      if (known)
+        bytes = it->second;
+    }
+    if (!known) {
+      // The launcher plans and launches nothing between the two.
+      k.queryBegin();
+      int status = launch(stream);
+      int end = k.queryEnd(&bytes);
+      TORCH_CHECK(status == 0 && end == 0, op, ": ", k.lastError());
+      std::lock_guard<std::mutex> lock(gMutex);
+      gWorkspace[key] = bytes;
+    }
+  }
+  int status;
+  if (bytes == 0) {
+    status = launch(stream);
+  } else {
+    at::Tensor workspace =
+        at::empty({int64_t(bytes)}, like.options().dtype(at::kByte));
+    k.setWorkspace(stream, workspace.data_ptr(), bytes);
+    status = launch(stream);
+    k.setWorkspace(stream, nullptr, 0);
+  }
+  TORCH_CHECK(status == 0, op, ": ", k.lastError());
+  ++gLaunches;
+}
+
+int64_t alignmentBits(std::initializer_list<const void *> pointers) {
+  int64_t bits = 0;
+  for (const void *p : pointers)
+    bits = bits * 16 + int64_t(reinterpret_cast<uintptr_t>(p) & 15);
+  return bits;
+}
+
+void checkCommon(const char *op, const at::Tensor &dy, const at::Tensor &x,
+                 const at::Tensor &weight) {
+  TORCH_CHECK(x.is_cuda() && x.dim() >= 1, op, ": x must be a CUDA tensor");
+  TORCH_CHECK(dy.sizes() == x.sizes(), op, ": dy has shape ", dy.sizes(),
+              " but x has ", x.sizes());
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), op,
+              ": weight must have shape [", x.size(-1), "]");
+  TORCH_CHECK(dy.device() == x.device() && weight.device() == x.device(), op,
+              ": all tensors must be on one device");
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+layerNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
+                  const at::Tensor &mean_, const at::Tensor &rstd_,
+                  const at::Tensor &weight_) {
+  const char *op = "norm_opt::layer_norm_backward";
+  checkCommon(op, dy_, x_, weight_);
+  c10::cuda::CUDAGuard guard(x_.device());
+  int64_t n = x_.size(-1), rows = n ? x_.numel() / n : 0;
+  at::Tensor x = asRows(x_, rows, n);
+  at::Tensor dy = asRows(dy_.scalar_type() == x_.scalar_type()
+                             ? dy_
+                             : dy_.to(x_.scalar_type()),
+                         rows, n);
+  at::Tensor mean = stats(mean_, rows, "mean"), rstd = stats(rstd_, rows, "rstd");
+  at::Tensor w = weight_.contiguous();
+  at::Tensor dx = at::empty(x_.sizes(), x_.options());
+  at::Tensor dw = at::empty_like(w), db = at::empty_like(w);
+  const Kernel &k = kernelFor(kLayer, n, x.scalar_type(), w.scalar_type(),
+                              x.get_device());
+  auto launcher = reinterpret_cast<LayerLauncher>(k.launcher);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  int64_t dyStride = rows > 1 ? dy.stride(0) : n;
+  int64_t xStride = rows > 1 ? x.stride(0) : n;
+  // bias is not read by the kernel (dbias = sum of dy): pass weight.
+  run(
+      k, op, rows, dyStride, xStride,
+      alignmentBits({dy.data_ptr(), x.data_ptr(), mean.data_ptr(),
+                     rstd.data_ptr(), w.data_ptr(), dx.data_ptr(),
+                     dw.data_ptr(), db.data_ptr()}),
+      x, stream, [&](cudaStream_t s) {
+        return launcher(dy.data_ptr(), x.data_ptr(), mean.data_ptr(),
+                        rstd.data_ptr(), w.data_ptr(), w.data_ptr(),
+                        dx.data_ptr(), dw.data_ptr(), db.data_ptr(), rows, n,
+                        dyStride, xStride, n, s);
+      });
+  return {dx, dw, db};
+}
+
+std::tuple<at::Tensor, at::Tensor>
+rmsNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
+                const at::Tensor &rstd_, const at::Tensor &weight_) {
+  const char *op = "norm_opt::rms_norm_backward";
+  checkCommon(op, dy_, x_, weight_);
+  c10::cuda::CUDAGuard guard(x_.device());
+  int64_t n = x_.size(-1), rows = n ? x_.numel() / n : 0;
+  at::Tensor x = asRows(x_, rows, n);
+  at::Tensor dy = asRows(dy_.scalar_type() == x_.scalar_type()
+                             ? dy_
+                             : dy_.to(x_.scalar_type()),
+                         rows, n);
+  at::Tensor rstd = stats(rstd_, rows, "rstd");
+  at::Tensor w = weight_.contiguous();
+  at::Tensor dx = at::empty(x_.sizes(), x_.options());
+  at::Tensor dw = at::empty_like(w);
+  const Kernel &k = kernelFor(kRms, n, x.scalar_type(), w.scalar_type(),
+                              x.get_device());
+  auto launcher = reinterpret_cast<RmsLauncher>(k.launcher);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  int64_t dyStride = rows > 1 ? dy.stride(0) : n;
+  int64_t xStride = rows > 1 ? x.stride(0) : n;
+  run(
+      k, op, rows, dyStride, xStride,
+      alignmentBits({dy.data_ptr(), x.data_ptr(), rstd.data_ptr(),
+                     w.data_ptr(), dx.data_ptr(), dw.data_ptr()}),
+      x, stream, [&](cudaStream_t s) {
+        return launcher(dy.data_ptr(), x.data_ptr(), rstd.data_ptr(),
+                        w.data_ptr(), dx.data_ptr(), dw.data_ptr(), rows, n,
+                        dyStride, xStride, n, s);
+      });
+  return {dx, dw};
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(norm_opt, CUDA, m) {
+  m.impl("layer_norm_backward", &layerNormBackward);
+  m.impl("rms_norm_backward", &rmsNormBackward);
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  module.def("register_kernel", &registerKernel);
+  module.def("set_resolver", [](pybind11::object resolver) {
+    gResolver = new pybind11::object(std::move(resolver));
+  });
+  module.def("launches", [] { return gLaunches.load(); });
+}
