@@ -57,6 +57,13 @@ config.substitutions.append(
 config.substitutions.append(
     ("%norm_runtime", os.path.join(config.norm_lib_dir, "libnorm_runtime.so")))
 
+# The source tree and LLVM's llvm-tblgen: the option tables generated from
+# Passes.td are checked against it (Docs/option-tables.test).
+config.substitutions.append(
+    ("%norm_src_root", os.path.dirname(config.test_source_root)))
+config.substitutions.append(
+    ("%llvm_tblgen", os.path.join(config.llvm_tools_dir, "llvm-tblgen")))
+
 # ptxas from the CUDA toolkit CMake found (PTX checks; no GPU needed).
 config.substitutions.append(
     ("%ptxas", os.path.join(config.cuda_bin_dir, "ptxas")))

@@ -8,31 +8,25 @@ import shutil
 import subprocess
 import tempfile
 
+from ._options import GPU_OPTIONS
 from .errors import CompileError, NormOptNotFoundError
 from .library import Library
 
-# Python keyword -> `norm-opt compile` flag (docs/compile.md).
-PLAN_OPTIONS = {
-    "threads_per_row": "--threads-per-row",
-    "rows_per_cta": "--rows-per-cta",
-    "vector_bytes": "--vector-bytes",
-    "programs_per_sm": "--programs-per-sm",
-    "max_resident_elements": "--max-resident-elements",
-    "prefetch": "--prefetch",
-    "async_stages": "--async-stages",
-    "bulk_stages": "--bulk-stages",
-    "single_launch": "--single-launch",
-    "dependent_launch": "--dependent-launch",
-    "peel_rows": "--peel-rows",
-    "tier_min_cols": "--tier-min-cols",
-    "max_cluster_ctas": "--max-cluster-ctas",
-}
-# Not plan options: the target and the tools (compile_command's keywords),
-# and the per-op remark switch. test_compile checks that every other option
-# of `norm-opt compile --help` is in PLAN_OPTIONS.
-NON_PLAN_FLAGS = ("--chip", "--features", "--opt-level", "--remarks", "--cc",
-                  "--ptxas", "--ptxas-verbose", "--runtime-library",
-                  "--host-module", "--keep-launcher", "--emit", "-o")
+# The GPU options that are not plan options: the target (compile_command's
+# chip, features and opt_level keywords) and the per-op remark switch.
+_NOT_PLAN_OPTIONS = ("chip", "features", "opt-level", "remarks")
+# Python keyword -> `norm-opt compile` flag (docs/compile.md): every other
+# GPU option. GPU_OPTIONS, the options of --convert-norm-to-gpu, is
+# generated from Passes.td (scripts/gen_option_tables.py).
+PLAN_OPTIONS = {option.keyword: "--" + option.argument
+                for option in GPU_OPTIONS
+                if option.argument not in _NOT_PLAN_OPTIONS}
+# Not plan options: those, the tools (compile_command's keywords) and the
+# output. test_compile checks that every other option of
+# `norm-opt compile --help` is in PLAN_OPTIONS.
+NON_PLAN_FLAGS = tuple("--" + argument for argument in _NOT_PLAN_OPTIONS) + (
+    "--cc", "--ptxas", "--ptxas-verbose", "--runtime-library",
+    "--host-module", "--keep-launcher", "--emit", "-o")
 EMIT_KINDS = {"lib": ".so", "ptx": ".ptx", "cubin": ".cubin"}
 
 

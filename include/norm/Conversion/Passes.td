@@ -78,71 +78,82 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
            "GPU architecture: exactly one NVPTX processor name of sm_80 or "
-           "newer, case-sensitive (sm_80, sm_86, sm_89, sm_90, sm_90a, "
-           "sm_100a, ...); the kernels are checked against its limits "
-           "(threads and shared memory per block)">,
+           "newer, case-sensitive (sm_80, sm_86, sm_87, sm_89, sm_90, "
+           "sm_90a, sm_100, sm_100a, ..., sm_121f); the kernels are checked "
+           "against its limits (threads and shared memory per block)">,
     Option<"features", "features", "std::string", /*default=*/"\"+ptx80\"",
-           "PTX features for nvvm-attach-target: empty, or one +ptxNN at "
-           "least the chip's minimum (sm_90a: +ptx80, sm_100a: +ptx86)">,
+           "PTX ISA features for the NVPTX back end (nvvm-attach-target): "
+           "empty (the chip's minimum PTX version), or one +ptxNN at least "
+           "the chip's minimum (sm_90a: +ptx80; sm_100a: +ptx86, so chip "
+           "sm_100a needs features +ptx86 or empty)">,
     Option<"optLevel", "opt-level", "int", /*default=*/"3",
            "LLVM and ptxas optimisation level of the kernels (0-3)">,
     Option<"threadsPerRow", "threads-per-row", "int64_t", /*default=*/"0",
            "Lanes that share one row (power of two, <= 1024); 0 picks it "
            "from N and the element types">,
     Option<"rowsPerCTA", "rows-per-cta", "int64_t", /*default=*/"0",
-           "Rows (programs) a CTA of the resident variant works on at once; "
+           "Rows (programs) a CTA of the resident variant works on at once "
+           "(power of two, <= 1024; threads-per-row x rows-per-cta <= 1024); "
            "0 picks: 256 threads for rows of <= 64 lanes, two rows of 128 "
            "lanes where their partials add in shared memory, else 1">,
     Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"16",
            "Bytes per global access of the widest element type (16, 8, 4, "
-           "or the element size for scalar accesses)">,
+           "or the element size for scalar accesses): 1, 2, 4, 8 or 16">,
     Option<"programsPerSM", "programs-per-sm", "int64_t", /*default=*/"0",
            "CTAs per multiprocessor; P = SMs x this at run time; 0 picks it "
-           "from the estimated register use">,
+           "from the estimated register use (the occupancy); at most the "
+           "chip's resident CTAs per SM (32 on sm_80/sm_90, 16 on sm_86)">,
     Option<"maxResidentElements", "max-resident-elements", "int64_t",
            /*default=*/"0",
            "Most columns one lane may keep in registers before the looped "
-           "variant is used; 0 picks it from the element types">,
+           "variant is used; 0 picks it from the element types; at most "
+           "256">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"true",
            "Load the next row while reducing this one, when registers "
            "allow (register-resident variant)">,
     Option<"asyncStages", "async-stages", "int64_t", /*default=*/"3",
            "Rows of full inputs in flight per thread through cp.async into "
-           "a shared-memory ring (register-resident vector kernel; reduced "
-           "until the ring fits the shared-memory budget); 0 or 1: plain "
-           "loads (and the register prefetch)">,
+           "a shared-memory ring, where the plan uses one (register-resident "
+           "vector kernel; reduced until the ring fits the shared-memory "
+           "budget); 0 or 1: plain loads (and the register prefetch); at "
+           "most 8">,
     Option<"bulkStages", "bulk-stages", "int64_t", /*default=*/"3",
            "Rows of full inputs staged whole in shared memory by "
            "cp.async.bulk, completing on an mbarrier (looped vector kernel, "
            "sm_90+, static N; reduced until the ring fits beside the "
            "accumulators, none below 2): both passes over a row read it "
-           "from shared memory; 0 or 1: none (each pass reads the row from "
-           "global memory)">,
+           "from shared memory (docs/gpu.md, \"Bulk ring\"); 0 or 1: none "
+           "(each pass reads the row from global memory); at most 8">,
     Option<"singleLaunch", "single-launch", "bool", /*default=*/"true",
            "Let the main kernel also do the final reduction after a grid "
            "barrier (one cooperative launch instead of two kernels; the "
            "launcher falls back to the final kernel where a cooperative "
-           "launch is not possible)">,
+           "launch is not possible); false: always two launches">,
     Option<"dependentLaunch", "dependent-launch", "bool", /*default=*/"true",
            "Two-launch path on sm_90+: launch the final kernel as a "
            "programmatic dependent of the main kernel (the main kernels "
            "execute griddepcontrol.launch_dependents after their partial "
            "rows, the final kernel griddepcontrol.wait before it reads the "
-           "partial buffer; the launcher sets the programmatic stream "
+           "partial buffer; the launcher launches it with "
+           "normrt_launch_dependent, which sets the programmatic stream "
            "serialization attribute), so its launch overlaps the main "
-           "kernel's last CTAs instead of following the whole grid">,
+           "kernel's last CTAs instead of following the whole grid; false: "
+           "a plain launch after the main kernel">,
     Option<"peelRows", "peel-rows", "bool", /*default=*/"true",
            "Resident vector kernel: take rows that do not start on a "
            "16-byte boundary (a static N that is not a multiple of the "
-           "vector width, a run-time N) by peeling a scalar head and tail "
-           "per row around 16-byte chunks, instead of the all-scalar "
-           "kernel; false: such rows take the scalar kernel">,
+           "vector width, a run-time N's tiers) by peeling a scalar head and "
+           "tail per row around 16-byte chunks (the kernel _main_peel), "
+           "instead of the all-scalar kernel; the launcher takes it for "
+           "16-byte aligned pointers whose strides agree modulo the vector "
+           "width; false: such rows take the scalar kernel">,
     Option<"tierMinCols", "tier-min-cols", "int64_t", /*default=*/"256",
            "Run-time N: the smallest capacity of the resident tiers (kernels "
            "planned as for a static N of 1, 1.5, 2, 3, 4, ... times this, up "
            "to the longest row the resident variant holds; the launcher takes "
-           "the smallest that holds N, else the looped kernels); a power of "
-           "two in [16, 65536], or 0 for no tiers">,
+           "the smallest that holds N, else the looped kernels; "
+           "docs/gpu.md); a power of two in [16, 65536], or 0 for no tiers "
+           "(the looped kernels take every N)">,
     Option<"maxClusterCTAs", "max-cluster-ctas", "int64_t", /*default=*/"8",
            "A static N too long for one CTA's registers: the most CTAs of a "
            "thread-block cluster that share a row, each keeping its part in "
