@@ -8,7 +8,11 @@ loop of eager calls (no synchronisation inside), and the GPU time of one
 call; with --profile, cProfile's top entries of 200 calls.
 
   PYTHONPATH=python NORM_OPT_LIBRARY_PATH=.carry/norm_opt_libs \\
-      python3 bench/torch_host_cost.py [--profile]
+      python3 bench/torch_host_cost.py [--profile] [--modules]
+
+--modules: forward + backward of one layer (torch.nn.LayerNorm / RMSNorm
+against norm_opt.torch's, same weights) at [4096, 1024] and [8192, 4096],
+bf16 and f32: wall time per iteration.
 """
 
 import argparse
@@ -78,9 +82,58 @@ def gpu_us(f, args, reps=50):
     return a.elapsed_time(b) * 1e3 / reps
 
 
+def layer_step_us(module, x, dy, iters=50):
+    """Forward + backward of one norm layer, wall time per iteration (the
+    loop synchronised at the end only, as a training step runs)."""
+    def step():
+        module.weight.grad = None
+        if getattr(module, "bias", None) is not None:
+            module.bias.grad = None
+        x.grad = None
+        module(x).backward(dy)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / iters * 1e6)
+    return best
+
+
+def modules_table():
+    """torch.nn's LayerNorm / RMSNorm against norm_opt.torch's drop-ins."""
+    out = []
+    for shape in ((4096, 1024), (8192, 4096)):
+        for dtype in (torch.bfloat16, torch.float32):
+            for kind in ("LayerNorm", "RMSNorm"):
+                theirs = getattr(torch.nn, kind)(shape[-1]).cuda().to(dtype)
+                ours = getattr(nt, kind)(shape[-1]).cuda().to(dtype)
+                ours.load_state_dict(theirs.state_dict())
+                g = torch.Generator(device="cuda").manual_seed(1)
+                x = torch.randn(shape, generator=g, device="cuda").to(
+                    dtype).requires_grad_()
+                dy = torch.randn(shape, generator=g, device="cuda").to(dtype)
+                t = layer_step_us(theirs, x, dy)
+                o = layer_step_us(ours, x, dy)
+                out.append((kind, str(dtype).split(".")[-1],
+                            f"{shape[0]}x{shape[1]}", t, o))
+    print(f"{'module':10} {'dtype':9} {'shape':10} {'torch us':>9} "
+          f"{'ours us':>8} {'torch/ours':>10}")
+    for r in out:
+        print(f"{r[0]:10} {r[1]:9} {r[2]:10} {r[3]:9.1f} {r[4]:8.1f} "
+              f"{r[3] / r[4]:10.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--modules", action="store_true",
+                    help="also forward + backward of one layer, torch.nn's "
+                         "against ours")
     a = ap.parse_args()
     rows = []
     for kind in ("layer", "rms"):
@@ -111,6 +164,8 @@ def main():
           f"{'wall us/call':>13} {'GPU us/call':>12}")
     for r in rows:
         print(f"{r[0]:11} {r[1]:9} {r[2]:21.1f} {r[3]:13.1f} {r[4]:12.1f}")
+    if a.modules:
+        modules_table()
 
 
 if __name__ == "__main__":

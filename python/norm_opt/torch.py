@@ -334,9 +334,16 @@ class _LayerNormFunction(torch.autograd.Function):
 class _RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, eps):
-        y = F.rms_norm(x, (x.shape[-1],), weight, eps)
-        # The statistic torch's forward does not return; fp32, per row.
-        rstd = torch.rsqrt(x.to(torch.float32).pow(2).mean(-1) + eps)
+        fused = getattr(torch.ops.aten, "_fused_rms_norm", None)
+        if fused is not None:
+            # torch's own fused forward also returns the fp32 rstd ([..., 1]).
+            y, rstd = fused(x, [x.shape[-1]], weight, eps)
+        else:
+            y = F.rms_norm(x, (x.shape[-1],), weight, eps)
+            # The statistic the forward does not return; fp32, per row,
+            # summed in fp32 without an fp32 copy of x.
+            rstd = torch.rsqrt(torch.linalg.vector_norm(
+                x, dim=-1, dtype=torch.float32).square() / x.shape[-1] + eps)
         ctx.save_for_backward(x, weight, rstd)
         return y
 
