@@ -264,6 +264,52 @@ rmsNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
   return {dx, dw};
 }
 
+// The modules' eager path (norm_opt.torch.layer_norm / rms_norm outside
+// torch.compile): torch's forward and our backward as one C++ autograd
+// function, so a layer costs the host no more than torch.nn's own.
+struct LayerNormFunction
+    : public torch::autograd::Function<LayerNormFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx,
+                            const at::Tensor &x, const at::Tensor &weight,
+                            const at::Tensor &bias, double eps) {
+    c10::optional<at::Tensor> b;
+    if (bias.defined())
+      b = bias;
+    auto [y, mean, rstd] =
+        at::native_layer_norm(x, {x.size(-1)}, weight, b, eps);
+    ctx->save_for_backward({x, weight, mean, rstd});
+    ctx->saved_data["has_bias"] = bias.defined();
+    return y;
+  }
+  static torch::autograd::variable_list
+  backward(torch::autograd::AutogradContext *ctx,
+           torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto [dx, dw, db] =
+        layerNormBackward(grads[0], saved[0], saved[2], saved[3], saved[1]);
+    bool hasBias = ctx->saved_data["has_bias"].toBool();
+    return {dx, dw, hasBias ? db : at::Tensor(), at::Tensor()};
+  }
+};
+
+struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx,
+                            const at::Tensor &x, const at::Tensor &weight,
+                            double eps) {
+    // torch's fused forward also returns the fp32 rstd the backward needs.
+    auto [y, rstd] = at::_fused_rms_norm(x, {x.size(-1)}, weight, eps);
+    ctx->save_for_backward({x, weight, rstd});
+    return y;
+  }
+  static torch::autograd::variable_list
+  backward(torch::autograd::AutogradContext *ctx,
+           torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto [dx, dw] = rmsNormBackward(grads[0], saved[0], saved[2], saved[1]);
+    return {dx, dw, at::Tensor()};
+  }
+};
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(norm_opt, CUDA, m) {
@@ -277,4 +323,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
     gResolver = new pybind11::object(std::move(resolver));
   });
   module.def("launches", [] { return gLaunches.load(); });
+  module.def("layer_norm",
+             [](const at::Tensor &x, const at::Tensor &weight,
+                const c10::optional<at::Tensor> &bias, double eps) {
+               return LayerNormFunction::apply(
+                   x, weight, bias ? *bias : at::Tensor(), eps);
+             });
+  module.def("rms_norm", [](const at::Tensor &x, const at::Tensor &weight,
+                            double eps) {
+    return RmsNormFunction::apply(x, weight, eps);
+  });
 }

@@ -369,6 +369,8 @@ def _covered(x, normalized_shape, weight):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """torch.nn.functional.layer_norm with our backward."""
     if _covered(x, normalized_shape, weight):
+        if _cpp is not None and not torch.compiler.is_compiling():
+            return _cpp.layer_norm(x, weight, bias, eps)  # C++ autograd
         return _LayerNormFunction.apply(x, weight, bias, eps)
     return F.layer_norm(x, normalized_shape, weight, bias, eps)
 
@@ -378,6 +380,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     if eps is None:
         eps = torch.finfo(x.dtype).eps
     if _covered(x, normalized_shape, weight):
+        if _cpp is not None and not torch.compiler.is_compiling():
+            return _cpp.rms_norm(x, weight, eps)  # C++ autograd
         return _RMSNormFunction.apply(x, weight, eps)
     return F.rms_norm(x, normalized_shape, weight, eps)
 
