@@ -22,6 +22,7 @@ step of each it reports the share of GPU time in the norm backward
   PYTHONPATH=python NORM_OPT_LIBRARY_PATH=.carry/norm_opt_libs \\
       python3 bench/train_step.py --hidden 2048 [--norm rms|layer]
       [--layers 2] [--batch 4] [--seq 1024] [--modes eager,default,reduce-overhead]
+      [--route]   (also torch's norms under enable_compile_routing())
 """
 
 import argparse
@@ -128,6 +129,10 @@ def main():
     ap.add_argument("--norm", choices=["rms", "layer"], default="rms")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--modes", default="eager,default,reduce-overhead")
+    ap.add_argument("--route", action="store_true",
+                    help="also torch's norms compiled with "
+                         "norm_opt.torch.enable_compile_routing() (after the "
+                         "other runs: the routing stays on)")
     a = ap.parse_args()
     torch.manual_seed(0)
     theirs_cls, ours_cls = norm_classes(a.norm)
@@ -138,30 +143,46 @@ def main():
                kinds=("rms" if a.norm == "rms" else "layer",))
     rows = []
     share = {}
-    for mode in a.modes.split(","):
-        result = {}
-        for label, cls in (("torch", theirs_cls), ("ours", ours_cls)):
-            model = Model(a.hidden, a.layers, cls).cuda().to(torch.bfloat16)
-            model.load_state_dict(copy.deepcopy(base.state_dict()))
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            step = step_fn(model, opt)
-            if mode != "eager":
-                step = torch.compile(
-                    step, mode=None if mode == "default" else mode)
-            elif label not in share:
-                share[label] = norm_backward_share(step, x)
-            result[label] = time_steps(step, x, a.steps)
-            del model, opt, step
-            torch._dynamo.reset()
-            torch.cuda.empty_cache()
-        rows.append((mode, result["torch"], result["ours"]))
+    def timed(mode, cls):
+        model = Model(a.hidden, a.layers, cls).cuda().to(torch.bfloat16)
+        model.load_state_dict(copy.deepcopy(base.state_dict()))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        step = step_fn(model, opt)
+        if mode != "eager":
+            step = torch.compile(step,
+                                 mode=None if mode == "default" else mode)
+        elif cls not in share:
+            share[cls] = norm_backward_share(step, x)
+        t = time_steps(step, x, a.steps)
+        del model, opt, step
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+        return t
+
+    modes = a.modes.split(",")
+    for mode in modes:
+        rows.append([mode, timed(mode, theirs_cls), timed(mode, ours_cls)])
+    if a.route:
+        nt.enable_compile_routing()
+        for row in rows:
+            row.append(timed(row[0], theirs_cls) if row[0] != "eager"
+                       else None)
     tokens = a.batch * a.seq
+    names = {theirs_cls: "torch", ours_cls: "ours"}
     print(f"{a.norm}norm decoder, hidden {a.hidden}, {a.layers} layers, "
           f"{tokens} tokens, bf16; norm backward share of GPU time in an "
-          "eager step: " + ", ".join(f"{k} {v:.1%}" for k, v in share.items()))
-    print(f"{'mode':16} {'torch ms':>9} {'ours ms':>8} {'torch/ours':>10}")
-    for mode, t, o in rows:
-        print(f"{mode:16} {t:9.2f} {o:8.2f} {t / o:10.3f}")
+          "eager step: " + ", ".join(f"{names[k]} {v:.1%}"
+                                     for k, v in share.items()))
+    print(f"{'mode':16} {'torch ms':>9} {'ours ms':>8} {'torch/ours':>10}"
+          + (f" {'routed ms':>10} {'torch/routed':>12}" if a.route else ""))
+    for row in rows:
+        mode, t, o = row[:3]
+        line = f"{mode:16} {t:9.2f} {o:8.2f} {t / o:10.3f}"
+        if a.route:
+            r = row[3]
+            line += (f" {r:10.2f} {t / r:12.3f}" if r is not None
+                     else f" {'-':>10} {'-':>12}")
+        print(line)
 
 
 if __name__ == "__main__":

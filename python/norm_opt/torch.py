@@ -399,3 +399,93 @@ class RMSNorm(torch.nn.RMSNorm):
 
     def forward(self, x):
         return rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+
+# --- torch.compile: unmodified models' norm backwards on our kernels --------
+
+_routing = None
+
+
+def enable_compile_routing():
+    """Makes torch.compile (Inductor) run our kernels for the norm backwards
+    of unmodified models: `aten.native_layer_norm_backward` (nn.LayerNorm,
+    F.layer_norm) and, where torch has it, `aten._fused_rms_norm_backward`
+    (nn.RMSNorm, F.rms_norm on CUDA). Inductor's decompositions of those two
+    ops are turned off, so they stay whole in AOTAutograd's backward graph,
+    and a post-grad pass replaces each one our kernels cover (CUDA, one
+    normalized dim, a weight, bf16 / f16 / f32, a kernel that loads) with
+    torch.ops.norm_opt.layer_norm_backward / rms_norm_backward; the rest of
+    the graph stays Inductor's. Idempotent; returns the pass (its
+    `replaced` counts the nodes it rewrote)."""
+    global _routing
+    if _routing is not None:
+        return _routing
+    from torch._inductor import config as inductor_config
+    from torch._inductor import decomposition as inductor_decomp
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    aten = torch.ops.aten
+    targets = [aten.native_layer_norm_backward.default]
+    if hasattr(aten, "_fused_rms_norm_backward"):
+        targets.append(aten._fused_rms_norm_backward.default)
+    for op in targets:
+        inductor_decomp.decompositions.pop(op, None)
+
+    class _RouteNormBackward(CustomGraphPass):
+        def __init__(self, before):
+            self.before, self.replaced = before, 0
+
+        def __call__(self, graph):
+            if self.before is not None:
+                self.before(graph)
+            for node in list(graph.nodes):
+                if node.op == "call_function" and node.target in targets:
+                    self.replaced += _route(graph, node)
+
+        def uuid(self):
+            return ("norm_opt.route_norm_backward", 1)
+
+    _routing = _RouteNormBackward(inductor_config.post_grad_custom_post_pass)
+    inductor_config.post_grad_custom_post_pass = _routing
+    return _routing
+
+
+def _route(graph, node):
+    """Replaces one norm-backward node with our op where we cover it; 1 if
+    it did."""
+    layer = node.target is torch.ops.aten.native_layer_norm_backward.default
+    if layer:
+        dy, x, shape, mean, rstd, weight = node.args[:6]
+    else:
+        dy, x, shape, rstd, weight = node.args[:5]
+    val = lambda n: getattr(n, "meta", {}).get("val")  # noqa: E731
+    xv, wv = val(x), val(weight) if weight is not None else None
+    if (xv is None or wv is None or len(shape) != 1 or not xv.is_cuda
+            or xv.dtype not in SUPPORTED_DTYPES
+            or wv.dtype not in SUPPORTED_DTYPES or wv.dim() != 1
+            or not isinstance(xv.shape[-1], int) or val(dy) is None
+            or val(dy).dtype != xv.dtype):
+        return 0
+    try:  # load (or compile) the kernel now, not at the first step
+        _kernel("layer" if layer else "rms", xv.shape[-1], xv.dtype,
+                wv.dtype, xv.device)
+    except Exception:  # no kernel for this N / dtype: Inductor's path
+        return 0
+    with graph.inserting_before(node):
+        if layer:
+            new = graph.call_function(
+                torch.ops.norm_opt.layer_norm_backward.default,
+                (dy, x, mean, rstd, weight))
+        else:
+            new = graph.call_function(
+                torch.ops.norm_opt.rms_norm_backward.default,
+                (dy, x, rstd, weight))
+    old = list(val(node))
+    with wv.fake_mode:
+        outs = [old[0] if old[0] is not None else torch.empty_like(xv)]
+        outs += [o if o is not None else torch.empty_like(wv)
+                 for o in old[1:]]
+    new.meta["val"] = tuple(outs)
+    node.replace_all_uses_with(new)
+    graph.erase_node(node)
+    return 1

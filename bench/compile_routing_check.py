@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""torch.compile on unmodified models, with norm_opt.torch.enable_compile_
+routing() (issue 30 item 3): the norm backwards of nn.LayerNorm and
+nn.RMSNorm must run on our kernels, and every gradient must match eager
+torch. A hand-written LLaMA-style RMSNorm and a Gemma-style (1 + w) one are
+run too: their backward is decomposed arithmetic, which the routing does
+not match (yet), so they must stay correct on Inductor's kernels.
+
+For each model and dtype: a small residual block (Linear -> norm ->
+Linear) compiled with torch.compile after the call, one forward + backward
+on fresh random inputs, the gradients of every parameter and of the input
+against the same model run eagerly without the routing (relative L2), the
+nodes the routing pass replaced, and our kernel launches.
+
+  PYTHONPATH=python NORM_OPT_LIBRARY_PATH=.carry/norm_opt_libs \\
+      python3 bench/compile_routing_check.py
+"""
+
+import copy
+import sys
+
+import torch
+import torch.nn as nn
+
+import norm_opt.torch as nt
+
+HIDDEN = 1024
+TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, n, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(n)), eps
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+class GemmaRMSNorm(LlamaRMSNorm):
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).to(x.dtype)
+
+
+class Block(nn.Module):
+    def __init__(self, norm):
+        super().__init__()
+        self.up = nn.Linear(HIDDEN, HIDDEN)
+        self.norm = norm(HIDDEN)
+        self.down = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x):
+        return x + self.down(self.norm(self.up(x)))
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def run(model, x, module=None):
+    """Forward + backward of `model`; the gradients of `module`'s
+    parameters (the compiled model's original module) and of x."""
+    x = x.detach().clone().requires_grad_()
+    model(x).float().pow(2).mean().backward()
+    grads = {n: p.grad for n, p in (module or model).named_parameters()}
+    grads["input"] = x.grad
+    return grads
+
+
+def main():
+    torch.manual_seed(0)
+    cases = [("nn.LayerNorm", nn.LayerNorm, True),
+             ("nn.RMSNorm", nn.RMSNorm, True),
+             ("LLaMA RMSNorm", LlamaRMSNorm, False),
+             ("Gemma RMSNorm", GemmaRMSNorm, False)]
+    # Eager references first, before the routing changes Inductor.
+    data = []
+    for name, norm, routed in cases:
+        for dtype in (torch.float32, torch.bfloat16):
+            model = Block(norm).cuda().to(dtype)
+            with torch.no_grad():  # weights away from their init
+                for p in model.parameters():
+                    p.add_(torch.randn_like(p) * 0.1)
+            x = torch.randn(8, 512, HIDDEN, device="cuda", dtype=dtype)
+            data.append((name, dtype, routed, model, x, run(model, x)))
+    # Compile every graph here (a cached one would skip the pass that
+    # counts the routed nodes).
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+    routing = nt.enable_compile_routing()
+    failed = 0
+    for name, dtype, routed, model, x, want in data:
+        compiled_model = copy.deepcopy(model)
+        for p in compiled_model.parameters():
+            p.grad = None
+        torch._dynamo.reset()
+        replaced, launches = routing.replaced, nt.launches
+        got = run(torch.compile(compiled_model), x, compiled_model)
+        replaced, launches = routing.replaced - replaced, nt.launches - launches
+        worst = max((rel(got[k], want[k]), k) for k in want)
+        ok = worst[0] <= TOL[dtype] and (replaced >= 1 and launches >= 1
+                                         if routed else replaced == 0)
+        failed += not ok
+        print(f"{'PASS' if ok else 'FAIL'} {name:14} "
+              f"{str(dtype).split('.')[-1]:9} nodes routed {replaced}, our "
+              f"launches {launches}, worst gradient {worst[0]:.1e} "
+              f"({worst[1]})", flush=True)
+    print("ALL PASSED" if not failed else f"FAILED: {failed}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
