@@ -32,6 +32,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/SmallSet.h"
@@ -60,6 +61,15 @@ struct GroupParams {
   SmallVector<Param> fullIn, rowIn, colIn, fullOut, scalars, initIn, colOut;
 };
 
+/// The launcher's C parameters (see LauncherBuilder::signature).
+struct LauncherSignature {
+  SmallVector<Type> types;
+  SmallVector<std::string> names;
+  unsigned numIn = 0, numOut = 0, numDomains = 1;
+  bool perGroup = false; // a (rows, cols) pair per group
+  DenseMap<unsigned, unsigned> strideOfArg, strideOfResult; // -> parameter
+};
+
 class LauncherBuilder {
 public:
   LauncherBuilder(ModuleOp module, StringRef headerName)
@@ -71,6 +81,15 @@ private:
   LogicalResult describe(func::FuncOp fn, MixedReductionOp op,
                          GroupParams &group);
   LogicalResult checkBody(func::FuncOp fn, ArrayRef<GroupParams> groups);
+  LauncherSignature signature(func::FuncOp fn, ArrayRef<GroupParams> groups);
+  void writeDeclaration(func::FuncOp fn, const LauncherSignature &sig,
+                        llvm::raw_ostream &hdr);
+  std::vector<GroupLaunchOperands> operands(ArrayRef<GroupParams> groups,
+                                            const LauncherSignature &sig,
+                                            Block *entry);
+  void body(StringRef name, ArrayRef<GroupParams> groups,
+            const LauncherSignature &sig, ArrayRef<GroupLaunchOperands> ops,
+            Block *entry);
 
   ModuleOp module;
   StringRef headerName;
@@ -176,6 +195,157 @@ LogicalResult LauncherBuilder::checkBody(func::FuncOp fn,
   return success();
 }
 
+/// The launcher's C parameters: pointers of the arguments and results, a
+/// (rows, cols) pair per domain, the row strides of the [rows, cols]
+/// tensors in index order (arguments, then results), the stream.
+LauncherSignature LauncherBuilder::signature(func::FuncOp fn,
+                                             ArrayRef<GroupParams> groups) {
+  LauncherSignature sig;
+  ArrayRef<int64_t> domain =
+      MixedReductionOp(groups.front().op).getDomainShape();
+  sig.perGroup = llvm::any_of(groups, [&](const GroupParams &g) {
+    return MixedReductionOp(g.op).getDomainShape() != domain;
+  });
+  llvm::SmallSet<unsigned, 8> strided, stridedRes;
+  for (const GroupParams &g : groups) {
+    for (const Param &p : g.fullIn)
+      strided.insert(p.index);
+    for (const Param &p : g.fullOut)
+      stridedRes.insert(p.index);
+  }
+  MLIRContext *ctx = module.getContext();
+  Type ptr = LLVM::LLVMPointerType::get(ctx), i64 = IntegerType::get(ctx, 64);
+  FunctionType type = fn.getFunctionType();
+  sig.numIn = type.getNumInputs();
+  sig.numOut = type.getNumResults();
+  sig.types.assign(sig.numIn + sig.numOut, ptr);
+  for (unsigned i = 0; i < sig.numIn; ++i)
+    sig.names.push_back("arg" + std::to_string(i));
+  for (unsigned i = 0; i < sig.numOut; ++i)
+    sig.names.push_back("res" + std::to_string(i));
+  sig.numDomains = sig.perGroup ? groups.size() : 1;
+  for (unsigned g = 0; g < sig.numDomains; ++g) {
+    std::string suffix = sig.perGroup ? std::to_string(g) : "";
+    sig.names.push_back("rows" + suffix);
+    sig.names.push_back("cols" + suffix);
+    sig.types.append(2, i64);
+  }
+  auto addStrides = [&](const llvm::SmallSet<unsigned, 8> &set, unsigned n,
+                        StringRef prefix, DenseMap<unsigned, unsigned> &into) {
+    for (unsigned i = 0; i < n; ++i)
+      if (set.contains(i)) {
+        into[i] = sig.types.size();
+        sig.names.push_back((prefix + Twine(i) + "_row_stride").str());
+        sig.types.push_back(i64);
+      }
+  };
+  addStrides(strided, sig.numIn, "arg", sig.strideOfArg);
+  addStrides(stridedRes, sig.numOut, "res", sig.strideOfResult);
+  sig.names.push_back("stream");
+  sig.types.push_back(ptr);
+  return sig;
+}
+
+/// The C declaration of the launcher, with the function's types as docs.
+void LauncherBuilder::writeDeclaration(func::FuncOp fn,
+                                       const LauncherSignature &sig,
+                                       llvm::raw_ostream &hdr) {
+  FunctionType type = fn.getFunctionType();
+  hdr << "/* @" << fn.getSymName() << ": device pointers\n";
+  for (auto [i, t] : llvm::enumerate(type.getInputs()))
+    hdr << " *   arg" << i << ": " << typeString(t) << "\n";
+  for (auto [i, t] : llvm::enumerate(type.getResults()))
+    hdr << " *   res" << i << ": " << typeString(t) << " (written)\n";
+  hdr << (sig.perGroup
+              ? " * rowsG, colsG: the domain of group G (in order).\n"
+              : "")
+      << " * rows = product of the leading dims, cols = the last dim;"
+      << " *_row_stride in elements (>= cols).\n"
+      << " * Returns 0 or a normrt_status; normrt_last_error() says why. */\n"
+      << "int " << fn.getSymName() << "(";
+  unsigned pointers = sig.numIn + sig.numOut;
+  for (auto [i, n] : llvm::enumerate(sig.names))
+    hdr << (i ? ", " : "")
+        << (i < sig.numIn                          ? "const void *"
+            : i < pointers || i + 1 == sig.names.size() ? "void *"
+                                                         : "int64_t ")
+        << n;
+  hdr << ");\n\n";
+}
+
+/// Each group's kernel operands, from the launcher's block arguments.
+std::vector<GroupLaunchOperands>
+LauncherBuilder::operands(ArrayRef<GroupParams> groups,
+                          const LauncherSignature &sig, Block *entry) {
+  auto arg = [&](unsigned i) { return entry->getArgument(i); };
+  auto values = [&](ArrayRef<Param> ps) {
+    SmallVector<LaunchValue> out;
+    for (const Param &p : ps) {
+      unsigned i = p.kind == Param::Argument ? p.index : sig.numIn + p.index;
+      out.push_back({arg(i), sig.names[i], p.elementBytes});
+    }
+    return out;
+  };
+  auto stride = [&](unsigned param) -> LaunchValue {
+    return {arg(param), sig.names[param], 8};
+  };
+  std::vector<GroupLaunchOperands> all(groups.size());
+  for (auto [g, group] : llvm::enumerate(groups)) {
+    GroupLaunchOperands &o = all[g];
+    o.fullIn = values(group.fullIn);
+    o.rowIn = values(group.rowIn);
+    o.colIn = values(group.colIn);
+    o.fullOut = values(group.fullOut);
+    o.scalars = values(group.scalars);
+    o.initIn = values(group.initIn);
+    o.colOut = values(group.colOut);
+    for (const Param &p : group.fullIn)
+      o.stridesIn.push_back(stride(sig.strideOfArg.lookup(p.index)));
+    for (const Param &p : group.fullOut)
+      o.stridesOut.push_back(stride(sig.strideOfResult.lookup(p.index)));
+    unsigned d = sig.perGroup ? g : 0;
+    o.rows = arg(sig.numIn + sig.numOut + 2 * d);
+    o.cols = arg(sig.numIn + sig.numOut + 2 * d + 1);
+  }
+  return all;
+}
+
+/// The launcher's body: one launch sequence, every domain checked before
+/// the driver is touched, then each group's launches.
+void LauncherBuilder::body(StringRef name, ArrayRef<GroupParams> groups,
+                           const LauncherSignature &sig,
+                           ArrayRef<GroupLaunchOperands> ops, Block *entry) {
+  OpBuilder b = OpBuilder::atBlockBegin(entry);
+  Location loc = entry->getParentOp()->getLoc();
+  HostLaunchBuilder host(b, loc, module);
+  Value stream = entry->getArguments().back();
+  host.begin(stream);
+  for (unsigned d = 0; d < sig.numDomains; ++d) {
+    SmallVector<LaunchValue> strides;
+    llvm::SmallSet<std::string, 8> seen;
+    for (unsigned g = 0; g < groups.size(); ++g)
+      if (!sig.perGroup || g == d)
+        for (const LaunchValue &s :
+             llvm::concat<const LaunchValue>(ops[g].stridesIn,
+                                             ops[g].stridesOut))
+          if (sig.perGroup || seen.insert(s.name).second)
+            strides.push_back(s);
+    // In parameter order (arguments' strides, then results').
+    llvm::stable_sort(strides, [](const LaunchValue &x, const LaunchValue &y) {
+      return cast<BlockArgument>(x.value).getArgNumber() <
+             cast<BlockArgument>(y.value).getArgNumber();
+    });
+    host.checkDomain(name, MixedReductionOp(groups[d].op).getDomainShape(),
+                     ops[d].rows,
+                     ops[d].cols, sig.perGroup ? std::to_string(d) : "",
+                     strides);
+  }
+  Value sms = host.smCount();
+  for (auto [group, o] : llvm::zip(groups, ops))
+    host.launchGroup(name, group.plan, o, sms, stream);
+  func::ReturnOp::create(b, loc, host.end(stream, /*printFailure=*/false));
+}
+
 LogicalResult LauncherBuilder::function(func::FuncOp fn,
                                         llvm::raw_ostream &hdr) {
   SmallVector<MixedReductionOp> ops;
@@ -188,146 +358,17 @@ LogicalResult LauncherBuilder::function(func::FuncOp fn,
       return failure();
   if (failed(checkBody(fn, groups)))
     return failure();
-  // Groups of one [rows, cols] domain share the rows and cols parameters;
-  // groups of several domains take a pair each (rows0, cols0, ...).
-  ArrayRef<int64_t> domain = ops.front().getDomainShape();
-  bool perGroup = llvm::any_of(ops, [&](MixedReductionOp op) {
-    return op.getDomainShape() != domain;
-  });
-  llvm::SmallSet<unsigned, 8> strided, stridedRes;
-  for (const GroupParams &g : groups) {
-    for (const Param &p : g.fullIn)
-      strided.insert(p.index);
-    for (const Param &p : g.fullOut)
-      stridedRes.insert(p.index);
-  }
-
-  // The signature: pointers, domains, strides, the stream.
-  MLIRContext *ctx = module.getContext();
-  OpBuilder b(fn);
-  Location loc = fn.getLoc();
-  HostLaunchBuilder host(b, loc, module);
-  FunctionType type = fn.getFunctionType();
-  unsigned numIn = type.getNumInputs(), numOut = type.getNumResults();
-  SmallVector<Type> params(numIn + numOut, host.ptrType());
-  SmallVector<std::string> names;
-  std::string docs;
-  llvm::raw_string_ostream ds(docs);
-  for (auto [i, t] : llvm::enumerate(type.getInputs())) {
-    names.push_back("arg" + std::to_string(i));
-    ds << " *   arg" << i << ": " << typeString(t) << "\n";
-  }
-  for (auto [i, t] : llvm::enumerate(type.getResults())) {
-    names.push_back("res" + std::to_string(i));
-    ds << " *   res" << i << ": " << typeString(t) << " (written)\n";
-  }
-  unsigned numDomains = perGroup ? ops.size() : 1;
-  for (unsigned g = 0; g < numDomains; ++g) {
-    std::string suffix = perGroup ? std::to_string(g) : "";
-    names.push_back("rows" + suffix);
-    names.push_back("cols" + suffix);
-    params.append(2, host.i64Type());
-  }
-  DenseMap<unsigned, unsigned> strideParam, strideResParam; // index -> param
-  for (unsigned i = 0; i < numIn; ++i)
-    if (strided.contains(i)) {
-      strideParam[i] = params.size();
-      names.push_back("arg" + std::to_string(i) + "_row_stride");
-      params.push_back(host.i64Type());
-    }
-  for (unsigned i = 0; i < numOut; ++i)
-    if (stridedRes.contains(i)) {
-      strideResParam[i] = params.size();
-      names.push_back("res" + std::to_string(i) + "_row_stride");
-      params.push_back(host.i64Type());
-    }
-  names.push_back("stream");
-  params.push_back(host.ptrType());
-
-  std::string name = fn.getSymName().str();
-  hdr << "/* @" << name << ": device pointers\n"
-      << docs
-      << (perGroup ? " * rowsG, colsG: the domain of group G (in order).\n"
-                   : "")
-      << " * rows = product of the leading dims, cols = the last dim;"
-      << " *_row_stride in elements (>= cols).\n"
-      << " * Returns 0 or a normrt_status; normrt_last_error() says why. */\n"
-      << "int " << name << "(";
-  for (auto [i, n] : llvm::enumerate(names))
-    hdr << (i ? ", " : "")
-        << (i < numIn ? "const void *" : i < numIn + numOut ? "void *"
-            : n == "stream"                                 ? "void *"
-                                                            : "int64_t ")
-        << n;
-  hdr << ");\n\n";
-
+  LauncherSignature sig = signature(fn, groups);
+  writeDeclaration(fn, sig, hdr);
   // The launcher, in place of the function.
+  OpBuilder b(fn);
+  MLIRContext *ctx = module.getContext();
   auto launcher = func::FuncOp::create(
-      b, loc, name, FunctionType::get(ctx, params, IntegerType::get(ctx, 32)));
-  launcher.setArgAttrsAttr(nullptr);
+      b, fn.getLoc(), fn.getSymName(),
+      FunctionType::get(ctx, sig.types, IntegerType::get(ctx, 32)));
   Block *entry = launcher.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  auto arg = [&](unsigned i) { return entry->getArgument(i); };
-  auto value = [&](const Param &p) -> LaunchValue {
-    unsigned i = p.kind == Param::Argument ? p.index : numIn + p.index;
-    return {arg(i), names[i], p.elementBytes};
-  };
-  auto values = [&](ArrayRef<Param> ps) {
-    SmallVector<LaunchValue> out;
-    for (const Param &p : ps)
-      out.push_back(value(p));
-    return out;
-  };
-  Value stream = entry->getArguments().back();
-  std::vector<GroupLaunchOperands> operands(groups.size());
-  for (auto [g, group] : llvm::enumerate(groups)) {
-    GroupLaunchOperands &o = operands[g];
-    o.fullIn = values(group.fullIn);
-    o.rowIn = values(group.rowIn);
-    o.colIn = values(group.colIn);
-    o.fullOut = values(group.fullOut);
-    o.scalars = values(group.scalars);
-    o.initIn = values(group.initIn);
-    o.colOut = values(group.colOut);
-    for (const Param &p : group.fullIn)
-      o.stridesIn.push_back(
-          {arg(strideParam[p.index]), names[strideParam[p.index]], 8});
-    for (const Param &p : group.fullOut)
-      o.stridesOut.push_back(
-          {arg(strideResParam[p.index]), names[strideResParam[p.index]], 8});
-    unsigned d = perGroup ? g : 0;
-    o.rows = arg(numIn + numOut + 2 * d);
-    o.cols = arg(numIn + numOut + 2 * d + 1);
-  }
-  host.begin(stream);
-  // Every domain is checked before the driver is touched.
-  for (unsigned d = 0; d < numDomains; ++d) {
-    SmallVector<LaunchValue> strides;
-    for (unsigned g = 0; g < groups.size(); ++g)
-      if (!perGroup || g == d) {
-        llvm::append_range(strides, operands[g].stridesIn);
-        llvm::append_range(strides, operands[g].stridesOut);
-      }
-    if (!perGroup) { // each stride once
-      SmallVector<LaunchValue> unique;
-      llvm::SmallSet<std::string, 8> seen;
-      for (const LaunchValue &s : strides)
-        if (seen.insert(s.name).second)
-          unique.push_back(s);
-      llvm::sort(unique, [&](const LaunchValue &x, const LaunchValue &y) {
-        return cast<BlockArgument>(x.value).getArgNumber() <
-               cast<BlockArgument>(y.value).getArgNumber();
-      });
-      strides = unique;
-    }
-    host.checkDomain(name, groups[d].op.getDomainShape(), operands[d].rows,
-                     operands[d].cols, perGroup ? std::to_string(d) : "",
-                     strides);
-  }
-  Value sms = host.smCount();
-  for (auto [group, o] : llvm::zip(groups, operands))
-    host.launchGroup(name, group.plan, o, sms, stream);
-  func::ReturnOp::create(b, loc, host.end(stream, /*printFailure=*/false));
+  std::vector<GroupLaunchOperands> groupOps = operands(groups, sig, entry);
+  body(fn.getSymName(), groups, sig, groupOps, entry);
   fn.erase();
   return success();
 }

@@ -278,205 +278,228 @@ void HostLaunchBuilder::launch(ArrayRef<std::string> kernels, Value which,
   }
 }
 
-/// The launches of one plan's kernels (`k`): the main kernel (vector,
-/// peeled or scalar; the split kernels for few rows) on a persistent grid,
-/// one cooperative launch where the kernel can finish the column results
-/// itself and every CTA fits, else the final kernel after it.
-void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
-                                   const KernelLaunch &k,
-                                   const GroupLaunchOperands &ops,
-                                   const Flags &flags, Value sms,
-                                   Value stream) {
+namespace {
+/// i64 arithmetic and comparisons at one location.
+struct Arith {
+  OpBuilder &b;
+  Location loc;
   using P = arith::CmpIPredicate;
-  auto cmp = [&](P p, Value x, Value y) {
+  Value cmp(P p, Value x, Value y) {
     return arith::CmpIOp::create(b, loc, p, x, y);
-  };
-  auto select = [&](Value c, Value x, Value y) {
+  }
+  Value select(Value c, Value x, Value y) {
     return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); }
+  Value rem(Value x, Value y) { return arith::RemSIOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value i64(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
+  }
+  Value i1(bool v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI1Type(), v);
+  }
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+};
+} // namespace
+
+/// The main kernel: the split kernels (too few rows to fill the SMs share
+/// each row among more CTAs), else the vector kernel of aligned rows, the
+/// peeled one, else the scalar one; with its shared memory, column groups
+/// and whether it may finish the columns itself.
+HostLaunchBuilder::KernelChoice
+HostLaunchBuilder::chooseKernel(const KernelLaunch &k, const Flags &flags,
+                                Value rows, Value sms) {
+  Arith m{b, loc};
+  KernelChoice c;
+  c.kernels.push_back(k.prefix + kMainScalarKernelSuffix.str());
+  c.which = m.i64(0);
+  auto candidate = [&](StringRef suffix, Value when) {
+    c.kernels.push_back(k.prefix + suffix.str());
+    c.which = m.select(when, m.i64(c.kernels.size() - 1), c.which);
   };
-  auto add = [&](Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); };
-  auto sub = [&](Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); };
-  auto mul = [&](Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); };
-  auto div = [&](Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); };
-  auto rem = [&](Value x, Value y) { return arith::RemSIOp::create(b, loc, x, y); };
-  auto min = [&](Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); };
-  auto max = [&](Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); };
-  Value rows = ops.rows, cols = ops.cols;
-  const int64_t numCol = plan.numColumnResults, R = k.rowsPerCTA;
-  const bool anyTail = numCol > 0 && k.singleLaunch;
+  if (k.peel)
+    candidate(kMainPeelKernelSuffix, flags.vecPeel);
+  if (k.alignedKernel)
+    candidate(kMainKernelSuffix, flags.vec);
+  c.smem = m.i64(k.dynamicSharedBytes);
+  c.cg = m.i64(k.columnGroups);
+  c.single = m.i1(k.singleLaunch);
+  if (k.splitColumnGroups <= 0)
+    return c;
+  Value split = m.both(
+      m.cmp(Arith::P::sgt, rows, m.i64(0)),
+      m.cmp(Arith::P::sle, m.mul(rows, m.i64(k.splitColumnGroups)), sms));
+  c.kernels.push_back(k.prefix + kMainSplitScalarKernelSuffix.str());
+  c.kernels.push_back(k.prefix + kMainSplitKernelSuffix.str());
+  Value splitKernel = m.select(flags.vec, m.i64(c.kernels.size() - 1),
+                               m.i64(c.kernels.size() - 2));
+  c.which = m.select(split, splitKernel, c.which);
+  c.cg = m.select(split, m.i64(k.splitColumnGroups), c.cg);
+  c.smem = m.select(split, m.i64(k.splitSharedBytes), c.smem);
+  // The split kernels have no tail.
+  c.single = m.both(c.single, arith::XOrIOp::create(b, loc, split, m.i1(true)));
+  return c;
+}
 
-  // The kernel: the split kernels (too few rows to fill the SMs share each
-  // row among more CTAs), else the vector kernel of aligned rows, the
-  // peeled one, else the scalar one.
-  SmallVector<std::string> kernels{k.prefix + kMainScalarKernelSuffix.str()};
-  Value which = constant(0);
-  if (k.peel) {
-    kernels.push_back(k.prefix + kMainPeelKernelSuffix.str());
-    which = select(flags.vecPeel, constant(kernels.size() - 1), which);
-  }
-  if (k.alignedKernel) {
-    kernels.push_back(k.prefix + kMainKernelSuffix.str());
-    which = select(flags.vec, constant(kernels.size() - 1), which);
-  }
-  Value smem = constant(k.dynamicSharedBytes);
-  Value cg = constant(k.columnGroups);
-  Value single = arith::ConstantIntOp::create(b, loc, b.getI1Type(),
-                                                k.singleLaunch);
-  if (k.splitColumnGroups > 0) {
-    Value split = arith::AndIOp::create(
-        b, loc, cmp(P::sgt, rows, constant(0)),
-        cmp(P::sle, mul(rows, constant(k.splitColumnGroups)), sms));
-    kernels.push_back(k.prefix + kMainSplitScalarKernelSuffix.str());
-    kernels.push_back(k.prefix + kMainSplitKernelSuffix.str());
-    Value splitKernel =
-        select(flags.vec, constant(kernels.size() - 1),
-               constant(kernels.size() - 2));
-    which = select(split, splitKernel, which);
-    cg = select(split, constant(k.splitColumnGroups), cg);
-    smem = select(split, constant(k.splitSharedBytes), smem);
-    // The split kernels have no tail.
-    single = arith::AndIOp::create(
-        b, loc, single,
-        arith::XOrIOp::create(
-            b, loc, split,
-            arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
-  }
-
-  // A persistent grid: as many CTAs (clusters) as are resident at once,
-  // unless the kernels were compiled with a fixed programs-per-SM.
-  Value grid, programs;
+/// A persistent grid: as many CTAs (clusters) as are resident at once,
+/// unless the kernels were compiled with a fixed programs-per-SM; and the
+/// programs, the rows of the partial buffer.
+HostLaunchBuilder::Grid HostLaunchBuilder::persistentGrid(
+    const GroupLaunchPlan &plan, const KernelLaunch &k,
+    const KernelChoice &c, const GroupLaunchOperands &ops, const Flags &flags,
+    Value sms) {
+  Arith m{b, loc};
+  using P = Arith::P;
+  Value rows = ops.rows;
+  const int64_t R = k.rowsPerCTA;
+  auto occupancy = [&](int64_t cluster) {
+    return query(c.kernels, c.which, NORMRT_IR_QUERY_OCCUPANCY, cluster,
+                 m.i64(1), k.block, c.smem);
+  };
   if (k.clusterCTAs > 1) {
     int64_t C = k.clusterCTAs;
-    Value clusters =
-        plan.programsPerSM > 0
-            ? div(mul(sms, constant(plan.programsPerSM)), constant(C))
-            : query(kernels, which, NORMRT_IR_QUERY_OCCUPANCY, C, constant(1),
-                    k.block, smem);
-    clusters = max(clusters, constant(1));
-    programs = min(rows, clusters); // clusters: rows of the partial buffer
-    grid = mul(programs, constant(C));
-  } else {
-    Value perSM =
-        plan.programsPerSM > 0
-            ? constant(plan.programsPerSM)
-            : max(query(kernels, which, NORMRT_IR_QUERY_OCCUPANCY, 1,
-                        constant(1), k.block, smem),
-                  constant(1));
-    Value limit = mul(sms, perSM);
-    if (k.columnGroups > 0) {
-      // Looped: cg CTAs share each row, each owning a part of the columns.
-      limit = max(limit, cg);
-      Value most = mul(div(limit, cg), cg);
-      grid = min(mul(rows, cg), most);
-      programs = div(grid, cg); // rows of the partial buffer
-    } else {
-      grid = min(div(add(rows, constant(R - 1)), constant(R)), limit);
-      if (k.peel) {
-        // Programs that take more than one row walk rows grid x R apart, at
-        // one phase only if (grid x R x stride) % V == 0: fewer CTAs (at
-        // most V - 1), or where fewer than one such grid fits, more.
-        Value phase = rem(ops.stridesIn.front().value, constant(plan.vector));
-        Value lowBit = arith::AndIOp::create(b, loc, phase,
-                                             sub(constant(0), phase));
-        Value isZero = cmp(P::eq, phase, constant(0));
-        Value q = select(isZero, constant(1),
-                         div(constant(plan.vector),
-                             select(isZero, constant(1), lowBit)));
-        Value m = select(cmp(P::sgt, q, constant(R)), div(q, constant(R)),
-                         constant(1));
-        Value peeled = select(cmp(P::sge, grid, m), sub(grid, rem(grid, m)), m);
-        Value needed = arith::AndIOp::create(
-            b, loc, flags.vecPeel, cmp(P::sgt, rows, mul(grid, constant(R))));
-        grid = select(needed, peeled, grid);
-      }
-      programs = mul(grid, constant(k.combineInCTA ? 1 : R));
-    }
+    Value clusters = plan.programsPerSM > 0
+                         ? m.div(m.mul(sms, m.i64(plan.programsPerSM)),
+                                 m.i64(C))
+                         : occupancy(C);
+    Value programs = m.min(rows, m.max(clusters, m.i64(1)));
+    return {m.mul(programs, m.i64(C)), programs};
   }
+  Value perSM = plan.programsPerSM > 0 ? m.i64(plan.programsPerSM)
+                                       : m.max(occupancy(1), m.i64(1));
+  Value limit = m.mul(sms, perSM);
+  if (k.columnGroups > 0) {
+    // Looped: cg CTAs share each row, each owning a part of the columns.
+    limit = m.max(limit, c.cg);
+    Value grid = m.min(m.mul(rows, c.cg), m.mul(m.div(limit, c.cg), c.cg));
+    return {grid, m.div(grid, c.cg)};
+  }
+  Value grid = m.min(m.div(m.add(rows, m.i64(R - 1)), m.i64(R)), limit);
+  if (k.peel) {
+    // Programs that take more than one row walk rows grid x R apart, at one
+    // phase only if (grid x R x stride) % V == 0: fewer CTAs (at most
+    // V - 1), or where fewer than one such grid fits, more.
+    Value phase = m.rem(ops.stridesIn.front().value, m.i64(plan.vector));
+    Value lowBit =
+        arith::AndIOp::create(b, loc, phase, m.sub(m.i64(0), phase));
+    Value isZero = m.cmp(P::eq, phase, m.i64(0));
+    Value q = m.select(isZero, m.i64(1),
+                       m.div(m.i64(plan.vector),
+                             m.select(isZero, m.i64(1), lowBit)));
+    Value every = m.select(m.cmp(P::sgt, q, m.i64(R)), m.div(q, m.i64(R)),
+                           m.i64(1));
+    Value peeled = m.select(m.cmp(P::sge, grid, every),
+                            m.sub(grid, m.rem(grid, every)), every);
+    Value needed = m.both(flags.vecPeel,
+                          m.cmp(P::sgt, rows, m.mul(grid, m.i64(R))));
+    grid = m.select(needed, peeled, grid);
+  }
+  return {grid, m.mul(grid, m.i64(k.combineInCTA ? 1 : R))};
+}
 
-  // The workspace: the [C, P, N] fp32 partial rows.
-  Value ws = null();
-  if (numCol > 0) {
-    auto ifOp = scf::IfOp::create(b, loc, ptr, cmp(P::sgt, programs, constant(0)),
-                                  /*withElse=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value bytes = mul(mul(constant(numCol * 4), programs), cols);
-    scf::YieldOp::create(b, loc, call("normrt_ir_workspace", ptr, {stream, bytes}));
-    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+/// The [C, P, N] fp32 partial rows from the runtime (NULL for no programs).
+Value HostLaunchBuilder::workspace(int64_t numCol, Value programs, Value cols,
+                                   Value stream) {
+  Arith m{b, loc};
+  auto ifOp = scf::IfOp::create(b, loc, ptr,
+                                m.cmp(Arith::P::sgt, programs, m.i64(0)),
+                                /*withElse=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  Value bytes = m.mul(m.mul(m.i64(numCol * 4), programs), cols);
+  scf::YieldOp::create(b, loc,
+                       call("normrt_ir_workspace", ptr, {stream, bytes}));
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  scf::YieldOp::create(b, loc, null());
+  return ifOp.getResult(0);
+}
+
+/// The main kernel's launch (rows > 0), cooperative where the kernel can
+/// finish the column results itself and every CTA fits (a fits query, then
+/// the grid-barrier word). Returns `finalize` (i64 1: it did).
+Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
+                                    const KernelChoice &c, const Grid &g,
+                                    const GroupLaunchOperands &ops,
+                                    int64_t numCol, Value ws, Value stream) {
+  Arith m{b, loc};
+  const bool anyTail = numCol > 0 && k.singleLaunch;
+  Value never = m.i64(0); // finalize without the tail
+  auto mainIf = scf::IfOp::create(
+      b, loc, anyTail ? TypeRange{i64} : TypeRange{},
+      m.cmp(Arith::P::sgt, ops.rows, m.i64(0)), /*withElse=*/anyTail);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&mainIf.getThenRegion().front());
+  Value barrier = null(), coop = m.i64(0);
+  if (anyTail) {
+    auto fitsIf = scf::IfOp::create(b, loc, i64, c.single, /*withElse=*/true);
+    b.setInsertionPointToStart(&fitsIf.getThenRegion().front());
+    scf::YieldOp::create(b, loc,
+                         query(c.kernels, c.which,
+                               NORMRT_IR_QUERY_COOPERATIVE_FITS, 1, g.grid,
+                               k.block, c.smem));
+    b.setInsertionPointToStart(&fitsIf.getElseRegion().front());
+    scf::YieldOp::create(b, loc, m.i64(0));
+    b.setInsertionPointAfter(fitsIf);
+    coop = fitsIf.getResult(0);
+    Value isCoop = m.cmp(Arith::P::ne, coop, m.i64(0));
+    auto barrierIf = scf::IfOp::create(b, loc, ptr, isCoop, /*withElse=*/true);
+    b.setInsertionPointToStart(&barrierIf.getThenRegion().front());
+    scf::YieldOp::create(b, loc, call("normrt_ir_grid_barrier", ptr, stream));
+    b.setInsertionPointToStart(&barrierIf.getElseRegion().front());
     scf::YieldOp::create(b, loc, null());
-    ws = ifOp.getResult(0);
+    b.setInsertionPointAfter(barrierIf);
+    barrier = barrierIf.getResult(0);
+    Value kind = m.select(isCoop, m.i32(NORMRT_IR_LAUNCH_COOPERATIVE),
+                          m.i32(NORMRT_IR_LAUNCH));
+    call("normrt_ir_next_launch", {}, {kind, m.i64(1)});
   }
-
-  // The main kernel, cooperative (finalize = 1: it reduces the partial rows
-  // itself after a grid barrier) where it can and every CTA fits.
-  Value finalize = constant(0);
-  auto mainIf = scf::IfOp::create(b, loc, anyTail ? TypeRange{i64} : TypeRange{},
-                                  cmp(P::sgt, rows, constant(0)),
-                                  /*withElse=*/anyTail);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&mainIf.getThenRegion().front());
-    Value barrier = null(), coop = constant(0);
-    if (anyTail) {
-      auto fitsIf = scf::IfOp::create(b, loc, i64, single, /*withElse=*/true);
-      b.setInsertionPointToStart(&fitsIf.getThenRegion().front());
-      scf::YieldOp::create(b, loc,
-                           query(kernels, which,
-                                 NORMRT_IR_QUERY_COOPERATIVE_FITS, 1, grid,
-                                 k.block, smem));
-      b.setInsertionPointToStart(&fitsIf.getElseRegion().front());
-      scf::YieldOp::create(b, loc, constant(0));
-      b.setInsertionPointAfter(fitsIf);
-      coop = fitsIf.getResult(0);
-      Value isCoop = cmp(P::ne, coop, constant(0));
-      auto barrierIf = scf::IfOp::create(b, loc, ptr, isCoop, /*withElse=*/true);
-      b.setInsertionPointToStart(&barrierIf.getThenRegion().front());
-      scf::YieldOp::create(b, loc, call("normrt_ir_grid_barrier", ptr, stream));
-      b.setInsertionPointToStart(&barrierIf.getElseRegion().front());
-      scf::YieldOp::create(b, loc, null());
-      b.setInsertionPointAfter(barrierIf);
-      barrier = barrierIf.getResult(0);
-      Value kind = select(isCoop,
-                          arith::ConstantIntOp::create(
-                              b, loc, i32, NORMRT_IR_LAUNCH_COOPERATIVE),
-                          arith::ConstantIntOp::create(b, loc, i32,
-                                                       NORMRT_IR_LAUNCH));
-      call("normrt_ir_next_launch", {}, {kind, constant(1)});
-    }
-    SmallVector<Value> args;
-    auto append = [&](ArrayRef<LaunchValue> values) {
-      for (const LaunchValue &v : values)
-        args.push_back(v.value);
-    };
-    append(ops.fullIn);
-    append(ops.rowIn);
-    append(ops.colIn);
-    append(ops.fullOut);
-    args.append({ws, rows, cols});
-    append(ops.stridesIn);
-    append(ops.stridesOut);
-    append(ops.scalars);
-    if (numCol > 0) {
-      args.push_back(barrier);
-      append(ops.initIn);
-      append(ops.colOut);
-      args.push_back(coop);
-    }
-    launch(kernels, which, grid, k.block, smem, args);
-    if (anyTail) {
-      scf::YieldOp::create(b, loc, coop);
-      b.setInsertionPointToStart(&mainIf.getElseRegion().front());
-      scf::YieldOp::create(b, loc, constant(0));
-    }
+  // The kernels' parameters, in order.
+  SmallVector<Value> args;
+  auto append = [&](ArrayRef<LaunchValue> values) {
+    for (const LaunchValue &v : values)
+      args.push_back(v.value);
+  };
+  append(ops.fullIn);
+  append(ops.rowIn);
+  append(ops.colIn);
+  append(ops.fullOut);
+  args.append({ws, ops.rows, ops.cols});
+  append(ops.stridesIn);
+  append(ops.stridesOut);
+  append(ops.scalars);
+  if (numCol > 0) {
+    args.push_back(barrier);
+    append(ops.initIn);
+    append(ops.colOut);
+    args.push_back(coop);
   }
-  if (anyTail)
-    finalize = mainIf.getResult(0);
-  if (numCol == 0)
-    return;
+  launch(c.kernels, c.which, g.grid, k.block, c.smem, args);
+  if (!anyTail)
+    return never;
+  scf::YieldOp::create(b, loc, coop);
+  b.setInsertionPointToStart(&mainIf.getElseRegion().front());
+  scf::YieldOp::create(b, loc, m.i64(0));
+  return mainIf.getResult(0);
+}
 
-  // Else the final kernel: the fixed-order reduction of the partial rows.
-  auto finalIf = scf::IfOp::create(b, loc, cmp(P::eq, finalize, constant(0)),
-                                   /*withElse=*/false);
+/// The final kernel, unless the main kernel finished the columns: the
+/// fixed-order reduction of the partial rows, a programmatic dependent of
+/// the main kernel where the plan says so.
+void HostLaunchBuilder::launchFinal(const GroupLaunchPlan &plan,
+                                    const KernelLaunch &k,
+                                    const GroupLaunchOperands &ops, Value ws,
+                                    Value programs, Value finalize) {
+  Arith m{b, loc};
+  auto finalIf = scf::IfOp::create(
+      b, loc, m.cmp(Arith::P::eq, finalize, m.i64(0)), /*withElse=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&finalIf.getThenRegion().front());
   SmallVector<Value> args{ws};
@@ -484,15 +507,29 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
     args.push_back(v.value);
   for (const LaunchValue &v : ops.colOut)
     args.push_back(v.value);
-  args.append({programs, cols});
+  args.append({programs, ops.cols});
   call("normrt_ir_next_launch", {},
-       {arith::ConstantIntOp::create(b, loc, i32,
-                                     plan.dependentFinal
-                                         ? NORMRT_IR_LAUNCH_DEPENDENT
-                                         : NORMRT_IR_LAUNCH),
-        constant(1)});
-  Value finalGrid = div(add(cols, constant(kFinalColumnsPerCTA - 1)),
-                        constant(kFinalColumnsPerCTA));
-  launch({k.finalKernel}, Value(), finalGrid, k.finalThreads, constant(0),
-         args);
+       {m.i32(plan.dependentFinal ? NORMRT_IR_LAUNCH_DEPENDENT
+                                  : NORMRT_IR_LAUNCH),
+        m.i64(1)});
+  Value grid = m.div(m.add(ops.cols, m.i64(kFinalColumnsPerCTA - 1)),
+                     m.i64(kFinalColumnsPerCTA));
+  launch({k.finalKernel}, Value(), grid, k.finalThreads, m.i64(0), args);
+}
+
+/// The launches of one plan's kernels (`k`): the kernel, its persistent
+/// grid, the workspace, the main launch, the final one.
+void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
+                                   const KernelLaunch &k,
+                                   const GroupLaunchOperands &ops,
+                                   const Flags &flags, Value sms,
+                                   Value stream) {
+  const int64_t numCol = plan.numColumnResults;
+  KernelChoice choice = chooseKernel(k, flags, ops.rows, sms);
+  Grid grid = persistentGrid(plan, k, choice, ops, flags, sms);
+  Value ws = numCol > 0 ? workspace(numCol, grid.programs, ops.cols, stream)
+                        : null();
+  Value finalize = launchMain(k, choice, grid, ops, numCol, ws, stream);
+  if (numCol > 0)
+    launchFinal(plan, k, ops, ws, grid.programs, finalize);
 }

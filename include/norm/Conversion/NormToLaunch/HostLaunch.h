@@ -109,6 +109,17 @@ public:
 
 private:
   struct Flags; // the group's vector / peel choice
+  /// The main kernel's candidates (one launch_func each), which one runs,
+  /// its dynamic shared memory, column groups and whether it may finish
+  /// the columns itself (i64 / i1 values).
+  struct KernelChoice {
+    SmallVector<std::string> kernels;
+    Value which, smem, cg, single;
+  };
+  /// The persistent grid and its programs (rows of the partial buffer).
+  struct Grid {
+    Value grid, programs;
+  };
   Value constant(int64_t v);
   Value null();
   Value call(StringRef name, TypeRange results, ValueRange args);
@@ -119,6 +130,19 @@ private:
   void launchPlan(const GroupLaunchPlan &plan, const KernelLaunch &k,
                   const GroupLaunchOperands &operands, const Flags &flags,
                   Value sms, Value stream);
+  KernelChoice chooseKernel(const KernelLaunch &k, const Flags &flags,
+                            Value rows, Value sms);
+  Grid persistentGrid(const GroupLaunchPlan &plan, const KernelLaunch &k,
+                      const KernelChoice &choice,
+                      const GroupLaunchOperands &operands, const Flags &flags,
+                      Value sms);
+  Value workspace(int64_t numCol, Value programs, Value cols, Value stream);
+  Value launchMain(const KernelLaunch &k, const KernelChoice &choice,
+                   const Grid &grid, const GroupLaunchOperands &operands,
+                   int64_t numCol, Value ws, Value stream);
+  void launchFinal(const GroupLaunchPlan &plan, const KernelLaunch &k,
+                   const GroupLaunchOperands &operands, Value ws,
+                   Value programs, Value finalize);
   Value query(ArrayRef<std::string> kernels, Value which, int32_t kind,
               int64_t cluster, Value grid, int64_t block, Value smem);
   void launch(ArrayRef<std::string> kernels, Value which, Value grid,
