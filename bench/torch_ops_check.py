@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""norm_opt.torch's ops against torch's own rules (issue 30 item 4):
+torch.library.opcheck on both ops (schema, fake kernel, dispatch,
+aliasing) in f32 and bf16, and a CUDA graph captured around a forward +
+backward of the drop-in modules (their C++ autograd path: the backward op
+inside the capture takes its workspace from torch's graph pool), replayed
+and compared bitwise with eager calls.
+
+  PYTHONPATH=python NORM_OPT_LIBRARY_PATH=.carry/norm_opt_libs \\
+      python3 bench/torch_ops_check.py
+"""
+
+import sys
+
+import torch
+
+import norm_opt.torch as nt
+
+N = 1024
+
+
+def inputs(kind, dtype):
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(4, 64, N, generator=g, device="cuda").to(dtype)
+    dy = torch.randn(4, 64, N, generator=g, device="cuda").to(dtype)
+    w = torch.randn(N, generator=g, device="cuda").to(dtype)
+    xf = x.float()
+    rstd = torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
+    if kind == "layer":
+        return (dy, x, xf.mean(-1), rstd, w)
+    return (dy, x, rstd, w)
+
+
+def graph_check(kind, dtype):
+    cls = nt.LayerNorm if kind == "layer" else nt.RMSNorm
+    module = cls(N).cuda().to(dtype)
+    x = torch.randn(4, 64, N, device="cuda", dtype=dtype, requires_grad=True)
+    dy = torch.randn(4, 64, N, device="cuda", dtype=dtype)
+
+    def step():
+        module.weight.grad = None
+        x.grad = None
+        module(x).backward(dy)
+        return x.grad.clone(), module.weight.grad.clone()
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        want = [step() for _ in range(3)][-1]  # warm-up on the side stream
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    module.weight.grad = None
+    x.grad = None
+    with torch.cuda.graph(g):
+        out = module(x)
+        out.backward(dy)
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    return (torch.equal(x.grad, want[0])
+            and torch.equal(module.weight.grad, want[1]))
+
+
+def main():
+    failed = 0
+    for kind in ("layer", "rms"):
+        op = (torch.ops.norm_opt.layer_norm_backward if kind == "layer"
+              else torch.ops.norm_opt.rms_norm_backward)
+        for dtype in (torch.float32, torch.bfloat16):
+            name = f"{kind} {str(dtype).split('.')[-1]}"
+            try:
+                torch.library.opcheck(op, inputs(kind, dtype))
+                ok, why = True, ""
+            except Exception as e:  # opcheck raises with the failed check
+                ok, why = False, f": {type(e).__name__}: {e}"
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'} opcheck {name}{why}")
+            ok = graph_check(kind, dtype)
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'} CUDA graph of the module's "
+                  f"forward + backward, {name}: replays bitwise equal to eager")
+    print(f"C++ ops: {nt._cpp is not None}")
+    print("ALL PASSED" if not failed else f"FAILED: {failed}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
