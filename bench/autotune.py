@@ -31,10 +31,9 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import build_gpu_kernels as bk  # noqa: E402
-import report  # noqa: E402
+import build_gpu_kernels as bk
+import report
+from norm_opt import compile_command
 
 # One option changed from the heuristic's plan each.
 VARIANTS = {
@@ -80,8 +79,9 @@ def compiles(norm_opt, kind, config, n, flags):
     src = f"/tmp/autotune-{os.getpid()}.mlir"
     with open(src, "w") as f:
         f.write(text + "\n")
-    r = subprocess.run([norm_opt, "compile", src, "--emit=ptx", "-o",
-                        "/dev/null"] + flags, capture_output=True, text=True)
+    r = subprocess.run(compile_command(src, "/dev/null", emit="ptx",
+                                       norm_opt=norm_opt, extra=flags),
+                       capture_output=True, text=True)
     os.unlink(src)
     return r.returncode == 0
 
@@ -151,7 +151,8 @@ def gpu_command(out, index):
     shapes = ",".join(
         f"{m}x{n}" for m, n, fn in bench.SHAPES
         if fn == "static" and n in index["ns"])
-    return (f"python3 bench/bench.py --providers norm-opt --precompile 0 "
+    return (f"export PYTHONPATH=python:test/lib-python; "
+            f"python3 bench/bench.py --providers norm-opt --precompile 0 "
             f"--dir {index['default']} --variants-file {out}/variants.json "
             f"--kinds {index['kinds']} --dtypes {index['dtypes']} "
             f"--shapes {shapes} --out $OUT && "

@@ -19,6 +19,7 @@ clock: batches of back-to-back calls, each after a 256 MB flush, minus the
 same batch of flushes alone; marked "wall" in the table). A peer that
 cannot run (missing package, unsupported N) is reported and skipped.
 
+  PYTHONPATH=python:test/lib-python \
   python3 bench/bench.py --dir .carry/gpu --liger .carry/liger/src --out $OUT
       [--dtypes bf16,f16,f32] [--kinds layer,rms] [--reps 200]
       [--shapes 4096x1024,5000x2999:dyn,...] [--providers norm-opt,liger,...]
@@ -36,7 +37,6 @@ also regenerates both here from the JSON); prints the table last.
 
 import argparse
 import ast
-import ctypes
 import json
 import math
 import os
@@ -52,9 +52,8 @@ try:
 except ImportError:  # --dry-run on a machine without torch
     torch = None
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import report  # noqa: E402
+import norm_opt  # noqa: E402
+import report  # noqa: E402  (bench/report.py, beside this script)
 
 # ../shared/BENCHMARKS.md: (M, N, function) with function "static" (the
 # library's function for that N) or "dynamic" (its dynamic-N function).
@@ -209,9 +208,10 @@ def check_liger_source(src):
 def load_liger(src):
     """(layer_norm module, rms_norm module, calculate_settings).
 
-    The packages are registered by path, so that liger_kernel/ops/__init__.py
-    (which imports every Liger op and what they need) never runs, whether
-    the carried copy has the shim or the upstream file.
+    The packages are registered by path (their __path__; nothing is added
+    to sys.path), so that liger_kernel/ops/__init__.py (which imports every
+    Liger op and what they need) never runs, whether the carried copy has
+    the shim or the upstream file.
     """
     import importlib
     import types
@@ -221,8 +221,6 @@ def load_liger(src):
             mod.__path__ = [os.path.join(src, *pkg.split("."))]
             sys.modules[pkg] = mod
     sys.modules["liger_kernel"].ops = sys.modules["liger_kernel.ops"]
-    if src not in sys.path:
-        sys.path.insert(0, src)
     # Liger's import probes peft and transformers (for Ascend NPUs), which
     # would take seconds in every process: made unimportable meanwhile.
     blocked = [m for m in ("peft", "transformers") if m not in sys.modules]
@@ -680,8 +678,8 @@ def check_libraries(folder, args, shapes, required):
                 ok = ok and not required
                 continue
             try:
-                lib = ctypes.CDLL(os.path.join(folder, name))
-            except OSError as e:
+                lib = norm_opt.Library(os.path.join(folder, name))
+            except (OSError, norm_opt.NormOptError) as e:
                 print(f"FAIL {name}: {e}")
                 ok = False
                 continue
@@ -689,7 +687,7 @@ def check_libraries(folder, args, shapes, required):
                     for s in entry["functions"]}
             for m, n, fn_kind in shapes:
                 sym = have.get("dyn" if fn_kind == "dynamic" else n)
-                if sym is None or not hasattr(lib, sym):
+                if sym is None or sym not in lib.functions:
                     missing += 1
                     if required:
                         print(f"FAIL {folder}/{name}: no function for "
@@ -844,13 +842,14 @@ def main(argv=None):
         manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
         ptxas = manifest.get("kernels", {})
         for entry in manifest["libraries"]:
-            libs[entry["library"]] = gc.Library(
+            libs[entry["library"]] = gc.ManifestLibrary(
                 os.path.join(args.dir, entry["library"]), entry)
     variant_libs = {}
     for label, vdir in args.variants.items():
         vman = json.load(open(os.path.join(vdir, "manifest.json")))
         variant_libs[label] = {
-            e["library"]: gc.Library(os.path.join(vdir, e["library"]), e)
+            e["library"]: gc.ManifestLibrary(os.path.join(vdir,
+                                                          e["library"]), e)
             for e in vman["libraries"]}
     liger = jaxp = None
     if "liger" in args.wanted:

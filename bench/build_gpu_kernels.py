@@ -23,6 +23,8 @@ import re
 import subprocess
 import sys
 
+import norm_opt
+
 # The hidden sizes of ../shared/BENCHMARKS.md (short rows 64 and 128, the
 # odd 2999 beside the aligned 3000) and the odd ones of the validation list.
 BENCH_NS = [64, 128, 384, 768, 1024, 2048, 2999, 3000, 4096, 5120, 8192,
@@ -114,12 +116,15 @@ RIDERS = [
 ]
 
 
-def compile_command(norm_opt, src, lib, chip, extra):
-    return [norm_opt, "compile", src, f"--chip={chip}", "--emit=lib",
-            "--ptxas-verbose", "-o", lib] + list(extra)
+def compile_command(norm_opt_path, src, lib, chip, extra):
+    """norm_opt.compile_command of one library, with ptxas's register and
+    spill report (--ptxas-verbose, for the manifest's "kernels")."""
+    return norm_opt.compile_command(src, lib, chip=chip, emit="lib",
+                                    norm_opt=norm_opt_path,
+                                    extra=["--ptxas-verbose", *extra])
 
 
-def build(norm_opt, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
+def build(norm_opt_path, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
           kinds=("layer", "rms"), extra=(), jobs=2, dynamic=True,
           riders=True, compile_libraries=True):
     """Writes OUT/lib<kind>_<config>.so (+ libriders.so) and
@@ -128,7 +133,7 @@ def build(norm_opt, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
     compile_libraries only the input modules OUT/<kind>_<config>.mlir."""
     ns = BENCH_NS + EXTRA_NS if ns is None else list(ns)
     os.makedirs(out, exist_ok=True)
-    work = []  # (command, manifest entry)
+    work = []  # (source, library, manifest entry)
     for kind in kinds:
         for config in configs:
             texts, sigs = [], []
@@ -141,22 +146,21 @@ def build(norm_opt, out, chip="sm_90a", ns=None, configs=tuple(CONFIGS),
             with open(src, "w") as f:
                 f.write("\n".join(texts) + "\n")
             lib = os.path.join(out, f"lib{stem}.so")
-            work.append((compile_command(norm_opt, src, lib, chip, extra),
-                         {"library": os.path.basename(lib),
-                          "functions": sigs}))
+            work.append((src, lib, {"library": os.path.basename(lib),
+                                    "functions": sigs}))
 
     if riders:
         inputs = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                               "inputs")
         for source, library, signature in RIDERS:
-            work.append((compile_command(norm_opt,
-                                         os.path.join(inputs, source),
-                                         os.path.join(out, library), chip,
-                                         extra),
+            work.append((os.path.join(inputs, source),
+                         os.path.join(out, library),
                          {"library": library, "functions": [signature]}))
 
     if not compile_libraries:
-        return [], {"libraries": [e for _, e in work]}
+        return [], {"libraries": [e for _, _, e in work]}
+    work = [(compile_command(norm_opt_path, src, lib, chip, extra), entry)
+            for src, lib, entry in work]
 
     def run(item):
         return item, subprocess.run(item[0], capture_output=True, text=True)

@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from norm_opt import compile_command
+
 N_STATIC = 4096
 
 
@@ -90,11 +92,12 @@ def main():
                 ptx = src.replace(".mlir", ".ptx")
                 lib = os.path.join(work, f"lib{kind}_{dtype}_{label}.so")
                 best_ptx, first_ptx, err = timed(
-                    [args.norm_opt, "compile", src, "--emit=ptx", "-o", ptx,
-                     "--mlir-timing"], args.repeat)
+                    compile_command(src, ptx, emit="ptx",
+                                    norm_opt=args.norm_opt,
+                                    extra=["--mlir-timing"]), args.repeat)
                 best_lib, first_lib, _ = timed(
-                    [args.norm_opt, "compile", src, "--emit=lib", "-o", lib],
-                    args.repeat)
+                    compile_command(src, lib, emit="lib",
+                                    norm_opt=args.norm_opt), args.repeat)
                 text = open(ptx).read()
                 kernels = len(re.findall(r"^\.visible \.entry ", text, re.M))
                 per_n[label] = (best_ptx, best_lib, first_lib)

@@ -37,9 +37,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gpu_check as gc  # noqa: E402
-from bench import Timer  # noqa: E402  (bench.py's protocol)
+import gpu_check as gc
+from bench import Timer  # bench.py's protocol
 
 def bytes_moved(t, outs):
     """Bytes of every input and output of one call."""

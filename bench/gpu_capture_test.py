@@ -8,6 +8,8 @@ Runs on the GPU machine over libraries built here (no MLIR needed there):
       --ns 4096,8192,32768 --configs bf16,f32 --kinds layer,rms -j 2
   python3 bench/gpu_capture_test.py --dir .carry/capture
 
+(both with PYTHONPATH=python:test/lib-python, README.md).
+
 Every (scenario, case, launch path) runs in a fresh process (this script,
 with --scenario/--case), so that each starts with nothing loaded and nothing
 allocated by the runtime. Scenarios:
@@ -57,8 +59,6 @@ import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
 SCENARIOS = ["default", "first-call", "growth", "two-streams", "legacy",
              "compile"]
 # name: (kind, config, N, rows). Cooperative single launch where every CTA
@@ -81,16 +81,16 @@ class Failure(Exception):
 #===----------------------------------------------------------------------===#
 
 def load(directory, kind, config, n):
-    """(Library, fn, sig) of function <kind>_<config>_<n> in the manifest."""
-    from gpu_check import Library
+    """(ManifestLibrary, fn, sig) of function <kind>_<config>_<n> in the
+    manifest."""
+    from gpu_check import ManifestLibrary
     with open(os.path.join(directory, "manifest.json")) as f:
         manifest = json.load(f)
     name = f"{kind}_{config}_{n}"
     for entry in manifest["libraries"]:
         if any(sig["name"] == name for sig in entry["functions"]):
-            lib = Library(os.path.join(directory, entry["library"]), entry)
-            lib.lib.normrt_status_string.restype = ctypes.c_char_p
-            lib.lib.normrt_status_string.argtypes = [ctypes.c_int]
+            lib = ManifestLibrary(os.path.join(directory, entry["library"]),
+                                  entry)
             fn, sig = lib.funcs[n]
             return lib, fn, sig
     raise Failure(f"no function {name} in {directory}/manifest.json; build "
@@ -149,7 +149,7 @@ class Problem:
 
     def check(self, rc, what):
         if rc != 0:
-            name = self.lib.lib.normrt_status_string(rc).decode()
+            name = self.lib.status_string(rc)
             raise Failure(f"{what}: {self.sig['name']} returned {name}: "
                           f"{self.lib.error()}")
 
@@ -376,7 +376,6 @@ def scenario_compile(args, lib, fn, sig, rows, checker):
 
 def run_in_process(args):
     """One scenario; prints RESULT {json} last."""
-    sys.path.insert(0, HERE)
     import torch
     kind, config, n, rows = CASES[args.case]
     if args.rows:

@@ -2,9 +2,10 @@
 """Checks the compiled kernels on a GPU against a float64 torch reference.
 
 Runs on the GPU machine over the libraries bench/build_gpu_kernels.py made
-(ctypes + torch tensors' data pointers). For every case: fresh random
-inputs (never zeros), outputs poisoned with NaN first, dx/dw/db compared
-with a float64 reference by relative L2 error, and every element checked
+(norm_opt.Library; the launchers called with torch tensors' data pointers).
+For every case: fresh random inputs (never zeros), outputs poisoned with
+NaN first, dx/dw/db compared with the float64 reference
+(norm_opt.reference) by relative L2 error, and every element checked
 written. Also: dw/db bitwise identical over 20 runs; strided rows and an
 unaligned base pointer (the scalar kernel); rows around the programs of
 the two-rows-per-CTA plans (N = 2999, 3000, 4096) and of the looped
@@ -12,14 +13,14 @@ kernels' bulk ring (N = 12288, 16384); rows = 0; a problem of more
 than 2^31 elements; the dynamic-N function at odd and aligned N; and a
 small training step whose backward is ours.
 
-  python3 bench/gpu_check.py --dir .carry/gpu [--quick] [--out DIR]
+  PYTHONPATH=python:test/lib-python python3 bench/gpu_check.py \
+      --dir .carry/gpu [--quick] [--out DIR]
       [--libs libriders_bf16.so,...] [--shapes MxN,...]
 
 Prints one line per case and a table last; exits non-zero on any failure.
 """
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -27,6 +28,9 @@ import sys
 import time
 
 import torch
+
+import norm_opt
+from norm_opt import reference as float64
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 # Relative L2 tolerance by the stored type of a result. Our kernels compute
@@ -64,44 +68,37 @@ DYN_SHAPES = [(5000, 2999), (5000, 3000), (7, 4099), (64, 17), (29, 17389),
               (100, 2049), (40, 8192), (40, 8193), (9, 1)]
 
 
-class Library:
+class ManifestLibrary:
+    """A library of bench/build_gpu_kernels.py's manifest, loaded with
+    norm_opt.Library: `funcs` maps each function's N (or "dyn") to
+    (its C launcher, its manifest entry); the checks below call the
+    launchers with raw pointers and sizes (`call`), so that they can also
+    pass what norm_opt.Function would refuse (strides, misaligned bases,
+    wrong sizes: the runtime's own checks)."""
+
     def __init__(self, path, entry):
-        self.lib = ctypes.CDLL(path)
-        self.lib.normrt_last_error.restype = ctypes.c_char_p
-        self.lib.normrt_query_end.argtypes = [ctypes.c_void_p]
-        self.lib.normrt_set_workspace.argtypes = [
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        self.lib = norm_opt.Library(path)
         self.funcs = {}
         for sig in entry["functions"]:
-            fn = getattr(self.lib, sig["name"])
-            nptr = len(sig["args"]) + len(sig["results"])
-            fn.argtypes = ([ctypes.c_void_p] * nptr
-                           + [ctypes.c_int64] * (2 + len(sig["strides"]))
-                           + [ctypes.c_void_p])
-            fn.restype = ctypes.c_int
+            fn = self.lib.functions[sig["name"]].cfunc
             # A dynamic-N function under "dyn", static ones under their N.
             self.funcs["dyn" if sig.get("dynamic") else sig["n"]] = (fn, sig)
 
     def error(self):
-        return self.lib.normrt_last_error().decode()
+        return self.lib.last_error()
+
+    def status_string(self, status):
+        return self.lib.status_string(status)
 
     def workspace_bytes(self, fn, sig, t, outs, m, n):
         """The workspace `call` would take (normrt_query_begin/_end around
         the launcher: it plans and launches nothing)."""
-        self.lib.normrt_query_begin()
-        try:
-            call(self, fn, sig, t, outs, m, n)
-        finally:
-            size = ctypes.c_size_t(0)
-            rc = self.lib.normrt_query_end(ctypes.byref(size))
-        if rc != 0:
-            raise RuntimeError(f"normrt_query_end: {self.error()}")
-        return size.value
+        tensors = [t[a] for a in sig["args"]] + [outs[r]
+                                                 for r in sig["results"]]
+        return self.lib.functions[sig["name"]].workspace_bytes(*tensors)
 
     def set_workspace(self, stream, ptr, nbytes):
-        rc = self.lib.normrt_set_workspace(stream, ptr, nbytes)
-        if rc != 0:
-            raise RuntimeError(f"normrt_set_workspace: {self.error()}")
+        self.lib.set_workspace(stream, ptr, nbytes)
 
 
 def make_inputs(kind, xdt, wdt, m, n, gen, dev):
@@ -128,30 +125,11 @@ def make_inputs(kind, xdt, wdt, m, n, gen, dev):
 
 
 def reference(kind, t, m, n):
-    """float64 backward from the same (f32) statistics, in row chunks."""
-    chunk = max(1, (1 << 25) // n)
-    dx = torch.empty(m, n, dtype=torch.float64, device=t["x"].device)
-    dw = torch.zeros(n, dtype=torch.float64, device=t["x"].device)
-    db = torch.zeros(n, dtype=torch.float64, device=t["x"].device)
-    w = t["w"].double()
-    for r0 in range(0, m, chunk):
-        x = t["x"][r0:r0 + chunk].double()
-        dy = t["dy"][r0:r0 + chunk].double()
-        rstd = t["rstd"][r0:r0 + chunk].double()[:, None]
-        if kind == "layer":
-            xhat = (x - t["mean"][r0:r0 + chunk].double()[:, None]) * rstd
-        else:
-            xhat = x * rstd
-        wdy = dy * w
-        c1 = (xhat * wdy).sum(-1, keepdim=True) / n
-        if kind == "layer":
-            c2 = wdy.sum(-1, keepdim=True) / n
-            dx[r0:r0 + chunk] = (wdy - xhat * c1 - c2) * rstd
-        else:
-            dx[r0:r0 + chunk] = (wdy - xhat * c1) * rstd
-        dw += (dy * xhat).sum(0)
-        db += dy.sum(0)
-    return dict(dx=dx, dw=dw, db=db)
+    """The float64 backward of make_inputs' tensors from the same (f32)
+    statistics (norm_opt.reference), in row chunks: {dx, dw, db}."""
+    return float64.backward(kind, t["x"], t["dy"], t["rstd"],
+                            t["mean"] if kind == "layer" else None, t["w"],
+                            chunk_rows=max(1, (1 << 25) // n))
 
 
 def rel_l2(out, ref):
@@ -189,10 +167,10 @@ def call(lib, fn, sig, t, outs, m, n, strides=None, stream=None):
 
 def call_framework_workspace(lib, fn, sig, t, outs, m, n, nbytes):
     """`call` as a framework makes it (norm_opt.torch's ops): the workspace
-    (`nbytes`, from Library.workspace_bytes) from torch's allocator, set
-    for the current stream around the call, so that a CUDA graph captured
-    around it holds no allocation nodes of ours (the peers' temporaries
-    come from the same allocator)."""
+    (`nbytes`, from ManifestLibrary.workspace_bytes) from torch's
+    allocator, set for the current stream around the call, so that a CUDA
+    graph captured around it holds no allocation nodes of ours (the peers'
+    temporaries come from the same allocator)."""
     stream = torch.cuda.current_stream().cuda_stream
     ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=t["x"].device)
     lib.set_workspace(stream, ws.data_ptr() if nbytes else None, nbytes)
@@ -214,7 +192,8 @@ def prepared_cases(directory, cases, gen, dev="cuda"):
     lib<name>.so of bench/build_gpu_kernels.py's manifest in `directory`):
     (case, m, n, lib, fn, sig, fresh inputs, poisoned outputs)."""
     manifest = json.load(open(os.path.join(directory, "manifest.json")))
-    libs = {e["library"]: Library(os.path.join(directory, e["library"]), e)
+    libs = {e["library"]: ManifestLibrary(os.path.join(directory,
+                                                       e["library"]), e)
             for e in manifest["libraries"]}
     for case in cases.split(","):
         name, shape = case.split(":")
@@ -489,13 +468,9 @@ def check_riders(lib, results, gen, dev):
                 "db": torch.full((n,), float("nan"), device=dev)}
         call(lib, fn, sig, t, outs, m, n)
         torch.cuda.synchronize()
-        d = {k: v.double() for k, v in t.items()}
-        sdy = d["dy"] * d["scale"]
-        xhat = d["x"] * d["rstd"][:, None]
-        wdy = sdy * d["w"]
-        s = (wdy * xhat).sum(-1, keepdim=True)
-        ref = {"dx": (wdy - xhat * s / n) * d["rstd"][:, None] + d["dres"],
-               "dw": d["prev_dw"] + (sdy * xhat).sum(0), "db": sdy.sum(0)}
+        ref = float64.backward("rms", t["x"], t["dy"], t["rstd"],
+                               weight=t["w"], dy_scale=t["scale"],
+                               residual=t["dres"], dw_in=t["prev_dw"])
         errs = {k: rel_l2(outs[k], ref[k]) for k in ref}
         ok = all(e <= 1e-5 for e in errs.values())
         ok_all = ok_all and ok
@@ -528,13 +503,9 @@ def check_riders_bf16(lib, results, gen, dev):
             "dw": torch.full((n,), float("nan"), device=dev)}
     call(lib, fn, sig, t, outs, m, n)
     torch.cuda.synchronize()
-    d = {k: v.double() for k, v in t.items()}
-    sdy = d["dy"] * 2.0 ** -14
-    xhat = d["x"] * d["rstd"][:, None]
-    wdy = sdy * d["w"]
-    s = (wdy * xhat).sum(-1, keepdim=True)
-    ref = {"dx": (wdy - xhat * s / n) * d["rstd"][:, None] + d["dres"],
-           "dw": d["dw_in"] + (sdy * xhat).sum(0)}
+    ref = float64.backward("rms", t["x"], t["dy"], t["rstd"], weight=t["w"],
+                           dy_scale=2.0 ** -14, residual=t["dres"],
+                           dw_in=t["dw_in"], results=("dx", "dw"))
     errs = {k: rel_l2(outs[k], ref[k]) for k in ref}
     ok = errs["dx"] <= TOL[bf] and errs["dw"] <= 1e-5
     first = outs["dw"].clone()
@@ -568,7 +539,7 @@ def check_shapes(args):
         if (only is not None and entry["library"] not in only) or \
                 entry["library"].startswith("libriders"):
             continue
-        lib = Library(os.path.join(args.dir, entry["library"]), entry)
+        lib = ManifestLibrary(os.path.join(args.dir, entry["library"]), entry)
         for m, n in shapes:
             if n in lib.funcs:
                 fn, sig = lib.funcs[n]
@@ -604,7 +575,7 @@ def main():
     for entry in manifest["libraries"]:
         if only is not None and entry["library"] not in only:
             continue
-        lib = Library(os.path.join(args.dir, entry["library"]), entry)
+        lib = ManifestLibrary(os.path.join(args.dir, entry["library"]), entry)
         libs[entry["library"]] = lib
         if entry["library"] == "libriders.so":
             check_riders(lib, results, gen, dev)

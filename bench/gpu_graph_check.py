@@ -35,21 +35,18 @@ import sys
 import torch
 
 from norm_opt import Library
+from norm_opt import reference as float64
 
 TOL = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 REPEATS = 5
 
 
 def norm_backward_f64(dy, x, mean, rstd, w):
-    """dx, dw, db in float64 (LayerNorm when mean is given, else RMSNorm)."""
-    dy, x, rstd, w = (t.double() for t in (dy, x, rstd, w))
-    n = x.shape[-1]
-    xh = (x - mean.double()[:, None] if mean is not None else x) * rstd[:, None]
-    wdy = w * dy
-    c1 = (xh * wdy).sum(1, keepdim=True) / n
-    c2 = wdy.sum(1, keepdim=True) / n if mean is not None else 0.0
-    dx = (wdy - (xh * c1 + c2)) * rstd[:, None]
-    return dx, (dy * xh).sum(0), dy.sum(0)
+    """dx, dw, db in float64 (norm_opt.reference; LayerNorm when mean is
+    given, else RMSNorm)."""
+    ref = float64.backward("layer" if mean is not None else "rms", x, dy,
+                           rstd, mean, w)
+    return ref["dx"], ref["dw"], ref["db"]
 
 
 def rel_l2(got, ref):

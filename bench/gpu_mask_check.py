@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Integer and boolean inputs on the GPU, against float64 (issue 27 item 2).
 
-Two modes:
+Two modes (PYTHONPATH=python:test/lib-python, README.md):
   bench/gpu_mask_check.py --build .carry/masks     (build machine: writes
       the inputs below and compiles them with norm-opt compile --emit=lib)
-  PYTHONPATH=python python3 bench/gpu_mask_check.py --dir .carry/masks
+  python3 bench/gpu_mask_check.py --dir .carry/masks
       [--quick]                                   (GPU machine: checks)
 
 The functions: dropout before an RMSNorm backward with an i8 keep-mask
@@ -21,6 +21,8 @@ import argparse
 import os
 import subprocess
 import sys
+
+from norm_opt import compile_command
 
 DROP8_NS = (1024, 2999, 4096, 16384, "dyn")
 DROP1_NS = (768, 8192, "dyn")
@@ -117,8 +119,9 @@ def build(out, norm_opt):
         src = os.path.join(out, f"{name}.mlir")
         with open(src, "w") as f:
             f.write(text)
-        subprocess.run([norm_opt, "compile", src, "--emit=lib", "-o",
-                        os.path.join(out, f"lib{name}.so")], check=True)
+        lib = os.path.join(out, f"lib{name}.so")
+        subprocess.run(compile_command(src, lib, emit="lib",
+                                       norm_opt=norm_opt), check=True)
         print(f"built lib{name}.so")
     return 0
 
@@ -126,6 +129,7 @@ def build(out, norm_opt):
 def check(args):
     import torch
     from norm_opt import Library
+    from norm_opt import reference as float64
 
     failed = total = 0
 
@@ -151,13 +155,10 @@ def check(args):
               "calls")
 
     def norm_ref(dy, x, mean, rstd, w):
-        n = x.shape[-1]
-        xh = ((x - mean[:, None]) if mean is not None else x) * rstd[:, None]
-        wdy = w * dy
-        c1 = (xh * wdy).sum(1, keepdim=True) / n
-        c2 = wdy.sum(1, keepdim=True) / n if mean is not None else 0.0
-        return ((wdy - (xh * c1 + c2)) * rstd[:, None], (dy * xh).sum(0),
-                dy.sum(0))
+        """dx, dw, db in float64 (norm_opt.reference)."""
+        ref = float64.backward("layer" if mean is not None else "rms", x, dy,
+                               rstd, mean, w)
+        return ref["dx"], ref["dw"], ref["db"]
 
     def nan(*shape, dtype):
         return torch.full(shape, float("nan"), dtype=dtype, device="cuda")

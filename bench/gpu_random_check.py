@@ -31,7 +31,8 @@ Two steps, because the GPU machine has no MLIR:
       For every case: inputs drawn fresh on the GPU (never zero), outputs
       and row padding poisoned with NaN, the call, then
         - every result within its type's tolerance of the float64
-          reference (relative L2, norm_numerics.rel_l2's definition);
+          reference (norm_opt.reference; relative L2, norm_numerics.rel_l2's
+          definition);
         - every element written, no padding or neighbour touched;
         - dx / dW / dB bitwise equal on a second call and on the other
           launch path (NORMRT_NO_COOPERATIVE=1).
@@ -49,6 +50,8 @@ Two steps, because the GPU machine has no MLIR:
       --kernel-name kns=prog_), one process per tool, and tabulates the
       sanitizer summaries.
   Prints one line per failure and a table last; exits non-zero on failure.
+  Every step runs with PYTHONPATH=python:test/lib-python (README.md): the
+  generator, norm_opt's compile_command, Library and float64 reference.
 """
 
 import argparse
@@ -65,10 +68,12 @@ import sys
 import time
 import zlib
 
+import norm_diffgen as dg
+from norm_opt import Library, compile_command
+from norm_opt import reference as float64
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "test", "lib-python"))
-import norm_diffgen as dg  # noqa: E402
 
 # Largest problem (elements of one [rows, N] tensor) of an ordinary case,
 # and of the few large ones.
@@ -309,10 +314,10 @@ def compile_module(args, index, progs):
     base = os.path.join(args.out, f"mod{index}")
     with open(base + ".mlir", "w") as f:
         f.write(text)
-    cmd = [args.norm_opt, "compile", base + ".mlir", f"--chip={args.chip}",
-           "--emit=lib", "-o", base + ".so",
-           "--mlir-print-ir-after=convert-norm-to-gpu",
-           "--mlir-print-ir-module-scope=false"]
+    cmd = compile_command(base + ".mlir", base + ".so", chip=args.chip,
+                          emit="lib", norm_opt=args.norm_opt,
+                          extra=["--mlir-print-ir-after=convert-norm-to-gpu",
+                                 "--mlir-print-ir-module-scope=false"])
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -475,18 +480,13 @@ class Runner:
         return self.trace_buf.value.decode()
 
     def function(self, entry):
+        """(norm_opt.Library, the C launcher of the entry's function): the
+        cases call it with raw pointers, strides and offsets (`call`)."""
         lib = self.libs.get(entry["library"])
         if lib is None:
-            lib = ctypes.CDLL(os.path.join(self.dir, entry["library"]))
-            lib.normrt_last_error.restype = ctypes.c_char_p
+            lib = Library(os.path.join(self.dir, entry["library"]))
             self.libs[entry["library"]] = lib
-        fn = getattr(lib, entry["name"])
-        nfull = sum(1 for k in entry["signature"] if k in FULL_KEYS) + 1
-        fn.argtypes = ([ctypes.c_void_p] * (len(entry["signature"])
-                                            + len(entry["results"]))
-                       + [ctypes.c_int64] * (2 + nfull) + [ctypes.c_void_p])
-        fn.restype = ctypes.c_int
-        return lib, fn
+        return lib, lib.functions[entry["name"]].cfunc
 
     # ---- inputs -------------------------------------------------------
 
@@ -567,53 +567,24 @@ class Runner:
         return t
 
     def reference(self, p, t, rows, n, mutant=None):
-        """float64 results and their term scales (norm_numerics.reference;
-        recomputed statistics from x in float64). A mutant is a wrong
+        """{result: (float64 values, their term scales)}: norm_opt.reference
+        with the program's riders, from the statistics the program is
+        given or (recomputed) from x in float64. A mutant is a wrong
         reference the check must reject (MUTANTS)."""
-        torch = self.torch
-        x, dy = t["x"].double(), t["dy"].double()
-        if "scale" in t and mutant != "no-dy-scale":
-            dy = dy * float(t["scale"])
-        if p["stats"] == "recomputed":
-            if p["op"] == "layer_norm":
-                mean = x.mean(-1, keepdim=True)
-                var = ((x - mean) ** 2).mean(-1, keepdim=True)
-            else:
-                mean = torch.zeros(rows, 1, dtype=torch.float64,
-                                   device=self.dev)
-                var = (x * x).mean(-1, keepdim=True)
-            rstd = 1.0 / torch.sqrt(var + dg.EPS)
-        else:
-            mean, rstd = t["mean"].double(), t["rstd"].double()
         ln = p["op"] == "layer_norm"
-        xhat = (x - mean) * rstd if ln else x * rstd
-        if p["has_w"]:
-            weff = t["w"].double() + (1.0 if p["zc"] else 0.0)
+        if p["stats"] == "recomputed":
+            mean, rstd = float64.statistics(p["op"], t["x"], dg.EPS)
         else:
-            weff = torch.ones(n, dtype=torch.float64, device=self.dev)
-        wdy = dy * weff
-        c_proj = (xhat * wdy).sum(-1, keepdim=True) / n
-        if mutant == "dx-no-projection-term":
-            c_proj = 0.0
-        c_mean = wdy.sum(-1, keepdim=True) / n if ln else 0.0
-        dx = rstd * (wdy - c_mean - xhat * c_proj)
-        dx_scale = (rstd * wdy).abs()
-        if "dres" in t and mutant != "no-residual":
-            dx = dx + t["dres"].double()
-            dx_scale = dx_scale + t["dres"].double().abs()
-        ref = {"dx": (dx, dx_scale)}
-        if p["need_dw"]:
-            term = dy * (x if mutant == "dw-uses-x-not-xhat" else xhat)
-            dw, s = term.sum(0), (dy * xhat).abs().sum(0)
-            if "prev_dw" in t:
-                dw, s = dw + t["prev_dw"].double(), s + t["prev_dw"].abs()
-            ref["dw"] = (dw, s)
-        if p["need_db"]:
-            db, s = dy.sum(0), dy.abs().sum(0)
-            if "prev_db" in t:
-                db, s = db + t["prev_db"].double(), s + t["prev_db"].abs()
-            ref["db"] = (db, s)
-        return ref
+            mean, rstd = t["mean"], t["rstd"]
+        results = ["dx"] + (["dw"] if p["need_dw"] else []) + (
+            ["db"] if p["need_db"] else [])
+        values, scales = float64.backward(
+            p["op"], t["x"], t["dy"], rstd, mean if ln else None,
+            t["w"] if p["has_w"] else None, zero_centered=p["zc"],
+            dy_scale=t.get("scale"), residual=t.get("dres"),
+            dw_in=t.get("prev_dw"), db_in=t.get("prev_db"), results=results,
+            scales=True, mutant=mutant)
+        return {k: (values[k], scales[k]) for k in values}
 
     # ---- one case -----------------------------------------------------
 
@@ -665,8 +636,7 @@ class Runner:
         problems = []
         st, res, trace = self.call(entry, fn, lib, t, case, None)
         if st != 0:
-            return [f"status {st}: {lib.normrt_last_error().decode()}"], \
-                trace
+            return [f"status {st}: {lib.last_error()}"], trace
         ref = self.reference(p, t, rows, n, self.args.mutant)
         for name, (view, buf) in res.items():
             r, s = ref[name]

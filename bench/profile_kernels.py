@@ -11,14 +11,12 @@ it launches, warm L2 and cold L2 (256 MB written before each call).
 
 import argparse
 import collections
-import os
 import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gpu_check as gc  # noqa: E402
+import gpu_check as gc
 
 
 def main():

@@ -22,9 +22,10 @@ from .carry/norm_opt_libs, built on the build machine with
   NORM_OPT=build/bin/norm-opt PYTHONPATH=python python3 -m norm_opt.kernels \\
       --out .carry/norm_opt_libs \\
       --chip sm_90a --kind layer,rms --hidden 512 --dtype f32,bf16
-and the package from python/ of this checkout. Run from the repo root:
-  python3 bench/train_check.py [--steps 50] [--modes eager,compile,graphs]
-      [--dtypes f32,bf16]
+and the package from python/ of this checkout (PYTHONPATH, README.md).
+Run from the repo root:
+  PYTHONPATH=python:test/lib-python python3 bench/train_check.py
+      [--steps 50] [--modes eager,compile,graphs] [--dtypes f32,bf16]
 """
 
 import argparse
@@ -36,7 +37,6 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
 os.environ.setdefault("NORM_OPT_LIBRARY_PATH",
                       str(ROOT / ".carry" / "norm_opt_libs"))
 

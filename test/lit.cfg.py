@@ -64,6 +64,16 @@ config.substitutions.append(
 config.substitutions.append(
     ("%llvm_tblgen", os.path.join(config.llvm_tools_dir, "llvm-tblgen")))
 
+# The one Python path of the tests and of bench/ (README.md,
+# PYTHONPATH=python:test/lib-python): the norm_opt package (its
+# norm_opt.reference is the float64 reference every numeric check shares)
+# and the CPU numerics' helpers.
+llvm_config.with_environment(
+    "PYTHONPATH",
+    [os.path.join(os.path.dirname(config.test_source_root), "python"),
+     os.path.join(config.test_source_root, "lib-python")],
+    append_path=True)
+
 # ptxas from the CUDA toolkit CMake found (PTX checks; no GPU needed).
 config.substitutions.append(
     ("%ptxas", os.path.join(config.cuda_bin_dir, "ptxas")))

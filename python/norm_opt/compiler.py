@@ -62,11 +62,18 @@ def _flag_value(key, value):
 def compile_command(source_path, output, *, chip="sm_90a", emit="lib",
                     norm_opt=None, features=None, opt_level=None,
                     ptxas=None, cc=None, runtime_library=None,
-                    host_module=None, **plan_options):
-    """The argv of `norm-opt compile` for these arguments (validated)."""
+                    host_module=None, extra=(), **plan_options):
+    """The argv of `norm-opt compile` for these arguments (validated).
+    `extra`: further arguments appended as given, for what the keywords do
+    not spell (--ptxas-verbose, --mlir-timing, --mlir-print-ir-after=...,
+    plan options as flags: ["--threads-per-row=8"])."""
     if emit not in EMIT_KINDS:
         raise ValueError(f"compile(): emit must be one of "
                          f"{', '.join(EMIT_KINDS)}, got {emit!r}")
+    if isinstance(extra, (str, bytes)) or not all(
+            isinstance(a, str) for a in extra):
+        raise TypeError("compile(): extra must be a list of strings (one "
+                        f"argument each), got {extra!r}")
     argv = [find_norm_opt(norm_opt), "compile", str(source_path),
             f"--chip={chip}", f"--emit={emit}", "-o", str(output)]
     if features is not None:
@@ -84,7 +91,7 @@ def compile_command(source_path, output, *, chip="sm_90a", emit="lib",
                             f"{', '.join(sorted(PLAN_OPTIONS))})")
         argv.append(f"{PLAN_OPTIONS[key]}="
                     f"{_flag_value(key, plan_options[key])}")
-    return argv
+    return argv + list(extra)
 
 
 def _looks_like_mlir(text):
@@ -98,8 +105,9 @@ def compile(source, chip="sm_90a", emit="lib", output=None, *, norm_opt=None,
     PTX / cubin. `output` defaults to a new temporary directory. Other
     keywords: features, opt_level, ptxas, cc, runtime_library, host_module
     (where to write the host module: functions that are not only their
-    fused groups call one launcher per outlined group) and the plan
-    options (PLAN_OPTIONS: every kernel-shape option of norm-opt compile)."""
+    fused groups call one launcher per outlined group), extra (further
+    arguments, as compile_command takes them) and the plan options
+    (PLAN_OPTIONS: every kernel-shape option of norm-opt compile)."""
     workdir = None
     if isinstance(source, (str, os.PathLike)) and not (
             isinstance(source, str) and _looks_like_mlir(source)):

@@ -87,6 +87,16 @@ class Function:
     def name(self):
         return self.signature.name
 
+    @property
+    def cfunc(self):
+        """The C launcher itself, a ctypes function (argtypes set: the
+        tensors' data pointers, inputs then outputs; rows and cols of each
+        domain; the row strides; the stream; it returns the normrt_status),
+        for callers that pass raw pointers and sizes, e.g. to check the
+        runtime's own argument checks. Nothing is validated on this path:
+        calling the Function does that."""
+        return self._cfunc
+
     def __repr__(self):
         args = ", ".join(t.describe() for t in self.signature.tensors)
         return f"<norm_opt function {self.name}({args})>"

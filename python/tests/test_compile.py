@@ -118,6 +118,20 @@ class FindNormOpt(unittest.TestCase):
             norm_opt.compile_command("a", "b", norm_opt=self.exe,
                                      emit="so")
 
+    def test_command_extra(self):
+        # Arguments the keywords do not spell, appended as given.
+        argv = norm_opt.compile_command(
+            "in.mlir", "out.ptx", emit="ptx", norm_opt=self.exe,
+            extra=["--ptxas-verbose", "--threads-per-row=8"])
+        self.assertEqual(argv, [self.exe, "compile", "in.mlir",
+                                "--chip=sm_90a", "--emit=ptx", "-o",
+                                "out.ptx", "--ptxas-verbose",
+                                "--threads-per-row=8"])
+        with self.assertRaisesRegex(TypeError, "extra must be a list of "
+                                    "strings"):
+            norm_opt.compile_command("a", "b", norm_opt=self.exe,
+                                     extra="--mlir-timing")
+
 
 class Compile(unittest.TestCase):
     @classmethod

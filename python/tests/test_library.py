@@ -267,6 +267,27 @@ class RuntimeErrors(unittest.TestCase):
         self.assertIn(e.status_name, str(e))
         self.assertIn(e.message, str(e))
 
+    def test_raw_launcher(self):
+        # Function.cfunc, the launcher itself (nothing validated), gives
+        # the status of the checked call with the same arguments.
+        fn = self.lib.rms_norm_backward
+        args = fn.arguments(*rms_args(), stream=0)
+        fake = None
+        if self.scenario == "fake":
+            fake = ctypes.CDLL(os.environ["NORMRT_LIBCUDA"])
+            fake.fakecuda_set_memory_limit.argtypes = [ctypes.c_size_t]
+            fake.fakecuda_set_memory_limit(0)
+        try:
+            status = fn.cfunc(*args)
+        finally:
+            if fake:
+                fake.fakecuda_set_memory_limit(1 << 30)
+        self.assertEqual(self.lib.status_string(status),
+                         {"no-driver": "NORMRT_ERROR_NO_DRIVER",
+                          "fake": "NORMRT_ERROR_OUT_OF_MEMORY"}[
+                              self.scenario])
+        self.assertTrue(self.lib.last_error())
+
     def test_workspace_query_allocates_and_launches_nothing(self):
         fn = self.lib.rms_norm_backward
         if self.scenario == "no-driver":

@@ -21,7 +21,8 @@ the comparison must then fail (a self-check).
 
   run: block_graph.py --opt norm-opt --mlir-opt mlir-opt --runner
        mlir-runner [--shared-lib-dir DIR] [--rows M] [--seed S] [--perturb]
-Python 3.11 standard library only.
+Python 3.11 standard library only (PYTHONPATH=python:test/lib-python, as
+lit sets it).
 """
 
 import argparse
@@ -33,9 +34,11 @@ import sys
 import tempfile
 
 sys.dont_write_bytecode = True
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "lib-python"))
 import norm_numerics as nn  # noqa: E402
+from norm_opt.reference import Rows  # noqa: E402
+from norm_opt.reference import backward as reference_backward  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 EXAMPLE = os.path.join(HERE, os.pardir, os.pardir, "examples",
                        "transformer_block_backward.mlir")
@@ -58,19 +61,13 @@ def matmul(a, b, m, k, n):
 
 
 def norm_backward(dy, x, mean, rstd, w, m, n):
-    """(dx, dw, db) of LayerNorm (mean given) or RMSNorm (mean None)."""
-    dx, dw, db = [0.0] * (m * n), [0.0] * n, [0.0] * n
-    for i in range(m):
-        mu = mean[i] if mean is not None else 0.0
-        xh = [(x[i * n + j] - mu) * rstd[i] for j in range(n)]
-        wdy = [w[j] * dy[i * n + j] for j in range(n)]
-        c1 = sum(a * b for a, b in zip(xh, wdy)) / n
-        c2 = sum(wdy) / n if mean is not None else 0.0
-        for j in range(n):
-            dx[i * n + j] = (wdy[j] - (xh[j] * c1 + c2)) * rstd[i]
-            dw[j] += dy[i * n + j] * xh[j]
-            db[j] += dy[i * n + j]
-    return dx, dw, db
+    """(dx, dw, db) of LayerNorm (mean given) or RMSNorm (mean None):
+    norm_opt.reference.backward on the flat row-major lists."""
+    out = reference_backward(
+        "layer" if mean is not None else "rms", Rows.full(x, n),
+        Rows.full(dy, n), Rows.column(rstd),
+        Rows.column(mean) if mean is not None else None, Rows.vector(w))
+    return out["dx"].flat(), out["dw"].flat(), out["db"].flat()
 
 
 def reference(v, m):

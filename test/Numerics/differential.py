@@ -59,8 +59,6 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                os.pardir, "lib-python"))
 import norm_diffgen as dg  # noqa: E402
 import norm_numerics as nn  # noqa: E402
 

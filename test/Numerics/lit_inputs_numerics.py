@@ -45,9 +45,9 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "lib-python"))
 import norm_numerics as nn  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 INPUTS = os.path.join(HERE, os.pardir, "Transforms",
                       "fuse-mixed-reductions*.mlir")

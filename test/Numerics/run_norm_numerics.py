@@ -27,8 +27,6 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                os.pardir, "lib-python"))
 import norm_numerics as nn  # noqa: E402
 
 # Activation / weight / bias type configurations.

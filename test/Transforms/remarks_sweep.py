@@ -17,7 +17,7 @@ fused or not, none left silent and none said twice.
 
 --miscount K expects K more remarks per input than reductions (a
 self-check: every input with a reduction must then fail).
-Python 3.11 standard library only.
+Python 3.11 standard library only (PYTHONPATH=python:test/lib-python).
 """
 
 import argparse
@@ -29,8 +29,9 @@ import sys
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
+# test/Numerics (scripts, no package); python/ and test/lib-python come
+# from PYTHONPATH (python:test/lib-python, as lit sets it).
 sys.path.insert(0, os.path.join(HERE, os.pardir, "Numerics"))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "lib-python"))
 from lit_inputs_numerics import variants  # noqa: E402
 
 NAMED_REDUCTIONS = re.compile(

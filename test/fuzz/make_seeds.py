@@ -6,7 +6,7 @@
 # and programs from the differential test's random generator
 # (test/lib-python/norm_diffgen.py). Deterministic; Python 3.11 stdlib.
 #
-# usage: make_seeds.py OUT [--generated N]
+# usage: PYTHONPATH=python:test/lib-python make_seeds.py OUT [--generated N]
 #===----------------------------------------------------------------------===#
 import argparse
 import glob
@@ -16,7 +16,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, os.pardir, os.pardir))
-sys.path.insert(0, os.path.join(ROOT, "test", "lib-python"))
 sys.dont_write_bytecode = True
 
 

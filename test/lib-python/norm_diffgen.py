@@ -64,6 +64,9 @@ import operator
 import random
 
 import norm_numerics as nn
+from norm_opt.reference import MUTANTS as REFERENCE_MUTANTS
+from norm_opt.reference import Rows
+from norm_opt.reference import backward as reference_backward
 
 STYLES = ("steps", "fused", "named", "inline")
 SCALES = (None, "tensor", "arg", "const")
@@ -664,40 +667,31 @@ def reference(p: Program, inp: ProgramInputs, mutant: str | None = None):
 
 def _group_reference(p: Program, inp: ProgramInputs, mutant: str | None):
     """One group's results (in a graph, from the inputs the graph gives
-    it)."""
+    it): norm_opt.reference.backward with the riders (dy scale, residual,
+    dW / dB accumulated) from the same inputs; the mask rider's dy as
+    masked_dy computes it, recomputed statistics as recomputed_stats."""
     core = inp.core
     n = p.n
     dy = core.dy
     if p.mask is not None:
         dy = masked_dy(p, inp, MASK_MUTANTS.get(mutant))
-    if inp.scale is not None and mutant != "no-dy-scale":
-        dy = [inp.scale * v for v in dy]
     mean, rstd = core.mean, core.rstd
     if p.stats == "recomputed":
         mean, rstd = _recomputed_stats_cached(p, tuple(core.x))
-    core_mutant = mutant if mutant in nn.MUTANTS else None
-    res = nn.reference(core_case(p), nn.Inputs(dy, core.x, mean, rstd,
-                                               core.w, core.b), core_mutant)
-    values, scales = {}, {}
-    dx, dxs = res.values["dx"], res.scales["dx"]
-    if inp.dres is not None and mutant != "no-residual":
-        dx = [a + b for a, b in zip(dx, inp.dres)]
-    if inp.dres is not None:
-        dxs = [abs(a) + abs(b) for a, b in zip(dxs, inp.dres)]
-    values["dx"], scales["dx"] = dx, dxs
-    for name, need, prev, mname in (("dw", p.need_dw, inp.prev_dw,
-                                     "no-prev-dw"),
-                                    ("db", p.need_db, inp.prev_db,
-                                     "no-prev-db")):
-        if not need:
-            continue
-        v, s = res.values[name], res.scales[name]
-        if prev is not None:
-            if mutant != mname:
-                v = [a + b for a, b in zip(v, prev)]
-            s = [a + abs(b) for a, b in zip(s, prev)]
-        values[name], scales[name] = v, s
-    return nn.Result(values, scales)
+    results = ["dx"] + (["dw"] if p.need_dw else []) + (
+        ["db"] if p.need_db else [])
+    values, scales = reference_backward(
+        p.op, Rows.full(core.x, n), Rows.full(dy, n), Rows.column(rstd),
+        Rows.column(mean) if p.op == "layer_norm" else None,
+        Rows.vector(core.w) if core.w is not None else None,
+        zero_centered=p.zc, dy_scale=inp.scale,
+        residual=Rows.full(inp.dres, n) if inp.dres is not None else None,
+        dw_in=inp.prev_dw if p.need_dw else None,
+        db_in=inp.prev_db if p.need_db else None,
+        results=results, scales=True,
+        mutant=mutant if mutant in REFERENCE_MUTANTS else None)
+    return nn.Result({k: v.flat() for k, v in values.items()},
+                     {k: v.flat() for k, v in scales.items()})
 
 
 # --------------------------------------------------------------------------

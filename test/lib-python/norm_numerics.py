@@ -1,4 +1,6 @@
-"""Helpers for the CPU numerics tests of norm-opt (Python 3.11, stdlib only).
+"""Helpers for the CPU numerics tests of norm-opt (Python 3.11, standard
+library and python/norm_opt: run with PYTHONPATH=python:test/lib-python, as
+lit does).
 
 What is here, each usable on its own:
 
@@ -6,8 +8,9 @@ What is here, each usable on its own:
   exactly representable in bf16 / f16 / f32, and the storage bits of it;
 - `Case` and `gen_inputs`: one norm backward problem and its seeded random
   inputs, never zero, already representable in their element types;
-- `reference`: the backward in float64, from the f32 statistics the test
-  feeds the op (so the only error measured is the op's);
+- `reference`: the backward in float64 (norm_opt.reference, the one formula
+  every check shares), from the f32 statistics the test feeds the op (so
+  the only error measured is the op's);
 - `ModuleBuilder`: one MLIR module holding many cases, a `func.func @main()`
   that builds the inputs as `arith.constant dense<"0x...">` (raw bits, exact
   for every type), calls one function per case holding the norm op, and
@@ -28,6 +31,9 @@ import random
 import re
 import struct
 import subprocess
+
+from norm_opt.reference import Rows
+from norm_opt.reference import backward as reference_backward
 
 # --------------------------------------------------------------------------
 # Float formats
@@ -383,7 +389,8 @@ class Result:
 
 
 def reference(case: Case, inp: Inputs, mutant: str | None = None) -> Result:
-    """The backward in float64 from the same (rounded) inputs and f32 stats:
+    """The backward in float64 from the same (rounded) inputs and f32 stats
+    (norm_opt.reference.backward, the formula every check shares):
 
       xhat = (x - mean) * rstd          (RMSNorm: x * rstd)
       wdy  = w * dy  ((w + 1) * dy if zero-centred; dy without weight)
@@ -392,66 +399,18 @@ def reference(case: Case, inp: Inputs, mutant: str | None = None) -> Result:
       dw   = sum over all rows of dy * xhat
       db   = sum over all rows of dy
     """
-    mu = mutant or ""
-    n, rows = case.hidden, case.rows
-    ln = case.op == "layer_norm"
-    if inp.w is None:
-        weff = [1.0] * n
-    elif (case.zero_centered and mu != "w-not-plus-one") or \
-            mu == "w-plus-one-always":
-        weff = [w + 1.0 for w in inp.w]
-    else:
-        weff = list(inp.w)
-    dx, dx_scale = [], []
-    dw, dw_scale = [[] for _ in range(n)], [0.0] * n
-    db, db_scale = [[] for _ in range(n)], [0.0] * n
-    for r in range(rows):
-        lo = r * n
-        x = inp.x[lo:lo + n]
-        dy = inp.dy[lo:lo + n]
-        rs = inp.rstd[r]
-        if ln and mu != "xhat-not-centred":
-            m = inp.mean[r]
-            xhat = [(v - m) * rs for v in x]
-        else:
-            xhat = [v * rs for v in x]
-        wdy = [d * w for d, w in zip(dy, weff)]
-        div = 1.0 if mu == "dx-sum-instead-of-mean" else float(n)
-        c_mean = math.fsum(wdy) / div
-        c_proj = math.fsum(h * g for h, g in zip(xhat, wdy)) / div
-        if not ln and mu != "dx-rms-with-mean-wdy-term":
-            c_mean = 0.0
-        if mu == "dx-no-mean-wdy-term":
-            c_mean = 0.0
-        if mu == "dx-no-projection-term":
-            c_proj = 0.0
-        sign = -1.0 if mu == "dx-projection-sign-flipped" else 1.0
-        outer = 1.0 if mu == "dx-no-outer-rstd" else rs
-        for h, g in zip(xhat, wdy):
-            dx.append(outer * (g - c_mean - sign * h * c_proj))
-            dx_scale.append(rs * g)
-        if mu == "dw-db-first-row-only" and r > 0:
-            continue
-        for j in range(n):
-            if mu == "dw-uses-w-times-dy":
-                t = wdy[j] * xhat[j]
-            elif mu == "dw-uses-x-not-xhat":
-                t = dy[j] * x[j]
-            else:
-                t = dy[j] * xhat[j]
-            dw[j].append(t)
-            dw_scale[j] += abs(t)
-            db[j].append(dy[j])
-            db_scale[j] += abs(dy[j])
-    values = {"dx": dx}
-    scales = {"dx": dx_scale}
-    if case.w_type:
-        values["dw"] = [math.fsum(t) for t in dw]
-        scales["dw"] = dw_scale
-    if case.b_type:
-        values["db"] = [math.fsum(t) for t in db]
-        scales["db"] = db_scale
-    return Result(values, scales)
+    n = case.hidden
+    results = ["dx"] + (["dw"] if case.w_type else []) + (
+        ["db"] if case.b_type else [])
+    values, scales = reference_backward(
+        case.op, Rows.full(inp.x, n), Rows.full(inp.dy, n),
+        Rows.column(inp.rstd),
+        Rows.column(inp.mean) if case.op == "layer_norm" else None,
+        Rows.vector(inp.w) if inp.w is not None else None,
+        zero_centered=case.zero_centered, results=results, scales=True,
+        mutant=mutant)
+    return Result({k: v.flat() for k, v in values.items()},
+                  {k: v.flat() for k, v in scales.items()})
 
 
 # --------------------------------------------------------------------------

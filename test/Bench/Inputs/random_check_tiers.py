@@ -1,11 +1,11 @@
 #===- random_check_tiers.py - gpu_random_check.py's view of tiers ------===#
 """Prints what bench/gpu_random_check.py makes of a run-time N's plan (its
 resident tiers) and of the kernels a call launched (bench-scripts.test)."""
-import os
 import sys
 
+# bench/ (its scripts are no package); norm_opt and test/lib-python come
+# from lit's PYTHONPATH.
 sys.path.insert(0, sys.argv[1])
-sys.path.insert(0, os.path.join(sys.argv[1], os.pardir, "test", "lib-python"))
 import gpu_random_check as g  # noqa: E402
 
 TIER = ("#norm.resident_tier<cols = %d, vector = 8, threads_per_row = 128, "
