@@ -192,76 +192,78 @@ void checkCommon(const char *op, const at::Tensor &dy, const at::Tensor &x,
               ": all tensors must be on one device");
 }
 
+/// What both backward ops share: the checks, the device, the [rows, n]
+/// views of dy and x, the weight, dx and dW, the row strides.
+struct Rows {
+  c10::cuda::CUDAGuard guard;
+  int64_t n, rows;
+  at::Tensor x, dy, w, dx, dw;
+  int64_t dyStride, xStride;
+
+  Rows(const char *op, const at::Tensor &dy_, const at::Tensor &x_,
+       const at::Tensor &weight_)
+      : guard((checkCommon(op, dy_, x_, weight_), x_.device())) {
+    n = x_.size(-1);
+    rows = n ? x_.numel() / n : 0;
+    x = asRows(x_, rows, n);
+    dy = asRows(dy_.scalar_type() == x_.scalar_type()
+                    ? dy_
+                    : dy_.to(x_.scalar_type()),
+                rows, n);
+    w = weight_.contiguous();
+    dx = at::empty(x_.sizes(), x_.options());
+    dw = at::empty_like(w);
+    dyStride = rows > 1 ? dy.stride(0) : n;
+    xStride = rows > 1 ? x.stride(0) : n;
+  }
+  const Kernel &kernel(int kind) const {
+    return kernelFor(kind, n, x.scalar_type(), w.scalar_type(),
+                     x.get_device());
+  }
+};
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
 layerNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
                   const at::Tensor &mean_, const at::Tensor &rstd_,
                   const at::Tensor &weight_) {
   const char *op = "norm_opt::layer_norm_backward";
-  checkCommon(op, dy_, x_, weight_);
-  c10::cuda::CUDAGuard guard(x_.device());
-  int64_t n = x_.size(-1), rows = n ? x_.numel() / n : 0;
-  at::Tensor x = asRows(x_, rows, n);
-  at::Tensor dy = asRows(dy_.scalar_type() == x_.scalar_type()
-                             ? dy_
-                             : dy_.to(x_.scalar_type()),
-                         rows, n);
-  at::Tensor mean = stats(mean_, rows, "mean"), rstd = stats(rstd_, rows, "rstd");
-  at::Tensor w = weight_.contiguous();
-  at::Tensor dx = at::empty(x_.sizes(), x_.options());
-  at::Tensor dw = at::empty_like(w), db = at::empty_like(w);
-  const Kernel &k = kernelFor(kLayer, n, x.scalar_type(), w.scalar_type(),
-                              x.get_device());
+  Rows r(op, dy_, x_, weight_);
+  at::Tensor mean = stats(mean_, r.rows, "mean");
+  at::Tensor rstd = stats(rstd_, r.rows, "rstd");
+  at::Tensor db = at::empty_like(r.w);
+  const Kernel &k = r.kernel(kLayer);
   auto launcher = reinterpret_cast<LayerLauncher>(k.launcher);
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  int64_t dyStride = rows > 1 ? dy.stride(0) : n;
-  int64_t xStride = rows > 1 ? x.stride(0) : n;
   // bias is not read by the kernel (dbias = sum of dy): pass weight.
-  run(
-      k, op, rows, dyStride, xStride,
-      alignmentBits({dy.data_ptr(), x.data_ptr(), mean.data_ptr(),
-                     rstd.data_ptr(), w.data_ptr(), dx.data_ptr(),
-                     dw.data_ptr(), db.data_ptr()}),
-      x, stream, [&](cudaStream_t s) {
-        return launcher(dy.data_ptr(), x.data_ptr(), mean.data_ptr(),
-                        rstd.data_ptr(), w.data_ptr(), w.data_ptr(),
-                        dx.data_ptr(), dw.data_ptr(), db.data_ptr(), rows, n,
-                        dyStride, xStride, n, s);
+  run(k, op, r.rows, r.dyStride, r.xStride,
+      alignmentBits({r.dy.data_ptr(), r.x.data_ptr(), mean.data_ptr(),
+                     rstd.data_ptr(), r.w.data_ptr(), r.dx.data_ptr(),
+                     r.dw.data_ptr(), db.data_ptr()}),
+      r.x, c10::cuda::getCurrentCUDAStream().stream(), [&](cudaStream_t s) {
+        return launcher(r.dy.data_ptr(), r.x.data_ptr(), mean.data_ptr(),
+                        rstd.data_ptr(), r.w.data_ptr(), r.w.data_ptr(),
+                        r.dx.data_ptr(), r.dw.data_ptr(), db.data_ptr(),
+                        r.rows, r.n, r.dyStride, r.xStride, r.n, s);
       });
-  return {dx, dw, db};
+  return {r.dx, r.dw, db};
 }
 
 std::tuple<at::Tensor, at::Tensor>
 rmsNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
                 const at::Tensor &rstd_, const at::Tensor &weight_) {
   const char *op = "norm_opt::rms_norm_backward";
-  checkCommon(op, dy_, x_, weight_);
-  c10::cuda::CUDAGuard guard(x_.device());
-  int64_t n = x_.size(-1), rows = n ? x_.numel() / n : 0;
-  at::Tensor x = asRows(x_, rows, n);
-  at::Tensor dy = asRows(dy_.scalar_type() == x_.scalar_type()
-                             ? dy_
-                             : dy_.to(x_.scalar_type()),
-                         rows, n);
-  at::Tensor rstd = stats(rstd_, rows, "rstd");
-  at::Tensor w = weight_.contiguous();
-  at::Tensor dx = at::empty(x_.sizes(), x_.options());
-  at::Tensor dw = at::empty_like(w);
-  const Kernel &k = kernelFor(kRms, n, x.scalar_type(), w.scalar_type(),
-                              x.get_device());
+  Rows r(op, dy_, x_, weight_);
+  at::Tensor rstd = stats(rstd_, r.rows, "rstd");
+  const Kernel &k = r.kernel(kRms);
   auto launcher = reinterpret_cast<RmsLauncher>(k.launcher);
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  int64_t dyStride = rows > 1 ? dy.stride(0) : n;
-  int64_t xStride = rows > 1 ? x.stride(0) : n;
-  run(
-      k, op, rows, dyStride, xStride,
-      alignmentBits({dy.data_ptr(), x.data_ptr(), rstd.data_ptr(),
-                     w.data_ptr(), dx.data_ptr(), dw.data_ptr()}),
-      x, stream, [&](cudaStream_t s) {
-        return launcher(dy.data_ptr(), x.data_ptr(), rstd.data_ptr(),
-                        w.data_ptr(), dx.data_ptr(), dw.data_ptr(), rows, n,
-                        dyStride, xStride, n, s);
+  run(k, op, r.rows, r.dyStride, r.xStride,
+      alignmentBits({r.dy.data_ptr(), r.x.data_ptr(), rstd.data_ptr(),
+                     r.w.data_ptr(), r.dx.data_ptr(), r.dw.data_ptr()}),
+      r.x, c10::cuda::getCurrentCUDAStream().stream(), [&](cudaStream_t s) {
+        return launcher(r.dy.data_ptr(), r.x.data_ptr(), rstd.data_ptr(),
+                        r.w.data_ptr(), r.dx.data_ptr(), r.dw.data_ptr(),
+                        r.rows, r.n, r.dyStride, r.xStride, r.n, s);
       });
-  return {dx, dw};
+  return {r.dx, r.dw};
 }
 
 // The modules' eager path (norm_opt.torch.layer_norm / rms_norm outside
