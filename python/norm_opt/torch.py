@@ -447,7 +447,82 @@ def enable_compile_routing():
 
     _routing = _RouteNormBackward(inductor_config.post_grad_custom_post_pass)
     inductor_config.post_grad_custom_post_pass = _routing
+    _enable_rms_patterns(inductor_config, CustomGraphPass)
     return _routing
+
+
+def _llama_rms(x, w, eps):
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return w * h.to(x.dtype)
+
+
+def _gemma_rms(x, w, eps):
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return (h * (1.0 + w.float())).to(x.dtype)
+
+
+def _llama_rms_ours(x, w, eps):
+    return _RMSNormFunction.apply(x, w, eps)
+
+
+def _gemma_rms_ours(x, w, eps):
+    return _RMSNormFunction.apply(x, (1.0 + w.float()).to(w.dtype), eps)
+
+
+def _enable_rms_patterns(inductor_config, CustomGraphPass):
+    """Hand-written RMSNorm modules (LLaMA's `w * (x * rsqrt(mean(x^2) +
+    eps))`, Gemma's `(1 + w)`): their forward and decomposed backward in
+    the joint graph become ours (torch's fused forward, our backward), by
+    Inductor's pattern matcher on the joint graph."""
+    from torch._inductor import pattern_matcher as pm
+
+    patterns = pm.PatternMatcherPass(pass_name="norm_opt_rms_norm")
+
+    def covered(match):
+        x, w = match.kwargs["x"].meta.get("val"), match.kwargs["w"].meta.get(
+            "val")
+        if (x is None or w is None or not x.is_cuda or w.dim() != 1
+                or x.dtype not in SUPPORTED_DTYPES
+                or w.dtype not in SUPPORTED_DTYPES
+                or not isinstance(x.shape[-1], int)):
+            return False
+        try:
+            _kernel("rms", x.shape[-1], x.dtype, w.dtype, x.device)
+        except Exception:
+            return False
+        return True
+
+    for dtype in SUPPORTED_DTYPES:
+        def example(shape, dtype=dtype):
+            return torch.empty(shape, device="cuda", dtype=dtype,
+                               requires_grad=True)
+        for search, replace in ((_llama_rms, _llama_rms_ours),
+                                (_gemma_rms, _gemma_rms_ours)):
+            pm.register_replacement(
+                search, replace, [example((2, 8, 64)), example((64,))],
+                pm.joint_fwd_bwd, patterns, extra_check=covered,
+                scalar_workaround={"eps": 1e-6})
+
+    class _RmsPatterns(CustomGraphPass):
+        def __init__(self, before):
+            self.before, self.replaced = before, 0
+
+        def __call__(self, graph):
+            if self.before is not None:
+                self.before(graph)
+            self.replaced += patterns.apply(graph)
+
+        def uuid(self):
+            return ("norm_opt.rms_norm_patterns", 1)
+
+    global _rms_patterns
+    _rms_patterns = _RmsPatterns(inductor_config.joint_custom_post_pass)
+    inductor_config.joint_custom_post_pass = _rms_patterns
+
+
+_rms_patterns = None
 
 
 def _route(graph, node):
