@@ -108,21 +108,44 @@ void registerKernel(int64_t kind, int64_t n, const std::string &x,
 }
 
 /// `t` as [rows, n] with unit stride along n and one row stride >= n.
-at::Tensor asRows(const at::Tensor &t, int64_t rows, int64_t n) {
-  at::Tensor r = t.reshape({rows, n});
-  if ((n > 1 && r.stride(1) != 1) || (rows > 1 && r.stride(0) < n))
-    r = r.contiguous();
-  return r;
+/// The one row stride (elements) of `t` read as [rows, n]: unit stride
+/// along n and leading dims that collapse; -1 where they do not.
+int64_t rowStride(const at::Tensor &t, int64_t n) {
+  int64_t dims = t.dim();
+  if (n > 1 && t.stride(dims - 1) != 1)
+    return -1;
+  int64_t row = -1, expected = -1;
+  for (int64_t d = dims - 2; d >= 0; --d) {
+    if (t.size(d) == 1)
+      continue;
+    if (row < 0)
+      row = expected = t.stride(d);
+    else if (t.stride(d) != expected)
+      return -1;
+    expected *= t.size(d);
+  }
+  if (row < 0) // at most one row: any stride will do
+    return n;
+  return row >= n ? row : -1;
+}
+
+/// `t` itself where it reads as [rows, n] with one row stride (no view is
+/// made: a call runs as few torch ops as it can), else a contiguous copy;
+/// and that stride.
+std::pair<at::Tensor, int64_t> asRows(const at::Tensor &t, int64_t n) {
+  int64_t stride = rowStride(t, n);
+  if (stride >= 0)
+    return {t, stride};
+  return {t.contiguous(), n};
 }
 
 /// Per-row fp32 statistics, contiguous.
 at::Tensor stats(const at::Tensor &t, int64_t rows, const char *what) {
   TORCH_CHECK(t.numel() == rows, "norm_opt: ", what, " has ", t.numel(),
               " elements, expected one per row (", rows, ")");
-  at::Tensor r = t.reshape({rows});
-  if (r.scalar_type() != at::kFloat)
-    r = r.to(at::kFloat);
-  return r.contiguous();
+  if (t.scalar_type() == at::kFloat && t.is_contiguous())
+    return t;
+  return t.to(at::kFloat).contiguous();
 }
 
 /// Runs `launch(stream)`; raises with the runtime's message on failure.
@@ -205,16 +228,13 @@ struct Rows {
       : guard((checkCommon(op, dy_, x_, weight_), x_.device())) {
     n = x_.size(-1);
     rows = n ? x_.numel() / n : 0;
-    x = asRows(x_, rows, n);
-    dy = asRows(dy_.scalar_type() == x_.scalar_type()
-                    ? dy_
-                    : dy_.to(x_.scalar_type()),
-                rows, n);
-    w = weight_.contiguous();
+    std::tie(x, xStride) = asRows(x_, n);
+    std::tie(dy, dyStride) = asRows(
+        dy_.scalar_type() == x_.scalar_type() ? dy_ : dy_.to(x_.scalar_type()),
+        n);
+    w = weight_.is_contiguous() ? weight_ : weight_.contiguous();
     dx = at::empty(x_.sizes(), x_.options());
     dw = at::empty_like(w);
-    dyStride = rows > 1 ? dy.stride(0) : n;
-    xStride = rows > 1 ? x.stride(0) : n;
   }
   const Kernel &kernel(int kind) const {
     return kernelFor(kind, n, x.scalar_type(), w.scalar_type(),
