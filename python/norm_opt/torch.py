@@ -270,6 +270,9 @@ def _load_cpp_ops():
     the Python kernels above serve. $NORM_OPT_TORCH_OPS=cpp makes a build
     failure an error."""
     mode = os.environ.get("NORM_OPT_TORCH_OPS", "auto")
+    if mode not in ("auto", "cpp", "python"):
+        raise ValueError(f"$NORM_OPT_TORCH_OPS must be auto, cpp or python, "
+                         f"got {mode!r}")
     if mode == "python":
         return None
     try:

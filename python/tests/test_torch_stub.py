@@ -140,6 +140,12 @@ class CustomOps(unittest.TestCase):
         dx, dw = fake(x, x, None, w)
         self.assertEqual((dx.shape, dw.dtype), ((2, 3, N), torch.bfloat16))
 
+    def test_bad_ops_mode(self):
+        with mock.patch.dict(os.environ, {"NORM_OPT_TORCH_OPS": "fast"}):
+            with self.assertRaisesRegex(ValueError, "must be auto, cpp or "
+                                        "python, got 'fast'"):
+                nt._load_cpp_ops()
+
     def test_chip(self):
         self.assertEqual(nt.chip_of(torch.device("cuda")), "sm_90a")
         with mock.patch.dict(os.environ, {"NORM_OPT_CHIP": "sm_80"}):

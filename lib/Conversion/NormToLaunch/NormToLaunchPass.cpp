@@ -9,6 +9,7 @@
 #include "norm/Conversion/NormToLaunch/HostLaunch.h"
 #include "norm/Conversion/Passes.h"
 
+#include "norm/Conversion/NormToGPU.h"
 #include "norm/Conversion/NormToGPU/KernelNames.h"
 
 #include "norm/Dialect/Norm/IR/GroupBoundary.h"
@@ -26,12 +27,6 @@ using namespace mlir;
 using namespace mlir::norm;
 
 namespace {
-
-/// Element bytes of a tensor or memref type (i1 is stored as a byte).
-int64_t elementBytes(Type type) {
-  Type e = cast<ShapedType>(type).getElementType();
-  return std::max<int64_t>(1, e.getIntOrFloatBitWidth() / 8);
-}
 
 /// One group's buffers, launch and results.
 class GroupLowering {
