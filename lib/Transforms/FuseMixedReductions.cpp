@@ -70,6 +70,7 @@ struct View {
   linalg::GenericOp generic;
   Kind kind = Kind::Other;
   SmallVector<int64_t> loops; // static loop ranges (kDynamic allowed)
+  unsigned nDim = 0;          // reductions: the loop that is N
   std::string whyOther;       // for remarks on reductions we cannot take
 };
 
@@ -248,6 +249,9 @@ private:
               function_ref<FailureOr<SmallVector<Value>>(class RegionEmitter &)>
                   body);
   void remarkFused(const Group &group, unsigned numStages);
+  /// Groups the candidates of one domain whose N is dim `n`, and fuses each.
+  void fuseDomain(ArrayRef<int64_t> loops, unsigned n,
+                  ArrayRef<Operation *> ops);
   void replaceGroup(Group &group, const FusionPlan &plan,
                     MixedReductionOp fused);
 
@@ -261,6 +265,15 @@ private:
   OwningOpRef<ModuleOp> scratch;
   DenseMap<Operation *, View> views;
   SmallVector<int64_t> domain; // of the group being processed
+  unsigned nDim = 0;           // the dim of `domain` that is N
+  /// The domain dims of a row value: all but N.
+  Dims rowDims(unsigned rank) const {
+    Dims dims;
+    for (unsigned d = 0; d < rank; ++d)
+      if (d != nDim)
+        dims.push_back(d);
+    return dims;
+  }
   llvm::EquivalenceClasses<Value> extents;
   Value extentLeader; // a full-domain value of the candidate or group
   DenseMap<Operation *, Slice> slices;
@@ -328,14 +341,22 @@ void Analysis::buildViews() {
         return;
       }
     }
+    // N is the one reduced loop of a row reduction, the one parallel loop
+    // of a column reduction: the last for rows that are contiguous, another
+    // for a channels-first norm ([B, C, S] reduced over C, then over B and
+    // S). At rank 2 one reduced loop could be either; N is the last there.
+    unsigned firstReduced = llvm::find(its, IteratorType::reduction) - its.begin();
+    unsigned firstParallel = llvm::find(its, IteratorType::parallel) - its.begin();
     if (numReduction == 0) {
       view.kind = allOutputsIdentity ? Kind::Elementwise : Kind::Other;
     } else if (rank >= 2 && numReduction == 1 &&
-               its.back() == IteratorType::reduction) {
+               (rank > 2 || its.back() == IteratorType::reduction)) {
       view.kind = Kind::RowReduce;
+      view.nDim = firstReduced;
     } else if (rank >= 2 && numReduction == rank - 1 &&
-               its.back() == IteratorType::parallel) {
+               (rank > 2 || its.back() == IteratorType::parallel)) {
       view.kind = Kind::ColReduce;
+      view.nDim = firstParallel;
     }
     if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
       // The output keeps the parallel dims in order (a dropped dim may stay
@@ -366,8 +387,8 @@ void Analysis::buildViews() {
           numReduction == rank
               ? "it reduces every dim (a total sum, not a row or column "
                 "reduction)"
-              : "it reduces other dims than the trailing one (a row "
-                "reduction) or all leading ones (a column reduction)";
+              : "it reduces neither one dim (a row reduction over N) nor "
+                "all dims but one (a column reduction over the rows)";
     }
     if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
       for (unsigned i = 0, e = g.getNumDpsInits(); i < e; ++i) {
@@ -527,12 +548,12 @@ Def Analysis::classify(const Access &access) const {
         // A reduction over another domain (a softmax's row sum, a loss's
         // column sum elsewhere, or the same static shape over other
         // run-time extents) is a neighbour: its result is an input.
-        if (view->loops != ArrayRef<int64_t>(domain) || !sameExtents(*view))
+        // A reduction of the same domain over another N is one too.
+        if (view->loops != ArrayRef<int64_t>(domain) || !sameExtents(*view) ||
+            view->nDim != nDim)
           break;
         bool row = view->kind == Kind::RowReduce;
-        Dims expected;
-        for (unsigned d = row ? 0 : rank - 1; d < (row ? rank - 1 : rank); ++d)
-          expected.push_back(d);
+        Dims expected = row ? rowDims(rank) : Dims{nDim};
         if (dims != expected) {
           def.kind = Def::Bad;
           def.why = "a reduction result is read over other dims than it has";
@@ -951,9 +972,7 @@ void Analysis::planStages(const Group &group, FusionPlan &plan) {
 LogicalResult Analysis::planInputs(const Group &group, FusionPlan &plan,
                                    std::string &why) {
   unsigned rank = domain.size();
-  Dims rowDims, colDims = {rank - 1};
-  for (unsigned d = 0; d + 1 < rank; ++d)
-    rowDims.push_back(d);
+  Dims rows = rowDims(rank), colDims = {nDim};
   DenseSet<std::pair<Value, unsigned>> seen;
   for (Operation *op : group.candidates) {
     for (auto &[key, access] : slices[op].externals) {
@@ -961,14 +980,14 @@ LogicalResult Analysis::planInputs(const Group &group, FusionPlan &plan,
         continue;
       if (access.dims.size() == rank)
         plan.full.push_back(access);
-      else if (access.dims == rowDims)
+      else if (access.dims == rows)
         plan.row.push_back(access);
       else if (access.dims == colDims)
         plan.col.push_back(access);
       else if (access.dims.empty())
         plan.scalar.push_back(access);
       else {
-        why = "an input is indexed by only some of the leading dims";
+        why = "an input is indexed by only some of the row dims";
         return failure();
       }
     }
@@ -1094,7 +1113,9 @@ MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
   return MixedReductionOp::create(
       b, loc, ValueRange(plan.fullOuts).getTypes(),
       ValueRange(plan.colOuts).getTypes(), fullValues, rowValues, colValues,
-      plan.colInits, plan.numStages);
+      plan.colInits,
+      nDim + 1 == domain.size() ? IntegerAttr() : b.getI64IntegerAttr(nDim),
+      plan.numStages);
 }
 
 LogicalResult Analysis::buildRegion(
@@ -1256,13 +1277,31 @@ void Analysis::run() {
     byDomain[view.loops].push_back(op);
   }
 
+  // Per domain, per N among its reductions (N last first): the
+  // reductions over that N and every elementwise op.
   for (auto &[loops, ops] : byDomain) {
-    domain = loops;
+    llvm::SmallSetVector<unsigned, 4> nDims;
+    for (Operation *op : ops)
+      if (viewOf(op)->kind != Kind::Elementwise)
+        nDims.insert(viewOf(op)->nDim);
+    SmallVector<unsigned> order(nDims.begin(), nDims.end());
+    llvm::sort(order, std::greater<unsigned>());
+    for (unsigned n : order)
+      fuseDomain(loops, n, ops);
+  }
+}
+
+void Analysis::fuseDomain(ArrayRef<int64_t> loops, unsigned n,
+                          ArrayRef<Operation *> ops) {
+    domain.assign(loops.begin(), loops.end());
+    nDim = n;
     SmallVector<Operation *> candidates;
     for (Operation *op : ops) {
       if (erased.contains(op))
         continue;
       const View &view = *viewOf(op);
+      if (view.kind != Kind::Elementwise && view.nDim != nDim)
+        continue;
       extentLeader = fullValueOf(view);
       Slice slice = sliceOf(view);
       bool isReduction = view.kind != Kind::Elementwise;
@@ -1315,7 +1354,6 @@ void Analysis::run() {
             remark(op, "not fused: " + why);
       }
     }
-  }
 }
 
 } // namespace

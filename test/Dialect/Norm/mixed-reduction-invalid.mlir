@@ -200,3 +200,40 @@ func.func @f64_row_sum(%x: tensor<4x8xf32>, %init: tensor<8xf32>) -> tensor<8xf3
   } -> col(tensor<8xf32>)
   return %c : tensor<8xf32>
 }
+
+// -----
+
+func.func @n_dim_out_of_range(%x: tensor<4x8xf32>, %z: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects n_dim in [0, 2), got 2}}
+  %c = norm.mixed_reduction full(%x : tensor<4x8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %s: f32):
+    norm.yield %a : f32
+  } {n_dim = 2 : i64} -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+// Channels-first: with n_dim = 1 the rows of [2, 8, 5] are [2, 5].
+func.func @n_dim_row_shape(%x: tensor<2x8x5xf32>, %r: tensor<2x8xf32>, %z: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects every 'row' input [rows...] to match the domain 'tensor<2x8x5xf32>', got 'tensor<2x8xf32>'}}
+  %c = norm.mixed_reduction full(%x : tensor<2x8x5xf32>) row(%r : tensor<2x8xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield %a : f32
+  } {n_dim = 1 : i64} -> col(tensor<8xf32>)
+  return %c : tensor<8xf32>
+}

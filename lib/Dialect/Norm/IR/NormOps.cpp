@@ -155,8 +155,11 @@ LogicalResult MixedReductionOp::verify() {
     return emitOpError("expects a domain of rank >= 2 ([rows..., N]), got ")
            << domainType;
   ArrayRef<int64_t> domain = domainType.getShape();
-  ArrayRef<int64_t> rows = domain.drop_back();
-  ArrayRef<int64_t> cols = domain.take_back();
+  if (std::optional<uint64_t> n = getNDim(); n && *n >= domain.size())
+    return emitOpError() << "expects n_dim in [0, " << domain.size()
+                         << "), got " << *n;
+  SmallVector<int64_t> rows = getRowShape();
+  int64_t cols[] = {domain[getNDimIndex()]};
 
   auto check = [&](ValueRange values, ArrayRef<int64_t> shape,
                    StringRef what) -> LogicalResult {

@@ -157,7 +157,12 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
 
     The domain is the shape `[rows..., N]` of the `full` inputs (all full
     inputs share it). `row` inputs are per-row values (shape `[rows...]`),
-    `col` inputs per-column values (shape `[N]`). Each region is a scalar
+    `col` inputs per-column values (shape `[N]`).
+
+    `n_dim` (optional) says which dim of the domain is N; without it N is
+    the last. A channels-first norm (ConvNeXt's LayerNorm2d: x `[B, C, S]`,
+    statistics `[B, S]`, weight `[C]`) has `n_dim = 1`: the rows are the
+    other dims in order (`[B, S]`), and the row inputs have that shape. Each region is a scalar
     payload evaluated at one point `(r, n)` of the domain; its block
     arguments are, in order, the elements of the `full`, `row` and `col`
     inputs at that point, then row results (below). Values defined above the
@@ -217,7 +222,8 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     Variadic<Norm_InputTensor>:$full,
     Variadic<Norm_InputTensor>:$row,
     Variadic<Norm_InputTensor>:$col,
-    Variadic<Norm_FloatTensor>:$col_init
+    Variadic<Norm_FloatTensor>:$col_init,
+    OptionalAttr<I64Attr>:$n_dim
   );
   let results = (outs
     Variadic<Norm_FloatTensor>:$full_results,
@@ -256,9 +262,34 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     unsigned getNumRowResults() {
       return getNumRowResultsBefore(getRowStages().size());
     }
-    /// The domain shape [rows..., N].
+    /// The domain shape (N at getNDim(), the rows at the other dims).
     ArrayRef<int64_t> getDomainShape() {
       return cast<RankedTensorType>(getFull().front().getType()).getShape();
+    }
+    /// The dim of the domain that is N (the last one unless `n_dim`).
+    unsigned getNDimIndex() {
+      if (std::optional<uint64_t> d = getNDim())
+        return *d;
+      return getDomainShape().size() - 1;
+    }
+    /// Whether N is the domain's last dim (each row contiguous).
+    bool isRowMajor() { return getNDimIndex() + 1 == getDomainShape().size(); }
+    /// The shape of a row input: the domain without N.
+    SmallVector<int64_t> getRowShape() {
+      SmallVector<int64_t> shape(getDomainShape());
+      shape.erase(shape.begin() + getNDimIndex());
+      return shape;
+    }
+    /// The static N (ShapedType::kDynamic if it is not).
+    int64_t getStaticCols() { return getDomainShape()[getNDimIndex()]; }
+    /// Static product of the dims after N (the elements between two
+    /// consecutive columns of a row), or ShapedType::kDynamic.
+    int64_t getStaticInner() {
+      int64_t inner = 1;
+      for (int64_t d : getDomainShape().drop_front(getNDimIndex() + 1))
+        inner = ShapedType::isDynamic(d) || ShapedType::isDynamic(inner)
+                    ? ShapedType::kDynamic : inner * d;
+      return inner;
     }
   }];
 }
