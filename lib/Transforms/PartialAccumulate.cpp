@@ -15,6 +15,10 @@
 //                  of the fp32 partial buffer [P, N]
 //   scf.for %n { scf.for %q = 0 to P } // fixed-order final reduction + init
 //
+// A channels-first domain (N not the last dim, `n_dim`) is transposed to
+// [rows..., N] first and its full results back: this is the portable
+// reference path; the GPU kernels read such a domain in place.
+//
 // Rows are split into P contiguous blocks (ceil(M / P) rows each) rather
 // than strided by P: each program then owns one contiguous slice of every
 // full result, which tensor semantics can express with one
@@ -108,6 +112,19 @@ private:
   Value toDomainShape(Value v, RankedTensorType type);
   Value finalReduction(Value partials, Value init);
 
+  /// `v` with its dims in `order` (linalg.transpose), or `v` if in order.
+  Value transpose(Value v, ArrayRef<int64_t> order) {
+    if (llvm::equal(order, llvm::seq<int64_t>(0, order.size())))
+      return v;
+    SmallVector<OpFoldResult> sizes;
+    for (int64_t d : order)
+      sizes.push_back(tensor::getMixedSize(b, loc, v, d));
+    Value init = tensor::EmptyOp::create(b, loc, sizes, getElementTypeOrSelf(v));
+    return linalg::TransposeOp::create(b, loc, v, init, order).getResult()[0];
+  }
+
+  SmallVector<int64_t> rowMajorOrder; // the row dims, then N
+  SmallVector<Value> rowMajor;        // the full inputs as [rows..., N]
   SmallVector<Value> full2d, row1d;
   OpFoldResult rowsOfr, colsOfr;
   Value numRows, numCols;
@@ -115,7 +132,14 @@ private:
 };
 
 SmallVector<Value> LoopBuilder::build() {
+  unsigned rank = op.getDomainShape().size();
+  for (unsigned d = 0; d < rank; ++d)
+    if (d != op.getNDimIndex())
+      rowMajorOrder.push_back(d);
+  rowMajorOrder.push_back(op.getNDimIndex());
   for (Value v : op.getFull())
+    rowMajor.push_back(transpose(v, rowMajorOrder));
+  for (Value v : rowMajor)
     full2d.push_back(collapseLeading(v, /*keepLast=*/true));
   for (Value v : op.getRow())
     row1d.push_back(collapseLeading(v, /*keepLast=*/false));
@@ -129,9 +153,17 @@ SmallVector<Value> LoopBuilder::build() {
 
   scf::ForallOp forall = buildPrograms(destinations());
   SmallVector<Value> results;
-  for (auto [i, r] : llvm::enumerate(op.getFullResults()))
-    results.push_back(toDomainShape(forall.getResult(i),
-                                    cast<RankedTensorType>(r.getType())));
+  SmallVector<int64_t> back(rank);
+  for (unsigned d = 0; d < rank; ++d)
+    back[rowMajorOrder[d]] = d;
+  for (auto [i, r] : llvm::enumerate(op.getFullResults())) {
+    auto type = cast<RankedTensorType>(r.getType());
+    auto rowMajorType = RankedTensorType::get(
+        cast<RankedTensorType>(rowMajor.front().getType()).getShape(),
+        type.getElementType());
+    results.push_back(
+        transpose(toDomainShape(forall.getResult(i), rowMajorType), back));
+  }
   for (auto [i, init] : llvm::enumerate(op.getColInit()))
     results.push_back(finalReduction(forall.getResult(numFull + i), init));
   return results;
@@ -269,8 +301,8 @@ Value LoopBuilder::toDomainShape(Value v, RankedTensorType type) {
     SmallVector<Value> sizes;
     for (int64_t d = 0; d < type.getRank(); ++d)
       sizes.push_back(
-          isa<Value>(tensor::getMixedSize(b, loc, op.getFull().front(), d))
-              ? tensor::DimOp::create(b, loc, op.getFull().front(), d)
+          isa<Value>(tensor::getMixedSize(b, loc, rowMajor.front(), d))
+              ? tensor::DimOp::create(b, loc, rowMajor.front(), d)
                     .getResult()
               : index(type.getDimSize(d)));
     Value shape = tensor::FromElementsOp::create(b, loc, sizes);
@@ -282,7 +314,7 @@ Value LoopBuilder::toDomainShape(Value v, RankedTensorType type) {
       groups[0].push_back(d);
     groups.push_back({type.getRank() - 1});
     SmallVector<OpFoldResult> shape =
-        tensor::getMixedSizes(b, loc, op.getFull().front());
+        tensor::getMixedSizes(b, loc, rowMajor.front());
     return tensor::ExpandShapeOp::create(b, loc, type, v, groups, shape);
   }
   if (v.getType() != type)

@@ -171,3 +171,30 @@ func.func @empty_rows(%x: tensor<4x0x16xbf16>, %init: tensor<16xbf16>) -> (tenso
   } -> full(tensor<4x0x16xbf16>) col(tensor<16xbf16>)
   return %dx, %dw : tensor<4x0x16xbf16>, tensor<16xbf16>
 }
+
+// -----
+
+// Channels-first (n_dim = 1): the full inputs are transposed to [B, S, C],
+// the loops run over the rows as usual, and dx is transposed back.
+// CHECK-LABEL: func.func @channels_first
+// CHECK:         linalg.transpose ins(%{{.*}} : tensor<2x8x5xf32>) outs(%{{.*}} : tensor<2x5x8xf32>) permutation = [0, 2, 1]
+// CHECK:         tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<2x5x8xf32> into tensor<10x8xf32>
+// CHECK:         tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<2x5xf32> into tensor<10xf32>
+// CHECK:         scf.forall
+// CHECK:         linalg.transpose ins(%{{.*}} : tensor<2x5x8xf32>) outs(%{{.*}} : tensor<2x8x5xf32>) permutation = [0, 2, 1]
+func.func @channels_first(%x: tensor<2x8x5xf32>, %r: tensor<2x5xf32>, %z: tensor<8xf32>) -> (tensor<2x8x5xf32>, tensor<8xf32>) {
+  %dx, %c = norm.mixed_reduction full(%x : tensor<2x8x5xf32>) row(%r : tensor<2x5xf32>) col_init(%z : tensor<8xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32):
+    %p = arith.mulf %a, %b : f32
+    norm.yield %p : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    %p = arith.mulf %a, %s : f32
+    norm.yield %p : f32
+  } columns {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield %a : f32
+  } {n_dim = 1 : i64} -> full(tensor<2x8x5xf32>) col(tensor<8xf32>)
+  return %dx, %c : tensor<2x8x5xf32>, tensor<8xf32>
+}
