@@ -67,6 +67,7 @@ struct LauncherSignature {
   SmallVector<std::string> names;
   unsigned numIn = 0, numOut = 0, numDomains = 1;
   bool perGroup = false; // a (rows, cols) pair per group
+  bool channelsFirst = false; // a group's N is not its domain's last dim
   DenseMap<unsigned, unsigned> strideOfArg, strideOfResult; // -> parameter
 };
 
@@ -203,15 +204,21 @@ LauncherSignature LauncherBuilder::signature(func::FuncOp fn,
   LauncherSignature sig;
   ArrayRef<int64_t> domain =
       MixedReductionOp(groups.front().op).getDomainShape();
+  unsigned nDim = MixedReductionOp(groups.front().op).getNDimIndex();
   sig.perGroup = llvm::any_of(groups, [&](const GroupParams &g) {
-    return MixedReductionOp(g.op).getDomainShape() != domain;
+    MixedReductionOp op = g.op;
+    return op.getDomainShape() != domain || op.getNDimIndex() != nDim;
   });
-  llvm::SmallSet<unsigned, 8> strided, stridedRes;
+  sig.channelsFirst = llvm::any_of(groups, [&](const GroupParams &g) {
+    return !MixedReductionOp(g.op).isRowMajor();
+  });
+  llvm::SmallSet<unsigned, 8> strided, stridedRes, colStrided, colStridedRes;
   for (const GroupParams &g : groups) {
+    bool channelsFirst = !MixedReductionOp(g.op).isRowMajor();
     for (const Param &p : g.fullIn)
-      strided.insert(p.index);
+      (channelsFirst ? colStrided : strided).insert(p.index);
     for (const Param &p : g.fullOut)
-      stridedRes.insert(p.index);
+      (channelsFirst ? colStridedRes : stridedRes).insert(p.index);
   }
   MLIRContext *ctx = module.getContext();
   Type ptr = LLVM::LLVMPointerType::get(ctx), i64 = IntegerType::get(ctx, 64);
@@ -230,17 +237,23 @@ LauncherSignature LauncherBuilder::signature(func::FuncOp fn,
     sig.names.push_back("cols" + suffix);
     sig.types.append(2, i64);
   }
-  auto addStrides = [&](const llvm::SmallSet<unsigned, 8> &set, unsigned n,
+  // A tensor of a channels-first group has a column stride instead.
+  auto addStrides = [&](const llvm::SmallSet<unsigned, 8> &rowSet,
+                        const llvm::SmallSet<unsigned, 8> &colSet, unsigned n,
                         StringRef prefix, DenseMap<unsigned, unsigned> &into) {
     for (unsigned i = 0; i < n; ++i)
-      if (set.contains(i)) {
+      if (rowSet.contains(i) || colSet.contains(i)) {
         into[i] = sig.types.size();
-        sig.names.push_back((prefix + Twine(i) + "_row_stride").str());
+        sig.names.push_back((prefix + Twine(i) +
+                             (rowSet.contains(i) ? "_row_stride"
+                                                 : "_col_stride"))
+                                .str());
         sig.types.push_back(i64);
       }
   };
-  addStrides(strided, sig.numIn, "arg", sig.strideOfArg);
-  addStrides(stridedRes, sig.numOut, "res", sig.strideOfResult);
+  addStrides(strided, colStrided, sig.numIn, "arg", sig.strideOfArg);
+  addStrides(stridedRes, colStridedRes, sig.numOut, "res",
+             sig.strideOfResult);
   sig.names.push_back("stream");
   sig.types.push_back(ptr);
   return sig;
@@ -261,6 +274,11 @@ void LauncherBuilder::writeDeclaration(func::FuncOp fn,
               : "")
       << " * rows = product of the leading dims, cols = the last dim;"
       << " *_row_stride in elements (>= cols).\n"
+      << (sig.channelsFirst
+              ? " * Channels-first (N not the last dim): rows = product of "
+                "the other dims,\n * cols = N, *_col_stride = product of the "
+                "dims after N (contiguous tensors).\n"
+              : "")
       << " * Returns 0 or a normrt_status; normrt_last_error() says why. */\n"
       << "int " << fn.getSymName() << "(";
   unsigned pointers = sig.numIn + sig.numOut;
@@ -335,7 +353,8 @@ void LauncherBuilder::body(StringRef name, ArrayRef<GroupParams> groups,
       return cast<BlockArgument>(x.value).getArgNumber() <
              cast<BlockArgument>(y.value).getArgNumber();
     });
-    host.checkDomain(name, MixedReductionOp(groups[d].op).getDomainShape(),
+    MixedReductionOp op = groups[d].op;
+    host.checkDomain(name, op.getDomainShape(), op.getNDimIndex(),
                      ops[d].rows,
                      ops[d].cols, sig.perGroup ? std::to_string(d) : "",
                      strides);

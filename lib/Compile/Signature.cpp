@@ -3,11 +3,15 @@
 // Part of norm-opt. The parameters of a generated launcher (Launcher.cpp,
 // docs/compile.md) are: one pointer per function argument, then per result,
 // rows, cols (rows0, cols0, rows1, ... when its groups have different
-// domains: "domains" lists them, each tensor names its "domain"), one row stride per [rows..., cols] argument then result (index
-// order), the stream. Each tensor's layout follows from the fused op's
-// operand it feeds or result it is:
+// domains or N dims: "domains" lists them, each tensor names its "domain"),
+// one row (or column) stride per full argument then result (index order),
+// the stream. Each tensor's layout follows from the fused op's operand it
+// feeds or result it is:
 //   "rows_by_cols"  full operands/results: [rows..., cols], a row stride,
 //                   unit stride along cols
+//   "channels_first" full operands/results of a group whose N is not the
+//                   last dim: contiguous [outer..., cols, inner...], rows =
+//                   outer x inner, a column stride = the product of inner
 //   "rows"          row operands (mean, rstd): contiguous [rows...]
 //   "cols"          column operands, initial values and results: [cols]
 //   "scalar"        a 0-d tensor read by a payload
@@ -40,6 +44,7 @@ struct Layouts {
   llvm::StringMap<StringRef> layout;
   llvm::StringMap<unsigned> domain;
   unsigned domains = 1;
+  SmallVector<unsigned> nDims; // the dim that is N, per domain
 };
 
 FailureOr<Layouts> layouts(func::FuncOp fn) {
@@ -49,10 +54,14 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
   unsigned group = 0;
   std::optional<ArrayRef<int64_t>> firstDomain;
   bool perGroup = false;
+  std::optional<unsigned> firstNDim;
   fn.walk([&](MixedReductionOp op) {
-    if (!firstDomain)
+    if (!firstDomain) {
       firstDomain = op.getDomainShape();
-    perGroup |= op.getDomainShape() != *firstDomain;
+      firstNDim = op.getNDimIndex();
+    }
+    perGroup |= op.getDomainShape() != *firstDomain ||
+                op.getNDimIndex() != *firstNDim;
   });
   auto note = [&](std::optional<unsigned> index, StringRef prefix,
                   StringRef kind, Operation *op) -> LogicalResult {
@@ -69,8 +78,9 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
     any = true;
     using compile_detail::argumentOf;
     using compile_detail::resultOf;
+    StringRef full = op.isRowMajor() ? "rows_by_cols" : "channels_first";
     for (Value v : op.getFull())
-      if (failed(note(argumentOf(v), "arg", "rows_by_cols", op)))
+      if (failed(note(argumentOf(v), "arg", full, op)))
         return WalkResult::interrupt();
     for (Value v : op.getRow())
       if (failed(note(argumentOf(v), "arg", "rows", op)))
@@ -87,7 +97,7 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
                       "cols", op)))
         return WalkResult::interrupt();
     for (Value v : op.getFullResults())
-      if (failed(note(resultOf(v), "res", "rows_by_cols", op)))
+      if (failed(note(resultOf(v), "res", full, op)))
         return WalkResult::interrupt();
     for (Value v : op.getColResults()) {
       Value out = v;
@@ -96,6 +106,8 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
       if (failed(note(resultOf(out), "res", "cols", op)))
         return WalkResult::interrupt();
     }
+    if (perGroup || result.nDims.empty())
+      result.nDims.push_back(op.getNDimIndex());
     ++group;
     return WalkResult::advance();
   });
@@ -127,6 +139,8 @@ void tensorEntry(llvm::json::OStream &j, StringRef name, StringRef role,
     j.attribute("layout", layout.empty() ? StringRef("unused") : layout);
     if (layout == "rows_by_cols")
       j.attribute("row_stride", (name + "_row_stride").str());
+    if (layout == "channels_first")
+      j.attribute("col_stride", (name + "_col_stride").str());
     if (domain)
       j.attribute("domain", *domain);
   });
@@ -178,6 +192,9 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
           for (unsigned i = 0; i < count; ++i)
             if (layoutOf(prefix.str() + std::to_string(i)) == "rows_by_cols")
               j.value(prefix.str() + std::to_string(i) + "_row_stride");
+            else if (layoutOf(prefix.str() + std::to_string(i)) ==
+                     "channels_first")
+              j.value(prefix.str() + std::to_string(i) + "_col_stride");
         };
         j.object([&] {
           j.attribute("name", fn.getSymName());
@@ -197,6 +214,7 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
               j.object([&] {
                 j.attribute("rows", domainParam("rows", d));
                 j.attribute("cols", domainParam("cols", d));
+                j.attribute("n_dim", layouts.nDims[d]);
               });
           });
           // The C parameters in order (Launcher.cpp).

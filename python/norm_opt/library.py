@@ -116,12 +116,23 @@ class Function:
                                                          tensors)]
         self._check_devices(facts)
         # (rows, cols) of each domain, from the tensors that follow it.
-        domains = [self._domain([f for f in facts if f[0].domain == d])
+        domains = [self._domain([f for f in facts if f[0].domain == d],
+                                sig.n_dim(d))
                    for d in range(len(sig.domains))]
         strides = {}
         for spec, shape, stride, _, _ in facts:
             where = f"{fn}: {spec.describe()}"
-            if spec.layout == "rows_by_cols":
+            if spec.layout == "channels_first":
+                if not self._contiguous(shape, stride):
+                    raise ArgumentError(
+                        f"{where} must be contiguous (a channels-first "
+                        f"domain); got shape {shape} with strides {stride}",
+                        spec.name)
+                inner = 1
+                for d in shape[sig.n_dim(spec.domain) + 1:]:
+                    inner *= d
+                strides[spec.col_stride] = inner
+            elif spec.layout == "rows_by_cols":
                 rows, cols = domains[spec.domain]
                 strides[spec.row_stride] = self._row_stride(
                     where, spec, shape, stride, rows, cols)
@@ -144,7 +155,7 @@ class Function:
                     "size)", spec.name)
         values = [f[3] for f in facts] + [v for pair in domains
                                           for v in pair]
-        values += [strides[t.row_stride] for t in sig.strided]
+        values += [strides[t.stride_param] for t in sig.strided]
         values.append(_stream_handle(stream, tensors))
         return values
 
@@ -228,22 +239,25 @@ class Function:
                     f"{first[0].name} is on cuda:{first[1][1]}; all tensors "
                     "must be on one device", spec.name)
 
-    def _domain(self, facts):
-        """(rows, cols) from the [rows..., cols] tensors, which must agree;
-        the other tensors must fit them."""
+    def _domain(self, facts, n_dim=None):
+        """(rows, cols) from the full tensors ([rows..., cols], or N at dim
+        n_dim for channels_first), which must agree; the other tensors must
+        fit them."""
         fn = self.name
         lead = cols = None
-        owner = None
+        owner = full = None
         for spec, shape, _, _, _ in facts:
-            if spec.layout != "rows_by_cols":
+            if spec.layout not in ("rows_by_cols", "channels_first"):
                 continue
+            n = len(shape) - 1 if spec.layout == "rows_by_cols" else n_dim
             if lead is None:
-                lead, cols, owner = shape[:-1], shape[-1], spec
-            elif shape != lead + (cols,):
+                lead, cols, owner, full = (shape[:n] + shape[n + 1:],
+                                           shape[n], spec, shape)
+            elif shape != full:
                 raise ArgumentError(
                     f"{fn}: {spec.describe()} has shape {shape} but "
-                    f"{owner.name} has {lead + (cols,)}; the [rows..., cols] "
-                    "tensors must have one shape", spec.name)
+                    f"{owner.name} has {full}; the full tensors of a domain "
+                    "must have one shape", spec.name)
         rows = 1
         for d in lead:
             rows *= d

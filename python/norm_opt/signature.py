@@ -20,7 +20,7 @@ DTYPE_NAMES = {
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8,
                  "i32": 4, "i16": 2, "i8": 1, "i1": 1}
 LAYOUTS = ("rows_by_cols", "rows", "cols", "scalar", "unused",
-           "rows_or_cols")
+           "rows_or_cols", "channels_first")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +35,13 @@ class TensorSpec:
     layout: str          # one of LAYOUTS (see docs/compile.md)
     row_stride: str = None  # the stride parameter of a rows_by_cols tensor
     domain: int = 0      # the [rows, cols] domain (group) it follows
+    col_stride: str = None  # the stride parameter of a channels_first one
+
+    @property
+    def stride_param(self):
+        """The launcher's stride parameter of a full (strided) tensor."""
+        return self.row_stride if self.layout == "rows_by_cols" \
+            else self.col_stride
 
     @property
     def dtype_name(self):
@@ -53,6 +60,11 @@ class FunctionSignature:
     # The (rows, cols) parameter names of each domain: one, or one pair per
     # group when the function's groups have different domains.
     domains: tuple = (("rows", "cols"),)
+    # The dim of the full tensors that is N, per domain (None: the last).
+    n_dims: tuple = ()
+
+    def n_dim(self, domain):
+        return self.n_dims[domain] if domain < len(self.n_dims) else None
 
     @property
     def inputs(self):
@@ -64,14 +76,15 @@ class FunctionSignature:
 
     @property
     def strided(self):
-        return tuple(t for t in self.tensors if t.layout == "rows_by_cols")
+        return tuple(t for t in self.tensors
+                     if t.layout in ("rows_by_cols", "channels_first"))
 
     def check(self):
         """Raises SignatureError unless the parameters are those the
         launcher ABI gives these tensors (docs/compile.md)."""
         expected = ([t.name for t in self.tensors] +
                     [p for pair in self.domains for p in pair] +
-                    [t.row_stride for t in self.strided] + ["stream"])
+                    [t.stride_param for t in self.strided] + ["stream"])
         if list(self.params) != expected:
             raise SignatureError(
                 f"{self.name}: parameters {list(self.params)} are not the "
@@ -124,13 +137,15 @@ def parse_json(text, source="<json>"):
                            shape=tuple(t.get("shape", ())),
                            layout=t["layout"],
                            row_stride=t.get("row_stride"),
-                           domain=t.get("domain", 0))
+                           domain=t.get("domain", 0),
+                           col_stride=t.get("col_stride"))
                 for t in f["tensors"])
             domains = tuple((d["rows"], d["cols"])
                             for d in f.get("domains",
                                            [{"rows": "rows", "cols": "cols"}]))
+            n_dims = tuple(d.get("n_dim") for d in f.get("domains", []))
             sig = FunctionSignature(f["name"], tensors, tuple(f["params"]),
-                                    domains)
+                                    domains, n_dims)
             functions[sig.name] = sig.check()
     except (KeyError, TypeError) as e:
         raise SignatureError(f"{source}: malformed signature ({e!r})") \
@@ -150,6 +165,9 @@ def parse_header(text, source="<header>"):
     for m in _PROTO.finditer(text):
         name, params = m.group(1), [p.strip() for p in m.group(2).split(",")]
         names = [re.split(r"[ *]", p)[-1] for p in params]
+        if any(n.endswith("_col_stride") for n in names):
+            raise SignatureError(f"{source}: {name} has a channels-first "
+                                 "group; load it with its JSON signature")
         if name not in docs:
             raise SignatureError(f"{source}: no comment with the tensor "
                                  f"types of {name}")

@@ -109,6 +109,10 @@ struct KernelPlan {
   // tierCols, whose kernels read N at run time and take any N <= tierCols
   // (0: not a tier).
   int64_t tierCols = 0;
+  // A channels-first domain (N not the last dim): one kernel
+  // (`_main_scalar`) of threadsPerRow / 32 warps that split N, a lane per
+  // row (StridedKernel.cpp, docs/gpu.md "Channels-first rows"); static N.
+  bool stridedRows = false;
   // Run-time N: the resident tiers, by increasing tierCols (the launcher
   // takes the first that holds N; this plan's looped kernels above the
   // last). Empty for a static N and with tier-min-cols = 0.

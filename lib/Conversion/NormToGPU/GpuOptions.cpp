@@ -187,12 +187,18 @@ LogicalResult mlir::norm::validateGpuOptions(const NormGpuOptions &options,
 //===----------------------------------------------------------------------===//
 
 LogicalResult mlir::norm::checkSupportedOnGpu(MixedReductionOp op) {
-  ArrayRef<int64_t> domain = op.getDomainShape();
-  if (domain.back() == 0)
+  int64_t n = op.getStaticCols();
+  if (n == 0)
     return op.emitError()
-           << "cannot map onto the GPU: N (the last dim of the domain "
-           << op.getFull().front().getType()
+           << "cannot map onto the GPU: N (dim " << op.getNDimIndex()
+           << " of the domain " << op.getFull().front().getType()
            << ") is 0; the kernels need at least one column";
+  if (!op.isRowMajor() && ShapedType::isDynamic(n))
+    return op.emitError()
+           << "cannot map onto the GPU: a channels-first domain (N = dim "
+           << op.getNDimIndex() << " of " << op.getFull().front().getType()
+           << ") needs a static N (its column accumulators are static "
+              "shared memory)";
   return success();
 }
 

@@ -131,9 +131,10 @@ LogicalResult KernelBuilderBase::cloneCaptured(Value v, int64_t domainRank) {
     if (!index || !type || type.getRank() != domainRank)
       return failure();
     Value size;
-    if (*index == domainRank - 1)
+    int64_t colsIndex = dimColsIndex >= 0 ? dimColsIndex : domainRank - 1;
+    if (*index == colsIndex)
       size = dimCols;
-    else if (domainRank == 2 && *index == 0)
+    else if (domainRank == 2)
       size = dimRows;
     if (!size)
       return failure();

@@ -143,6 +143,7 @@ protected:
                            Value firstTile, Value tileStride);
 
   Value dimRows, dimCols; // i64 sizes for captured tensor.dim, if known
+  int64_t dimColsIndex = -1; // the domain dim that is N (-1: the last)
   // Captured 0-d tensor reads and the kernel pointers that hold them.
   DenseMap<Value, Value> scalarPointers;
   OpBuilder &b;

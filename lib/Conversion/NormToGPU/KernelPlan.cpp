@@ -66,6 +66,13 @@ constexpr int64_t kMaxClusterAsyncStages = 2;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
 
+/// Channels-first rows (planStridedRows): the warps of a tile split N so
+/// each walks about this many columns (a short chain of loads per pass);
+/// the CTA's 32 warps take 32 / W tiles at once.
+constexpr int64_t kStridedColumnsPerWarp = 8;
+constexpr int64_t kStridedWarpsPerCTA = 32;
+constexpr int64_t kStridedRowsPerLane = 4;
+
 /// planKernel's steps, in order; each fills its fields of `plan`.
 class KernelPlanner {
 public:
@@ -74,6 +81,8 @@ public:
       : op(op), options(options), target(target) {}
 
   KernelPlan run() {
+    if (!op.isRowMajor())
+      return planStridedRows();
     int64_t n = op.getDomainShape().back();
     if (!ShapedType::isDynamic(n))
       return planFor(n, /*tier=*/false);
@@ -83,6 +92,44 @@ public:
   }
 
 private:
+  /// A channels-first domain (static N, checkSupportedOnGpu): W warps of
+  /// 32 rows split N, at least kStridedColumnsPerWarp columns each, so a
+  /// warp's loop has a few iterations of loads in flight.
+  KernelPlan planStridedRows() {
+    KernelPlan plan;
+    plan.stridedRows = true;
+    plan.staticCols = op.getStaticCols();
+    int64_t warps = std::min<int64_t>(
+        llvm::PowerOf2Ceil(std::max<int64_t>(
+            1, *plan.staticCols / kStridedColumnsPerWarp)),
+        kStridedWarpsPerCTA);
+    // threads-per-row and rows-per-cta override W x 32 and R.
+    if (options.threadsPerRow >= 32)
+      warps = options.threadsPerRow / 32;
+    plan.threadsPerRow = 32 * warps;
+    plan.rowsPerCTA = options.rowsPerCTA > 0
+                          ? options.rowsPerCTA
+                          : std::max<int64_t>(1, kStridedWarpsPerCTA / warps);
+    // The vector kernel's rows per lane: at most kStridedRowsPerLane, and
+    // vector-bytes of the widest element.
+    int64_t widest = 1;
+    for (Value v : llvm::concat<Value>(op.getFull(), op.getFullResults()))
+      widest = std::max(widest, elementBytes(v.getType()));
+    plan.vector = std::clamp<int64_t>(options.vectorBytes / widest, 1,
+                                      kStridedRowsPerLane);
+    plan.combineInCTA = true;
+    // The grid's partial rows reduced after a grid barrier where the
+    // launch can be cooperative (one CTA per SM), else by the final kernel.
+    plan.singleLaunch = options.singleLaunch;
+    // The groups' column accumulators [R][C][N] f32.
+    plan.dynamicSharedBytes =
+        llvm::alignTo(plan.rowsPerCTA * op.getColResults().size() *
+                          *plan.staticCols * 4,
+                      16);
+    plan.programsPerSM = options.programsPerSM;
+    plan.estimatedRegisters = 64;
+    return plan;
+  }
   /// The plan for rows of `n` columns (nullopt: a run-time N, nothing
   /// known); a tier's kernels take n at run time (up to it). Rows that
   /// need not start on a 16-byte boundary take the peeled vector kernel
@@ -339,6 +386,9 @@ void KernelPlanner::pickSharedAccumulators() {
     if (plan.resident() && plan.rowsPerCTA > 1 &&
         partialsCombineInCTA(plan.rowsPerCTA)) {
       plan.combineInCTA = true;
+    // The grid's partial rows reduced after a grid barrier where the
+    // launch can be cooperative (one CTA per SM), else by the final kernel.
+    plan.singleLaunch = options.singleLaunch;
       plan.dynamicSharedBytes = plan.rowsPerCTA * row;
     } else if (!plan.resident()) {
       // The looped variant keeps its part of the row's accumulators in

@@ -25,6 +25,8 @@ MainKernelBuilder::MainKernelBuilder(OpBuilder &b, MixedReductionOp op,
 std::unique_ptr<MainKernelBuilder>
 mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,
                                   const KernelPlan &plan, int64_t vector) {
+  if (plan.stridedRows)
+    return std::make_unique<StridedKernelBuilder>(b, op, plan, vector);
   if (plan.resident())
     return std::make_unique<ResidentKernelBuilder>(b, op, plan, vector);
   return std::make_unique<LoopedKernelBuilder>(b, op, plan, vector);
@@ -84,6 +86,7 @@ void MainKernelBuilder::unpackArguments(gpu::GPUFuncOp func) {
 LogicalResult MainKernelBuilder::cloneCaptures() {
   dimRows = rows;
   dimCols = cols;
+  dimColsIndex = op.getNDimIndex();
   if (failed(cloneCapturedValues(op, op.getDomainShape().size())) ||
       failed(cloneEpilogueCaptures(op)))
     return failure();

@@ -317,6 +317,46 @@ private:
   Value rowStage;             // the stage of the row iteration being built
 };
 
+/// A channels-first domain (N not the last dim; StridedKernel.cpp): a lane
+/// per row walks N; a CTA holds R groups of W warps, each group's warps
+/// split the columns of its tile. Workgroup buffers: the row-sum slots
+/// [group][sum][warp][32], the column accumulators [group][C][N].
+class StridedKernelBuilder : public MainKernelBuilder {
+public:
+  using MainKernelBuilder::MainKernelBuilder;
+  LogicalResult build(gpu::GPUFuncOp func) override;
+
+private:
+  /// Columns first + u * W (u < the unroll) of the lane's rows: loaded
+  /// together (clamped into the row; `valid` says which count).
+  struct Columns {
+    SmallVector<Value> valid, column;
+    SmallVector<SmallVector<SmallVector<Value>>> full; // [u][input][row]
+    SmallVector<SmallVector<Value>> col;               // [u][input]
+  };
+  /// `body(index)` for the thread's share of [0, groups x C x N).
+  void sweepAccumulators(int64_t groups, function_ref<void(Value)> body);
+  void processTile(Value tile);
+  scf::ForOp columnLoop(ValueRange init);
+  Columns loadColumns(Value first);
+  /// Region arguments of the lane's row v at column u.
+  SmallVector<Value> argsAt(const RowState &row, const Columns &c, int64_t u,
+                            int64_t v);
+  /// `lanes`: the state of each of the lane's V rows.
+  void reduceStage(Region &stage, MutableArrayRef<RowState> lanes);
+  void columnPass(ArrayRef<RowState> lanes);
+  void writePartialRow();
+  /// Columns per loop iteration of a warp.
+  int64_t unroll() const;
+
+  int64_t W = 1;                 // warps per CTA, splitting N
+  Value laneInWarp, warp;        // i64
+  Value inner, rowStride;        // I (elements between columns), N x I
+  Value rowBase;                 // the lane's (first row, column 0) offset
+  Value rowValid;                // the lane's rows are rows of the domain
+  Value rowSlots, colAcc;        // workgroup buffers
+};
+
 /// Creates the builder of the main kernel for `plan`.
 std::unique_ptr<MainKernelBuilder>
 makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,

@@ -94,6 +94,15 @@ struct ConvertNormToGPUPass
   static std::string describe(const KernelPlan &plan) {
     std::string text;
     llvm::raw_string_ostream os(text);
+    if (plan.stridedRows) {
+      os << "channels-first rows: a lane per row, "
+         << plan.threadsPerRow / 32 << " warps splitting N, CTAs per SM: ";
+      if (plan.programsPerSM)
+        os << plan.programsPerSM;
+      else
+        os << "occupancy";
+      return text;
+    }
     os << (plan.resident() ? "resident" : "looped");
     if (plan.tierCols)
       os << " tier, N <= " << plan.tierCols << " at run time";
@@ -203,6 +212,8 @@ struct ConvertNormToGPUPass
                                 const KernelPlan &plan, StringRef prefix,
                                 const GpuTarget &target) {
     Location loc = op.getLoc();
+    if (plan.stridedRows)
+      return emitStridedKernel(b, gpuModule, symbols, op, plan, prefix, target);
     SmallVector<Type> mainSmem;
     if (plan.threadsPerRow > 32) {
       size_t maxSums = 1;
@@ -269,6 +280,45 @@ struct ConvertNormToGPUPass
       if (failed(builder->build(fn)) ||
           failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
                                       target)))
+        return failure();
+    }
+    return success();
+  }
+
+  /// The one main kernel of a channels-first plan (StridedKernelBuilder).
+  LogicalResult emitStridedKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
+                                  SymbolTable &symbols, MixedReductionOp op,
+                                  const KernelPlan &plan, StringRef prefix,
+                                  const GpuTarget &target) {
+    size_t maxSums = 1;
+    for (Region &stage : op.getRowStages())
+      maxSums = std::max<size_t>(
+          maxSums, stage.front().getTerminator()->getNumOperands());
+    int64_t numCol = op.getColResults().size();
+    // V rows per lane where I allows (`_main`), else one (`_main_scalar`).
+    SmallVector<std::pair<int64_t, std::string>> variants;
+    if (plan.vector > 1 && *plan.staticCols % plan.vector == 0)
+      variants.push_back({plan.vector, (prefix + kMainKernelSuffix).str()});
+    variants.push_back({1, (prefix + kMainScalarKernelSuffix).str()});
+    for (auto &[vector, name] : variants) {
+      OpBuilder::InsertionGuard guard(b);
+      std::unique_ptr<MainKernelBuilder> builder =
+          makeMainKernelBuilder(b, op, plan, vector);
+      // The row-sum slots (W > 1); the column accumulators are the dynamic
+      // shared memory.
+      int64_t slots = plan.threadsPerRow > 32
+                          ? maxSums * plan.blockThreads() * vector
+                          : 1;
+      SmallVector<Type> buffers = {workgroupBuffer(b, slots)};
+      // The single-launch tail's slices (the last attribution).
+      if (plan.singleLaunch && numCol > 0)
+        buffers.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
+      gpu::GPUFuncOp fn =
+          makeKernel(b, gpuModule, symbols, op.getLoc(), name,
+                     builder->parameterTypes(), plan.blockThreads(), buffers);
+      if (failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
+                                      target)) ||
+          failed(builder->build(fn)))
         return failure();
     }
     return success();

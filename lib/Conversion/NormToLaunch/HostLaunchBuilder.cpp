@@ -126,8 +126,8 @@ void HostLaunchBuilder::synchronize() {
 }
 
 void HostLaunchBuilder::checkDomain(StringRef function,
-                                    ArrayRef<int64_t> domain, Value rows,
-                                    Value cols, StringRef suffix,
+                                    ArrayRef<int64_t> domain, unsigned nDim,
+                                    Value rows, Value cols, StringRef suffix,
                                     ArrayRef<LaunchValue> strides) {
   std::string r = ("rows" + suffix).str(), c = ("cols" + suffix).str();
   auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
@@ -138,21 +138,42 @@ void HostLaunchBuilder::checkDomain(StringRef function,
                                    cmp(P::slt, cols, constant(1)));
   failIf(bad, kOutOfRange,
          function + ": " + r + " must be >= 0 and " + c + " >= 1");
-  int64_t staticRows = 1;
-  for (int64_t d : domain.drop_back())
-    staticRows = ShapedType::isDynamic(d) || staticRows < 0 ? -1
-                                                            : staticRows * d;
+  int64_t staticRows = 1, staticCols = domain[nDim];
+  for (auto [i, d] : llvm::enumerate(domain))
+    if (i != nDim)
+      staticRows = ShapedType::isDynamic(d) || staticRows < 0 ? -1
+                                                              : staticRows * d;
   if (staticRows >= 0)
     failIf(cmp(P::ne, rows, constant(staticRows)), kOutOfRange,
            function + ": " + r + " must be " + Twine(staticRows) +
                " (static shape)");
-  if (!ShapedType::isDynamic(domain.back()))
-    failIf(cmp(P::ne, cols, constant(domain.back())), kOutOfRange,
-           function + ": " + c + " must be " + Twine(domain.back()) +
+  if (!ShapedType::isDynamic(staticCols))
+    failIf(cmp(P::ne, cols, constant(staticCols)), kOutOfRange,
+           function + ": " + c + " must be " + Twine(staticCols) +
                " (static shape)");
-  for (const LaunchValue &s : strides)
-    failIf(cmp(P::slt, s.value, cols), kOutOfRange,
-           function + ": " + s.name + " must be >= " + c);
+  if (nDim + 1 == domain.size()) {
+    for (const LaunchValue &s : strides)
+      failIf(cmp(P::slt, s.value, cols), kOutOfRange,
+             function + ": " + s.name + " must be >= " + c);
+    return;
+  }
+  // Channels-first: one column stride I for every tensor, rows = outer x I.
+  for (const LaunchValue &s : strides) {
+    Value bad = arith::OrIOp::create(
+        b, loc, cmp(P::slt, s.value, constant(1)),
+        cmp(P::ne, s.value, strides.front().value));
+    failIf(bad, kOutOfRange,
+           function + ": " + s.name + " must be >= 1 and equal " +
+               strides.front().name + " (contiguous tensors)");
+  }
+  if (!strides.empty()) {
+    Value safe = arith::MaxSIOp::create(b, loc, strides.front().value,
+                                        constant(1));
+    failIf(cmp(P::ne, arith::RemSIOp::create(b, loc, rows, safe), constant(0)),
+           kOutOfRange,
+           function + ": " + r + " must be a multiple of " +
+               strides.front().name);
+  }
 }
 
 HostLaunchBuilder::Flags

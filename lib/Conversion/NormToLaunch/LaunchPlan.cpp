@@ -64,7 +64,7 @@ FailureOr<GroupLaunchPlan> mlir::norm::readLaunchPlan(MixedReductionOp op) {
   own.splitColumnGroups = planAttr.getSplitColumnGroups();
   own.splitSharedBytes = planAttr.getSplitSharedBytes();
   own.clusterCTAs = planAttr.getClusterCtas();
-  int64_t staticCols = op.getDomainShape().back();
+  int64_t staticCols = op.getStaticCols();
   own.alignedKernel =
       launch.vector > 1 &&
       (ShapedType::isDynamic(staticCols) || staticCols % launch.vector == 0);

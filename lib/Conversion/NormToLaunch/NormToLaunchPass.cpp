@@ -108,11 +108,20 @@ LogicalResult GroupLowering::lower(bool synchronize) {
   auto asI64 = [&](Value index) {
     return arith::IndexCastOp::create(b, loc, host.i64Type(), index);
   };
+  // rows: the product of the dims but N; a channels-first domain's
+  // tensors are I = (the dims after N) apart from one column to the next.
+  unsigned nDim = op.getNDimIndex();
   Value rows = arith::ConstantIndexOp::create(b, loc, 1);
-  for (Value d : ArrayRef(dims).drop_back())
-    rows = arith::MulIOp::create(b, loc, rows, d);
+  Value inner = rows;
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (i != nDim)
+      rows = arith::MulIOp::create(b, loc, rows, d);
+    if (i > nDim)
+      inner = arith::MulIOp::create(b, loc, inner, d);
+  }
   ops.rows = asI64(rows);
-  ops.cols = asI64(dims.back());
+  ops.cols = asI64(dims[nDim]);
+  Value stride = op.isRowMajor() ? ops.cols : asI64(inner);
   for (auto [i, v] : llvm::enumerate(op.getFull()))
     ops.fullIn.push_back(input(v, "full input " + Twine(i)));
   for (auto [i, v] : llvm::enumerate(op.getRow()))
@@ -127,16 +136,16 @@ LogicalResult GroupLowering::lower(bool synchronize) {
       Value source = prologue ? prologue.getDpsInputOperand(0)->get() : init;
       ops.initIn.push_back(input(source, "column init " + Twine(i)));
     }
-  // Identity layouts: every row stride is N.
+  // Identity layouts: every row stride is N (the column stride I).
   for (const LaunchValue &v : ops.fullIn)
-    ops.stridesIn.push_back({ops.cols, v.name + " row stride", 8});
+    ops.stridesIn.push_back({stride, v.name + " row stride", 8});
   SmallVector<std::pair<Value, Value>> replaced; // (tensor, buffer)
   SmallVector<Operation *> epilogues;
   for (auto [i, r] : llvm::enumerate(op.getFullResults())) {
     Value buffer = allocate(r.getType());
     ops.fullOut.push_back({pointerOf(buffer), "full result " + Twine(i).str(),
                            elementBytes(r.getType())});
-    ops.stridesOut.push_back({ops.cols, "full result row stride", 8});
+    ops.stridesOut.push_back({stride, "full result row stride", 8});
     replaced.push_back({r, buffer});
   }
   for (auto [i, r] : llvm::enumerate(op.getColResults())) {
@@ -151,7 +160,8 @@ LogicalResult GroupLowering::lower(bool synchronize) {
     replaced.push_back({out, buffer});
   }
 
-  host.checkDomain(name, op.getDomainShape(), ops.rows, ops.cols, "", {});
+  host.checkDomain(name, op.getDomainShape(), nDim, ops.rows, ops.cols, "",
+                   {});
   Value sms = host.smCount();
   host.launchGroup(name, *plan, ops, sms, stream);
   if (synchronize)

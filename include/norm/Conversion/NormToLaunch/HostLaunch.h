@@ -89,11 +89,14 @@ public:
   /// normrt_ir_end(stream, print): i32 status of the sequence's first
   /// failure.
   Value end(Value stream, bool printFailure);
-  /// The checks of one domain against its static shape and of its row
-  /// strides; messages start with `function`, rows/cols names end in
-  /// `suffix` ("" or the group's number).
-  void checkDomain(StringRef function, ArrayRef<int64_t> domain, Value rows,
-                   Value cols, StringRef suffix,
+  /// The checks of one domain (N at dim `nDim`) against its static shape
+  /// and of its strides; messages start with `function`, rows/cols names
+  /// end in `suffix` ("" or the group's number). Row strides (N last) must
+  /// be >= cols; the column strides of a channels-first domain must all be
+  /// one I >= 1 that divides rows (contiguous tensors: I is the product of
+  /// the dims after N).
+  void checkDomain(StringRef function, ArrayRef<int64_t> domain,
+                   unsigned nDim, Value rows, Value cols, StringRef suffix,
                    ArrayRef<LaunchValue> strides);
   /// The current context's SM count (i64).
   Value smCount();

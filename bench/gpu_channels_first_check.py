@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""Channels-first norms on the GPU (issue 27 item 1): numerics against
+float64 and the ConvNeXt-T benchmark.
+
+N is not the last dim: ConvNeXt's LayerNorm2d normalises x [B, C, H, W]
+over C, with statistics [B, H, W] and weight [C]. The functions are
+written as linalg on tensors (what a compiler hands over), fused by
+--norm-fuse-mixed-reductions into one norm.mixed_reduction with n_dim = 1
+and run by the channels-first kernel (docs/gpu.md, "Channels-first rows").
+
+Three modes (PYTHONPATH=python:test/lib-python):
+  bench/gpu_channels_first_check.py --build .carry/cf   (build machine:
+      writes the functions below and compiles each to a library)
+  python3 bench/gpu_channels_first_check.py --dir .carry/cf [--quick]
+      (GPU machine: numerics) -- fresh random inputs (never zero), outputs
+      poisoned with NaN, every result against float64 by relative L2
+      error, dW/dB bitwise identical over 3 calls
+  python3 bench/gpu_channels_first_check.py --dir .carry/cf --bench
+      (GPU machine: the ConvNeXt-T stages at batch 32, C x S = 96x3136,
+      192x784, 384x196, 768x49, LayerNorm f32 and bf16, under the
+      BENCHMARKS.md protocol (cold L2, CUDA-graph replay, median): ours,
+      torch eager and torch.compile of the same backward math, and torch
+      eager as torchvision's LayerNorm2d runs it (permute, then
+      native_layer_norm_backward on the contiguous copy))
+Prints one line per check or point and a summary last.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+from norm_opt import compile_command
+
+CONVNEXT = ((96, 3136), (192, 784), (384, 196), (768, 49))
+DTYPES = ("f32", "bf16")
+# (kind, dtype, C, rank, n_dim): the benchmark's functions (rank 3, N in
+# the middle), then rank 4 (NCHW), N outermost, and an RMSNorm.
+FUNCTIONS = ([("layer", dt, c, 3, 1) for dt in DTYPES for c, _ in CONVNEXT]
+             + [("layer", "f32", 64, 4, 1), ("rms", "bf16", 96, 4, 1),
+                ("layer", "bf16", 40, 3, 0), ("rms", "f32", 3, 3, 1)])
+
+
+def name_of(kind, dt, c, rank, n_dim):
+    return f"{kind}_cf_{dt}_c{c}_r{rank}_n{n_dim}"
+
+
+def source(kind, dt, c, rank, n_dim):
+    """The backward of a norm over dim n_dim (of size c) of a rank-`rank`
+    tensor with run-time other dims, as linalg.generic ops: dx, dW (and dB
+    for LayerNorm) in the activation dtype."""
+    dims = [f"d{i}" for i in range(rank)]
+    shape = ["?"] * rank
+    shape[n_dim] = str(c)
+    full_t = f"tensor<{'x'.join(shape)}x{dt}>"
+    row_t = f"tensor<{'x'.join(['?'] * (rank - 1))}xf32>"
+    w_t, acc_t = f"tensor<{c}x{dt}>", f"tensor<{c}xf32>"
+    all_map = f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>"
+    row_map = (f"affine_map<({', '.join(dims)}) -> "
+               f"({', '.join(d for i, d in enumerate(dims) if i != n_dim)})>")
+    col_map = f"affine_map<({', '.join(dims)}) -> ({dims[n_dim]})>"
+    par = ", ".join(['"parallel"'] * rank)
+    row_it = ", ".join('"reduction"' if i == n_dim else '"parallel"'
+                       for i in range(rank))
+    col_it = ", ".join('"parallel"' if i == n_dim else '"reduction"'
+                       for i in range(rank))
+    ext = (lambda v, o: f"%{o} = arith.extf %{v} : {dt} to f32"
+           if dt != "f32" else f"%{o} = arith.addf %{v}, %zero : f32")
+    layer = kind == "layer"
+    dyn = [i for i in range(rank) if i != n_dim]
+    dims_code = "\n".join(
+        f"  %s{i} = tensor.dim %x, %i{i} : {full_t}" for i in dyn)
+    consts = "\n".join(f"  %i{i} = arith.constant {i} : index" for i in dyn)
+    sizes = ", ".join(f"%s{i}" for i in dyn)
+    mean_arg = f"%mean: {row_t}, " if layer else ""
+    mean_in = "%mean, " if layer else ""
+    mean_ty = f"{row_t}, " if layer else ""
+    mean_bb = "%m: f32, " if layer else ""
+    center = ("%c = arith.subf %xf, %m : f32\n    %h = arith.mulf %c, %r : f32"
+              if layer else "%h = arith.mulf %xf, %r : f32")
+    n_sums = 2 if layer else 1
+    sum_outs = ", ".join(["%zs"] * n_sums)
+    sum_tys = ", ".join([row_t] * n_sums)
+    sum_bb = ", ".join(f"%o{j}: f32" for j in range(n_sums))
+    sum_body = ("%p = arith.mulf %h, %wg : f32\n    %v0 = arith.addf %o0, %p : f32"
+                + ("\n    %v1 = arith.addf %o1, %wg : f32" if layer else ""))
+    sum_yield = ", ".join(f"%v{j}" for j in range(n_sums))
+    sum_res = "%sums:2" if layer else "%sums"
+    s0, s1 = ("%sums#0", "%sums#1") if layer else ("%sums", None)
+    dx_sums_in = f"{s0}, {s1}, " if layer else f"{s0}, "
+    dx_sums_ty = f"{row_t}, {row_t}, " if layer else f"{row_t}, "
+    dx_sums_bb = "%a: f32, %bb: f32, " if layer else "%a: f32, "
+    dx_body = ("%c1 = arith.divf %a, %n : f32\n    %c2 = arith.divf %bb, %n : f32\n"
+               "    %t = arith.mulf %c1, %h : f32\n    %u = arith.addf %c2, %t : f32"
+               if layer else
+               "%c1 = arith.divf %a, %n : f32\n    %u = arith.mulf %c1, %h : f32")
+    to_dt = (lambda v, o: f"%{o} = arith.truncf %{v} : f32 to {dt}"
+             if dt != "f32" else f"%{o} = arith.addf %{v}, %zero : f32")
+    n_cols = 2 if layer else 1
+    col_bb = ", ".join(f"%q{j}: f32" for j in range(n_cols))
+    col_body = ("%p = arith.mulf %gf, %h : f32\n    %v0 = arith.addf %q0, %p : f32"
+                + ("\n    %v1 = arith.addf %q1, %gf : f32" if layer else ""))
+    col_res = "%cols:2" if layer else "%cols"
+    col_list = ["%cols#0", "%cols#1"] if layer else ["%cols"]
+    epilogues = "\n".join(f"""  %ew{j} = tensor.empty() : {w_t}
+  %out{j} = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}}
+      ins({v} : {acc_t}) outs(%ew{j} : {w_t}) {{
+  ^bb0(%a: f32, %o: {dt}):
+    {to_dt("a", "t")}
+    linalg.yield %t : {dt}
+  }} -> {w_t}""" for j, v in enumerate(col_list))
+    outs = ", ".join(f"%out{j}" for j in range(n_cols))
+    out_tys = ", ".join([w_t] * n_cols)
+    return f"""#all = {all_map}
+#row = {row_map}
+#col = {col_map}
+func.func @{name_of(kind, dt, c, rank, n_dim)}(%dy: {full_t}, %x: {full_t}, {mean_arg}%rstd: {row_t}, %w: {w_t}) -> ({full_t}, {out_tys}) {{
+{consts}
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant {float(c)} : f32
+{dims_code}
+  %es = tensor.empty({sizes}) : {row_t}
+  %zs = linalg.fill ins(%zero : f32) outs(%es : {row_t}) -> {row_t}
+  {sum_res} = linalg.generic {{indexing_maps = [#all, #all, {'#row, ' if layer else ''}#row, #col, {', '.join(['#row'] * n_sums)}], iterator_types = [{row_it}]}}
+      ins(%dy, %x, {mean_in}%rstd, %w : {full_t}, {full_t}, {mean_ty}{row_t}, {w_t}) outs({sum_outs} : {sum_tys}) {{
+  ^bb0(%g: {dt}, %xe: {dt}, {mean_bb}%r: f32, %we: {dt}, {sum_bb}):
+    {ext("g", "gf")}
+    {ext("xe", "xf")}
+    {ext("we", "wf")}
+    {center}
+    %wg = arith.mulf %gf, %wf : f32
+    {sum_body}
+    linalg.yield {sum_yield} : {', '.join(['f32'] * n_sums)}
+  }} -> ({sum_tys})
+  %e = tensor.empty({sizes}) : {full_t}
+  %dx = linalg.generic {{indexing_maps = [#all, #all, {'#row, ' if layer else ''}#row, #col, {', '.join(['#row'] * n_sums)}, #all], iterator_types = [{par}]}}
+      ins(%dy, %x, {mean_in}%rstd, %w, {dx_sums_in[:-2]} : {full_t}, {full_t}, {mean_ty}{row_t}, {w_t}, {dx_sums_ty[:-2]}) outs(%e : {full_t}) {{
+  ^bb0(%g: {dt}, %xe: {dt}, {mean_bb}%r: f32, %we: {dt}, {dx_sums_bb}%o: {dt}):
+    {ext("g", "gf")}
+    {ext("xe", "xf")}
+    {ext("we", "wf")}
+    {center}
+    %wg = arith.mulf %gf, %wf : f32
+    {dx_body}
+    %d = arith.subf %wg, %u : f32
+    %v = arith.mulf %d, %r : f32
+    {to_dt("v", "vt")}
+    linalg.yield %vt : {dt}
+  }} -> {full_t}
+  %ec = tensor.empty() : {acc_t}
+  %zc = linalg.fill ins(%zero : f32) outs(%ec : {acc_t}) -> {acc_t}
+  {col_res} = linalg.generic {{indexing_maps = [#all, #all, {'#row, ' if layer else ''}#row, {', '.join(['#col'] * n_cols)}], iterator_types = [{col_it}]}}
+      ins(%dy, %x, {mean_in}%rstd : {full_t}, {full_t}, {mean_ty}{row_t}) outs({', '.join(['%zc'] * n_cols)} : {', '.join([acc_t] * n_cols)}) {{
+  ^bb0(%g: {dt}, %xe: {dt}, {mean_bb}%r: f32, {col_bb}):
+    {ext("g", "gf")}
+    {ext("xe", "xf")}
+    {center}
+    {col_body}
+    linalg.yield {', '.join(f'%v{j}' for j in range(n_cols))} : {', '.join(['f32'] * n_cols)}
+  }} -> ({', '.join([acc_t] * n_cols)})
+{epilogues}
+  return %dx, {outs} : {full_t}, {out_tys}
+}}
+"""
+
+
+def build(out, norm_opt):
+    os.makedirs(out, exist_ok=True)
+    for f in FUNCTIONS:
+        name = name_of(*f)
+        src = os.path.join(out, f"{name}.mlir")
+        with open(src, "w") as fh:
+            fh.write(source(*f))
+        lib = os.path.join(out, f"lib{name}.so")
+        subprocess.run(compile_command(src, lib, emit="lib", norm_opt=norm_opt),
+                       check=True)
+        print(f"built lib{name}.so")
+    return 0
+
+
+# --- GPU side ---------------------------------------------------------------
+
+TORCH_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+
+
+def make_inputs(torch, kind, dt, c, shape, n_dim):
+    """dy, x, (mean,) rstd, w: random, never zero."""
+    dtype = getattr(torch, TORCH_DTYPES[dt])
+
+    def nonzero(*s):
+        v = torch.rand(*s, device="cuda") * 1.75 + 0.25
+        sign = torch.randint(0, 2, s, device="cuda") * 2 - 1
+        return v * sign
+
+    rows = shape[:n_dim] + shape[n_dim + 1:]
+    dy = nonzero(*shape).to(dtype)
+    x = nonzero(*shape).to(dtype)
+    rstd = torch.rand(*rows, device="cuda") * 1.5 + 0.5
+    w = nonzero(c).to(dtype)
+    if kind == "layer":
+        mean = nonzero(*rows) * 0.5
+        return dy, x, mean, rstd, w
+    return dy, x, rstd, w
+
+
+def reference(torch, kind, n_dim, dy, x, *rest):
+    """dx, dw (, db) in float64: the norm's backward over dim n_dim."""
+    if kind == "layer":
+        mean, rstd, w = rest
+    else:
+        (rstd, w), mean = rest, None
+    shape = [1] * x.dim()
+    shape[n_dim] = -1
+    g, xd, wd = dy.double(), x.double(), w.double().reshape(shape)
+    r = rstd.double().unsqueeze(n_dim)
+    xhat = (xd - mean.double().unsqueeze(n_dim)) * r if kind == "layer" \
+        else xd * r
+    wg = g * wd
+    c1 = (wg * xhat).mean(n_dim, keepdim=True)
+    if kind == "layer":
+        dx = (wg - xhat * c1 - wg.mean(n_dim, keepdim=True)) * r
+    else:
+        dx = (wg - xhat * c1) * r
+    others = [d for d in range(x.dim()) if d != n_dim]
+    out = [dx, (g * xhat).sum(others)]
+    if kind == "layer":
+        out.append(g.sum(others))
+    return out
+
+
+def numerics(args):
+    import torch
+    from norm_opt import Library
+
+    failed = total = 0
+    tol = {"f32": 1e-5, "bf16": 1.6e-2}
+    for kind, dt, c, rank, n_dim in FUNCTIONS:
+        name = name_of(kind, dt, c, rank, n_dim)
+        fn = getattr(Library(os.path.join(args.dir, f"lib{name}.so")), name)
+        others = {3: [(1, 7), (3, 49), (2, 1000)],
+                  4: [(1, 3, 5), (4, 7, 9)]}[rank]
+        if args.quick:
+            others = others[:2]
+        if rank == 3 and n_dim == 1 and not args.quick:
+            others.append((32, dict(CONVNEXT).get(c, 49)))
+        for o in others:
+            shape = list(o)
+            shape.insert(n_dim, c)
+            ins = make_inputs(torch, kind, dt, c, shape, n_dim)
+            dtype = ins[0].dtype
+            runs = []
+            for _ in range(3):
+                outs = [torch.full(shape, float("nan"), dtype=dtype,
+                                   device="cuda")]
+                outs += [torch.full((c,), float("nan"), dtype=dtype,
+                                    device="cuda")
+                         for _ in range(2 if kind == "layer" else 1)]
+                fn(*ins, *outs)
+                runs.append(outs)
+            torch.cuda.synchronize()
+            ref = reference(torch, kind, n_dim, *ins)
+            case = f"{name} {tuple(shape)}"
+            for label, got, want in zip(("dx", "dw", "db"), runs[0], ref):
+                err = ((got.double() - want).norm() /
+                       want.norm().clamp_min(1e-30)).item()
+                ok = bool(torch.isfinite(got).all()) and err <= tol[dt]
+                total += 1
+                failed += not ok
+                print(f"{'PASS' if ok else 'FAIL'} {case} {label} "
+                      f"rel_l2={err:.2e}")
+            same = all(torch.equal(a, b) for r in runs[1:]
+                       for a, b in zip(runs[0][1:], r[1:]))
+            total += 1
+            failed += not same
+            print(f"{'PASS' if same else 'FAIL'} {case} dW/dB bitwise over 3 "
+                  "calls")
+    print(f"{total - failed} of {total} checks passed")
+    return 1 if failed else 0
+
+
+def benchmark(args):
+    import torch
+    from norm_opt import Library
+    from bench import Timer  # bench/bench.py, beside this script
+
+    timer = Timer(args.reps)
+    bandwidth = timer.copy_bandwidth()
+    print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s")
+
+    def math(dy, x, mean, rstd, w):
+        """The LayerNorm2d backward in plain torch (dim 1 normalised)."""
+        xf, g = x.float(), dy.float()
+        m, r = mean[:, None], rstd[:, None]
+        xhat = (xf - m) * r
+        wg = g * w.float()[None, :, None]
+        c1 = (wg * xhat).mean(1, keepdim=True)
+        c2 = wg.mean(1, keepdim=True)
+        dx = (wg - xhat * c1 - c2) * r
+        return (dx.to(x.dtype), (g * xhat).sum((0, 2)).to(w.dtype),
+                g.sum((0, 2)).to(w.dtype))
+
+    def native(dy, x, mean, rstd, w):
+        """torchvision's LayerNorm2d: permute to [B, S, C], layer_norm."""
+        b, c, s = x.shape
+        xp = x.permute(0, 2, 1).contiguous()
+        gp = dy.permute(0, 2, 1).contiguous()
+        dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+            gp, xp, [c], mean.reshape(b, s, 1), rstd.reshape(b, s, 1), w,
+            torch.zeros_like(w), [True, True, True])
+        return dx.permute(0, 2, 1), dw, db
+
+    compiled = torch.compile(math, dynamic=False)
+    rows = []
+    for dt in DTYPES:
+        esize = 4 if dt == "f32" else 2
+        for c, s in CONVNEXT:
+            name = name_of("layer", dt, c, 3, 1)
+            fn = getattr(Library(os.path.join(args.dir, f"lib{name}.so")),
+                         name)
+            shape = (32, c, s)
+            dy, x, mean, rstd, w = make_inputs(torch, "layer", dt, c,
+                                               list(shape), 1)
+            dx = torch.empty_like(x)
+            dw, db = torch.empty_like(w), torch.empty_like(w)
+            ref = reference(torch, "layer", 1, dy, x, mean, rstd, w)
+            fn(dy, x, mean, rstd, w, dx, dw, db)
+            err = max(((a.double() - r).norm() / r.norm()).item()
+                      for a, r in zip((dx, dw, db), ref))
+            m = 32 * s
+            floor = (3 * m * c * esize + 4 * c * esize + 8 * m) / bandwidth \
+                * 1e6
+            times = {
+                "ours": timer.graph_time(
+                    lambda: fn(dy, x, mean, rstd, w, dx, dw, db)),
+                "eager": timer.graph_time(lambda: math(dy, x, mean, rstd, w)),
+                "eager-native": timer.graph_time(
+                    lambda: native(dy, x, mean, rstd, w)),
+                "compile": timer.graph_time(
+                    lambda: compiled(dy, x, mean, rstd, w)),
+            }
+            rows.append((dt, c, s, floor, times, err))
+            print(f"layer {dt} 32x{c}x{s}: floor {floor:.1f} us, " +
+                  ", ".join(f"{k} {v:.1f}" for k, v in times.items()) +
+                  f", err {err:.1e}", flush=True)
+    print("\n| dtype | B x C x S | floor us | ours | torch eager (math) | "
+          "torch eager (permute + native) | torch.compile | ours SOL | "
+          "best peer / ours |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for dt, c, s, floor, t, err in rows:
+        best = min(t["eager"], t["eager-native"], t["compile"])
+        print(f"| {dt} | 32x{c}x{s} | {floor:.1f} | {t['ours']:.1f} | "
+              f"{t['eager']:.1f} | {t['eager-native']:.1f} | "
+              f"{t['compile']:.1f} | {floor / t['ours']:.2f} | "
+              f"{best / t['ours']:.2f} |")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", metavar="OUT")
+    ap.add_argument("--norm-opt", default="build/bin/norm-opt")
+    ap.add_argument("--dir", default=".carry/cf")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--reps", type=int, default=200)
+    args = ap.parse_args()
+    if args.build:
+        return build(args.build, args.norm_opt)
+    return benchmark(args) if args.bench else numerics(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+//===- StridedKernel.cpp - The main kernel of a channels-first domain -----===//
+//
+// Part of norm-opt. A domain whose N is not the last dim (`n_dim`: x
+// [B, C, S] normalised over C) has rows that are not contiguous: element
+// (row, n) of a contiguous tensor is at
+//
+//   (row / I) * N * I + row % I + n * I     (I: the dims after N)
+//
+// so consecutive rows are consecutive in memory and a row's columns are I
+// apart. The kernel is shaped for that layout (docs/gpu.md, "Channels-first
+// rows"):
+//
+//   tile t = 32 x V consecutive rows; lane l of every warp takes the V rows
+//     from (32t + l) x V, with V-wide loads (V = 1: the scalar kernel; the
+//     vector kernel needs I a multiple of V, so V rows share one outer
+//     index, and 16-byte aligned pointers, as the launcher checks)
+//   a CTA holds R groups of W warps; each group takes its own tiles (the
+//     same trip count everywhere, so barriers never diverge), its W warps
+//     split N: warp w takes columns w, w + W, ... (U of them per
+//     iteration, their loads issued together)
+//   row stages: a lane's f32 sums over its warp's columns -> shared slots
+//     [group][stage sum][warp][lane] -> every warp adds its group's W slots
+//     in warp order
+//   elementwise: results stored at (row, n), 32 x V contiguous elements per
+//     warp; column contributions summed over the lane's V rows, then over
+//     the warp's lanes by a shuffle-xor butterfly, then added by lane 0 into its group's shared
+//     accumulators [group][C][N] (each column owned by one warp: no races)
+//   the groups' accumulators added in group order -> the CTA's partial row
+//     of [C, P, N]; the final kernel adds the P rows in a fixed order
+//     (deterministic).
+//
+// Every load is a warp-wide coalesced access along the contiguous dim; the
+// second pass over a tile re-reads it (the tile, 32 rows x N x the full
+// inputs, stays in L2 between the passes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "MainKernel.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::norm;
+
+namespace {
+/// Elements per input a lane loads per loop iteration (the columns of an
+/// iteration x V rows), at least one column: enough in flight without
+/// spilling at 64 registers (1024 threads).
+constexpr int64_t kStridedLoadsInFlight = 8;
+} // namespace
+
+int64_t StridedKernelBuilder::unroll() const {
+  return std::max<int64_t>(1, kStridedLoadsInFlight / V);
+}
+
+LogicalResult StridedKernelBuilder::build(gpu::GPUFuncOp func) {
+  unpackArguments(func);
+  if (failed(cloneCaptures()))
+    return failure();
+  rowSlots = func.getWorkgroupAttributions()[0];
+  layoutSharedMemory(func);
+  colAcc = accSmem;
+  tid = threadId();
+  laneInWarp = arith::RemUIOp::create(b, loc, tid, c64(32));
+  W = G / 32;
+  group = arith::DivUIOp::create(b, loc, tid, c64(G));
+  warp = arith::RemUIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, tid, c64(32)), c64(W));
+  for (Region &stage : op.getRowStages())
+    maxSums = std::max<int64_t>(
+        maxSums, stage.front().getTerminator()->getNumOperands());
+  inner = strideIn.front();
+  rowStride = mul(cols, inner);
+  zero64 = c64(0);
+  one64 = c64(1);
+
+  if (numCol > 0)
+    sweepAccumulators(R, [&](Value idx) {
+      memref::StoreOp::create(b, loc, zeroF32(), colAcc, toIndex(idx));
+    });
+  gpu::BarrierOp::create(b, loc);
+  // Tile it * (P x R) + program of every group, it < ceil(tiles / (P x R)).
+  Value tiles = arith::CeilDivUIOp::create(b, loc, rows, c64(32 * V));
+  Value programs = mul(gridDim(), c64(R));
+  Value program = add(mul(blockId(), c64(R)), group);
+  Value iters = arith::CeilDivUIOp::create(b, loc, tiles, programs);
+  auto tileLoop = scf::ForOp::create(b, loc, zero64, iters, one64);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(tileLoop.getBody());
+    processTile(add(mul(tileLoop.getInductionVar(), programs), program));
+  }
+  gpu::BarrierOp::create(b, loc);
+  if (numCol > 0)
+    writePartialRow();
+  signalDependents();
+  if (plan.singleLaunch && numCol > 0)
+    emitSingleLaunchTail(func, gridDim());
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+void StridedKernelBuilder::sweepAccumulators(int64_t groups,
+                                             function_ref<void(Value)> body) {
+  int64_t count = groups * numCol * *plan.staticCols;
+  auto loop = scf::ForOp::create(b, loc, tid, c64(count), c64(G * R));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar());
+}
+
+void StridedKernelBuilder::processTile(Value tile) {
+  // The lane's V rows: all valid or none (rows is a multiple of V where
+  // V > 1, I being one).
+  Value first = mul(add(mul(tile, c64(32)), laneInWarp), c64(V));
+  rowValid = ult(first, rows);
+  Value clamped = minU(first, arith::SubIOp::create(b, loc, rows, c64(V)));
+  // Element offset of (row, column 0).
+  Value outer = arith::DivUIOp::create(b, loc, clamped, inner);
+  Value within = arith::RemUIOp::create(b, loc, clamped, inner);
+  rowBase = add(mul(outer, rowStride), within);
+  SmallVector<RowState> lanes(V);
+  for (int64_t v = 0; v < V; ++v)
+    lanes[v].inputs = loadRowInputs(add(clamped, c64(v)));
+  for (Region &stage : op.getRowStages())
+    reduceStage(stage, lanes);
+  columnPass(lanes);
+}
+
+StridedKernelBuilder::Columns StridedKernelBuilder::loadColumns(Value first) {
+  Columns c;
+  for (int64_t u = 0; u < unroll(); ++u) {
+    Value n = add(first, c64(u * W));
+    c.valid.push_back(ult(n, cols));
+    Value column = minU(n, c64(*plan.staticCols - 1));
+    c.column.push_back(column);
+    Value at = add(rowBase, mul(column, inner));
+    SmallVector<SmallVector<Value>> full;
+    SmallVector<Value> colVals;
+    for (auto [i, in] : llvm::enumerate(fullIn))
+      full.push_back(load(in, elementTypeOf(op.getFull()[i]), at, V));
+    for (auto [j, in] : llvm::enumerate(colIn))
+      colVals.push_back(load(in, elementTypeOf(op.getCol()[j]), column, 1)[0]);
+    c.full.push_back(full);
+    c.col.push_back(colVals);
+  }
+  return c;
+}
+
+SmallVector<Value> StridedKernelBuilder::argsAt(const RowState &row,
+                                                const Columns &c, int64_t u,
+                                                int64_t v) {
+  SmallVector<Value> args;
+  for (const SmallVector<Value> &in : c.full[u])
+    args.push_back(in[v]);
+  llvm::append_range(args, row.inputs);
+  llvm::append_range(args, c.col[u]);
+  llvm::append_range(args, row.results);
+  return args;
+}
+
+scf::ForOp StridedKernelBuilder::columnLoop(ValueRange init) {
+  return scf::ForOp::create(b, loc, warp, cols, c64(W * unroll()), init);
+}
+
+void StridedKernelBuilder::reduceStage(Region &stage,
+                                       MutableArrayRef<RowState> lanes) {
+  auto yieldTypes = stage.front().getTerminator()->getOperandTypes();
+  int64_t numSums = yieldTypes.size();
+  SmallVector<Value> init(numSums * V, zeroF32());
+  scf::ForOp loop = columnLoop(init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Columns c = loadColumns(loop.getInductionVar());
+    SmallVector<Value> sums(loop.getRegionIterArgs());
+    for (int64_t u = 0; u < unroll(); ++u)
+      for (int64_t v = 0; v < V; ++v) {
+        SmallVector<Value> contrib =
+            inlineRegion(stage, argsAt(lanes[v], c, u, v));
+        for (auto [j, x] : llvm::enumerate(contrib)) {
+          Value &sum = sums[v * numSums + j];
+          sum = arith::AddFOp::create(b, loc, sum, select(c.valid[u], toF32(x)));
+        }
+      }
+    scf::YieldOp::create(b, loc, sums);
+  }
+  if (W == 1) { // one warp per tile: a lane's sums are its rows'
+    for (int64_t v = 0; v < V; ++v)
+      for (auto [j, type] : llvm::enumerate(yieldTypes))
+        lanes[v].results.push_back(
+            fromF32(loop.getResult(v * numSums + j), type));
+    return;
+  }
+  // The warps' sums of each row, added in warp order by every warp.
+  auto slot = [&](int64_t j, Value w, int64_t v) {
+    Value groupBase = mul(group, c64(maxSums * W));
+    Value lane = add(mul(add(groupBase, add(c64(j * W), w)), c64(32)),
+                     laneInWarp);
+    return toIndex(add(mul(lane, c64(V)), c64(v)));
+  };
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t j = 0; j < numSums; ++j)
+      memref::StoreOp::create(b, loc, loop.getResult(v * numSums + j),
+                              rowSlots, slot(j, warp, v));
+  gpu::BarrierOp::create(b, loc);
+  for (int64_t v = 0; v < V; ++v)
+    for (auto [j, type] : llvm::enumerate(yieldTypes)) {
+      Value total;
+      for (int64_t w = 0; w < W; ++w) {
+        Value part =
+            memref::LoadOp::create(b, loc, rowSlots, slot(j, c64(w), v));
+        total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
+                      : part;
+      }
+      lanes[v].results.push_back(fromF32(total, type));
+    }
+  gpu::BarrierOp::create(b, loc); // the slots are reused by the next stage
+}
+
+void StridedKernelBuilder::columnPass(ArrayRef<RowState> lanes) {
+  scf::ForOp loop = columnLoop({});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Columns c = loadColumns(loop.getInductionVar());
+  Value isLane0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        laneInWarp, zero64);
+  for (int64_t u = 0; u < unroll(); ++u) {
+    SmallVector<SmallVector<Value>> outs(fullOut.size());
+    SmallVector<Value> contribs(numCol);
+    for (int64_t v = 0; v < V; ++v) {
+      SmallVector<Value> args = argsAt(lanes[v], c, u, v);
+      for (auto [i, x] : llvm::enumerate(inlineRegion(op.getElementwise(), args)))
+        outs[i].push_back(x);
+      // The lane's V rows in order.
+      for (auto [k, x] : llvm::enumerate(inlineRegion(op.getColumns(), args)))
+        contribs[k] = contribs[k] ? arith::AddFOp::create(b, loc, contribs[k],
+                                                          toF32(x))
+                                        .getResult()
+                                  : toF32(x);
+    }
+    Value live = arith::AndIOp::create(b, loc, rowValid, c.valid[u]);
+    for (Value &x : contribs)
+      x = select(live, x);
+    Value at = add(rowBase, mul(c.column[u], inner));
+    ifThen(live, [&] {
+      for (auto [i, out] : llvm::enumerate(fullOut))
+        store(out, elementTypeOf(op.getFullResults()[i]), at, outs[i]);
+    });
+    // The warp's lanes, in a fixed order; lane 0 owns the column's
+    // accumulators of its group.
+    reduceWithinWarp(contribs);
+    ifThen(arith::AndIOp::create(b, loc, isLane0, c.valid[u]), [&] {
+      for (auto [k, x] : llvm::enumerate(contribs)) {
+        Value idx = toIndex(add(mul(add(mul(group, c64(numCol)), c64(k)),
+                                    c64(*plan.staticCols)),
+                                c.column[u]));
+        Value old = memref::LoadOp::create(b, loc, colAcc, idx);
+        memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, old, x),
+                                colAcc, idx);
+      }
+    });
+  }
+}
+
+void StridedKernelBuilder::writePartialRow() {
+  int64_t n = *plan.staticCols, groupSize = numCol * n;
+  sweepAccumulators(1, [&](Value idx) {
+    Value c = arith::DivUIOp::create(b, loc, idx, c64(n));
+    Value column = arith::RemUIOp::create(b, loc, idx, c64(n));
+    Value at = add(mul(add(mul(c, gridDim()), blockId()), c64(n)), column);
+    Value v;
+    for (int64_t g = 0; g < R; ++g) {
+      Value part = memref::LoadOp::create(
+          b, loc, colAcc, toIndex(add(idx, c64(g * groupSize))));
+      v = v ? arith::AddFOp::create(b, loc, v, part).getResult() : part;
+    }
+    store(partial, f32, at, {v});
+  });
+}
