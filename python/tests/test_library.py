@@ -6,6 +6,7 @@ driver of unittests/RuntimeFakeCuda) comes back as NormRuntimeError with
 normrt_last_error()."""
 
 import ctypes
+import json
 import os
 import shutil
 import types
@@ -13,7 +14,7 @@ import unittest
 
 import norm_opt
 from norm_opt import (ArgumentError, LibraryNotFoundError, NormRuntimeError,
-                      SignatureError, parse_header)
+                      SignatureError, parse_header, parse_json)
 from tests.support import (Device, FakeTensor, fixture_library, require_env,
                            scratch)
 
@@ -192,6 +193,68 @@ class LeadingDims(unittest.TestCase):
         with self.assertRaisesRegex(ArgumentError, r"arg1 .*must have shape "
                                     r"\(2, 4\) \(the rows of arg0\)"):
             self.fn.arguments(*args, stream=0)
+
+
+def channels_first_json():
+    """The JSON signature of f(x [?, 64, ?] bf16, rstd [?, ?]) -> (dx, dw)
+    over N = dim 1 (norm-opt compile writes this layout)."""
+    def full(name, role, index):
+        return {"name": name, "role": role, "index": index,
+                "type": "tensor<?x64x?xbf16>", "dtype": "bf16",
+                "element_bytes": 2, "shape": [-1, 64, -1],
+                "layout": "channels_first", "col_stride": name + "_col_stride",
+                "domain": 0}
+    return json.dumps({
+        "format": "norm-opt-library", "version": 1, "functions": [{
+            "name": "f",
+            "tensors": [
+                full("arg0", "input", 0),
+                {"name": "arg1", "role": "input", "index": 1,
+                 "type": "tensor<?x?xf32>", "dtype": "f32", "element_bytes": 4,
+                 "shape": [-1, -1], "layout": "rows", "domain": 0},
+                full("res0", "output", 0),
+                {"name": "res1", "role": "output", "index": 1,
+                 "type": "tensor<64xbf16>", "dtype": "bf16",
+                 "element_bytes": 2, "shape": [64], "layout": "cols",
+                 "domain": 0}],
+            "domains": [{"rows": "rows", "cols": "cols", "n_dim": 1}],
+            "params": ["arg0", "arg1", "res0", "res1", "rows", "cols",
+                       "arg0_col_stride", "res0_col_stride", "stream"]}]})
+
+
+class ChannelsFirst(unittest.TestCase):
+    """x [B, C, S] normalised over C: rows = B x S, cols = C, and each full
+    tensor's column stride S; the tensors must be contiguous."""
+
+    def setUp(self):
+        sig = parse_json(channels_first_json())["f"]
+        self.fn = norm_opt.Function(None, sig, types.SimpleNamespace())
+
+    def args(self, x=None, rows=None):
+        return [x or FakeTensor((3, 64, 5), "bfloat16"),
+                rows or FakeTensor((3, 5)),
+                FakeTensor((3, 64, 5), "bfloat16"),
+                FakeTensor((64,), "bfloat16")]
+
+    def test_arguments(self):
+        self.assertEqual(self.fn.arguments(*self.args(), stream=0)[4:],
+                         [15, 64, 5, 5, 0])
+
+    def test_not_contiguous(self):
+        x = FakeTensor((3, 64, 5), "bfloat16", strides=(64 * 8, 8, 1))
+        with self.assertRaisesRegex(ArgumentError, "arg0 .*must be "
+                                    "contiguous .*channels-first"):
+            self.fn.arguments(*self.args(x), stream=0)
+
+    def test_rows_shape(self):
+        with self.assertRaisesRegex(ArgumentError, r"arg1 .*must have shape "
+                                    r"\(3, 5\)"):
+            self.fn.arguments(*self.args(rows=FakeTensor((5, 3))), stream=0)
+
+    def test_header_only_refused(self):
+        with self.assertRaisesRegex(SignatureError, "channels-first group; "
+                                    "load it with its JSON signature"):
+            parse_header(RANK3.replace("arg0_row_stride", "arg0_col_stride"))
 
 
 class Loading(unittest.TestCase):

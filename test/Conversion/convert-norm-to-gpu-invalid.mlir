@@ -24,3 +24,23 @@ func.func @captured(%x: tensor<4x8xf32>, %scale: f32, %init: tensor<8xf32>) -> (
   } -> full(tensor<4x8xf32>) col(tensor<8xf32>)
   return %dx, %dw : tensor<4x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Channels-first (n_dim): a run-time N cannot take the strided kernel (its accumulators are sized
+// by N): a located error.
+func.func @dynamic_n(%x: tensor<4x?x8xf32>, %r: tensor<4x8xf32>, %z: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{cannot map onto the GPU: a channels-first domain (N = dim 1 of 'tensor<4x?x8xf32>') needs a static N}}
+  %c = norm.mixed_reduction full(%x : tensor<4x?x8xf32>) row(%r : tensor<4x8xf32>) col_init(%z : tensor<?xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %s: f32):
+    norm.yield %a : f32
+  } {n_dim = 1 : i64} -> col(tensor<?xf32>)
+  return %c : tensor<?xf32>
+}

@@ -95,8 +95,10 @@ struct ConvertNormToGPUPass
     std::string text;
     llvm::raw_string_ostream os(text);
     if (plan.stridedRows) {
-      os << "channels-first rows: a lane per row, "
-         << plan.threadsPerRow / 32 << " warps splitting N, CTAs per SM: ";
+      os << "channels-first rows: " << plan.vector
+         << " rows per lane (1 in the scalar kernel), "
+         << plan.threadsPerRow / 32 << " warps splitting N, "
+         << plan.rowsPerCTA << " tiles per CTA, CTAs per SM: ";
       if (plan.programsPerSM)
         os << plan.programsPerSM;
       else
