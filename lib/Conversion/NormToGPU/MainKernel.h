@@ -348,6 +348,8 @@ private:
   void writePartialRow();
   /// Columns per loop iteration of a warp.
   int64_t unroll() const;
+  /// Synchronises the W warps of the thread's group.
+  void groupBarrier();
 
   int64_t W = 1;                 // warps per CTA, splitting N
   Value laneInWarp, warp;        // i64

@@ -37,6 +37,7 @@
 
 #include "MainKernel.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -51,6 +52,19 @@ constexpr int64_t kStridedLoadsInFlight = 8;
 
 int64_t StridedKernelBuilder::unroll() const {
   return std::max<int64_t>(1, kStridedLoadsInFlight / V);
+}
+
+void StridedKernelBuilder::groupBarrier() {
+  // A named barrier per group (ids 1..R; 0 is the CTA's), so the groups'
+  // phases need not line up; the CTA barrier where ids run out.
+  if (R == 1 || R >= 16) {
+    gpu::BarrierOp::create(b, loc);
+    return;
+  }
+  Value id = arith::TruncIOp::create(b, loc, i32, add(group, one64));
+  Value threads = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(G));
+  NVVM::BarrierOp::create(b, loc, Type(), id, threads,
+                          NVVM::BarrierReductionAttr(), Value());
 }
 
 LogicalResult StridedKernelBuilder::build(gpu::GPUFuncOp func) {
@@ -203,7 +217,7 @@ void StridedKernelBuilder::reduceStage(Region &stage,
     for (int64_t j = 0; j < numSums; ++j)
       memref::StoreOp::create(b, loc, loop.getResult(v * numSums + j),
                               rowSlots, slot(j, warp, v));
-  gpu::BarrierOp::create(b, loc);
+  groupBarrier();
   for (int64_t v = 0; v < V; ++v)
     for (auto [j, type] : llvm::enumerate(yieldTypes)) {
       Value total;
@@ -215,7 +229,7 @@ void StridedKernelBuilder::reduceStage(Region &stage,
       }
       lanes[v].results.push_back(fromF32(total, type));
     }
-  gpu::BarrierOp::create(b, loc); // the slots are reused by the next stage
+  groupBarrier(); // the slots are reused by the next stage
 }
 
 void StridedKernelBuilder::columnPass(ArrayRef<RowState> lanes) {
