@@ -53,6 +53,18 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
       static N = C, reading N at run time (any N <= C; chunks past the row
       masked); the launcher takes the smallest tier that holds N, the
       looped kernels above the last.
+    - A channels-first op (`n_dim`: N is not the last dim, its rows are
+      not contiguous; static N): `_main` and `_main_scalar` are the strided
+      kernel instead. A lane takes `vector` consecutive rows (one in
+      `_main_scalar`, for I not a multiple of it), a warp 32 lanes of
+      them (a tile), and the `threads-per-row / 32` warps of a group split
+      the tile's N columns, each walking its columns with coalesced loads
+      along the contiguous dim; a CTA holds `rows-per-cta` groups. Row
+      sums go through per-warp slots in shared memory; column sums through
+      a butterfly over the warp's lanes into per-group accumulators in
+      dynamic shared memory, added in group order into the CTA's partial
+      row. Elements of a column are I apart (the dims after N), which the
+      kernel takes in the row-stride parameters.
     - `_final`: the fixed-order reduction of the partial buffer (the
       two-launch path; the same order as the single-launch tail), plus the
       initial value, plus a trailing elementwise epilogue of the column

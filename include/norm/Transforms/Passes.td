@@ -73,6 +73,14 @@ def NormFuseMixedReductions
     row stages). Unit dims read with a constant-0 map (keepdim statistics,
     TOSA's `tensor.expand_shape` after `linalg.reduce`) are looked through.
 
+    N need not be the last dim. A channels-first norm (ConvNeXt's
+    LayerNorm2d: x `[B, C, S]` normalised over C) has row reductions with
+    one `reduction` iterator in the middle and column reductions with one
+    `parallel` iterator there; the group's op records N's dim as `n_dim`,
+    and its row inputs are the other dims in order (`[B, S]`). Per domain
+    the groups over each N are formed separately (the last dim first); at
+    rank 2 N is the last dim (one reduced loop of two reads either way).
+
     Each group becomes one `norm.mixed_reduction` whose regions hold the
     cloned scalar payloads; the group's ops and the helpers only they used
     are erased. Everything else stays exactly as it was. A group is left
@@ -156,6 +164,10 @@ def NormPartialAccumulate : Pass<"norm-partial-accumulate"> {
     A domain that is statically empty (N = 0, or a leading dim of size 0)
     has nothing to loop over: the full results become `tensor.empty` and
     the column results are their initial values.
+
+    A channels-first op (`n_dim`) is transposed to `[rows..., N]` first
+    (`linalg.transpose` of its full inputs) and its full results back: the
+    portable reference path; the GPU kernels read such a domain in place.
   }];
   let options = [
     Option<"programs", "programs", "int64_t", /*default=*/"8",
