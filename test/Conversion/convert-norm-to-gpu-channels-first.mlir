@@ -8,19 +8,19 @@
 // (A run-time N is refused: convert-norm-to-gpu-invalid.mlir.)
 
 // LayerNorm2d's backward, f32 x [B, 96, S]: dx, dW, dB.
-// The plan: 16 warps of 32 rows x 4 per lane split N (6 columns each), two
-// such groups per CTA of 1024 threads, their [2][2][96] f32 accumulators
+// The plan: 8 warps of 32 rows x 4 per lane split N (12 columns each), two
+// such groups per CTA of 512 threads, their [2][2][96] f32 accumulators
 // in dynamic shared memory; one cooperative launch where it fits.
 // CHECK-LABEL: func.func @layer_cf
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "layer_cf_0", vector = 4,
-// CHECK-SAME:      threads_per_row = 512, rows_per_cta = 2, chunks_per_thread = 0,
-// CHECK-SAME:      block = 1024, combine_in_cta = true, single_launch = true,
-// CHECK-SAME:      final_threads = 1024, dynamic_shared_bytes = 1536
+// CHECK-SAME:      threads_per_row = 256, rows_per_cta = 2, chunks_per_thread = 0,
+// CHECK-SAME:      block = 512, combine_in_cta = true, single_launch = true,
+// CHECK-SAME:      final_threads = 512, dynamic_shared_bytes = 1536
 // CHECK:       gpu.module @norm_kernels
 // The vector kernel (4 rows per lane: I a multiple of 4), the scalar one,
 // the final kernel of the two-launch path.
 // CHECK:         gpu.func @layer_cf_0_main(
-// CHECK-SAME:      workgroup(%{{.*}} : memref<8192xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-SAME:      workgroup(%{{.*}} : memref<4096xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // Loads of 4 consecutive rows of one column, I elements apart per column.
 // CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // CHECK:           gpu.shuffle  xor
@@ -31,7 +31,7 @@
 // OPTS-SAME:       threads_per_row = 128, rows_per_cta = 4,
 // OPTS-NOT:      gpu.func @layer_cf_0_main(
 // OPTS:          gpu.func @layer_cf_0_main_scalar(
-// REMARK: remark: GPU kernels layer_cf_0: channels-first rows: 4 rows per lane (1 in the scalar kernel), 16 warps splitting N, 2 tiles per CTA, CTAs per SM: occupancy
+// REMARK: remark: GPU kernels layer_cf_0: channels-first rows: 4 rows per lane (1 in the scalar kernel), 8 warps splitting N, 2 tiles per CTA, CTAs per SM: occupancy
 // LAUNCH-LABEL: func.func @layer_cf
 // rows = B x S, the column stride I = S, every tensor checked for it.
 // LAUNCH:         %[[B:.*]] = tensor.dim %{{.*}}, %c0 : tensor<?x96x?xf32>
@@ -42,7 +42,7 @@
 // full inputs and dx.
 // LAUNCH:         gpu.launch_func async [%{{.*}}] @norm_kernels::@layer_cf_0_main_scalar
 // LAUNCH:         gpu.launch_func async [%{{.*}}] @norm_kernels::@layer_cf_0_main blocks
-// LAUNCH:         gpu.launch_func async [%{{.*}}] @norm_kernels::@layer_cf_0_main_scalar blocks in (%{{.*}}, %c1, %c1) threads in (%c1024, %c1, %c1) dynamic_shared_memory_size %c1536_i32 args({{.*}}, %c96_i64 : i64, %[[I:.*]] : i64, %[[I]] : i64, %[[I]] : i64,
+// LAUNCH:         gpu.launch_func async [%{{.*}}] @norm_kernels::@layer_cf_0_main_scalar blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1) dynamic_shared_memory_size %c1536_i32 args({{.*}}, %c96_i64 : i64, %[[I:.*]] : i64, %[[I]] : i64, %[[I]] : i64,
 func.func @layer_cf(%x: tensor<?x96x?xf32>, %dy: tensor<?x96x?xf32>, %mean: tensor<?x?xf32>, %rstd: tensor<?x?xf32>, %w: tensor<96xf32>, %z: tensor<96xf32>) -> (tensor<?x96x?xf32>, tensor<96xf32>, tensor<96xf32>) {
   %n = arith.constant 96.0 : f32
   %dx, %dw, %db = norm.mixed_reduction full(%x, %dy : tensor<?x96x?xf32>, tensor<?x96x?xf32>) row(%mean, %rstd : tensor<?x?xf32>, tensor<?x?xf32>) col(%w : tensor<96xf32>) col_init(%z, %z : tensor<96xf32>, tensor<96xf32>)

@@ -66,11 +66,12 @@ constexpr int64_t kMaxClusterAsyncStages = 2;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
 
-/// Channels-first rows (planStridedRows): the warps of a tile split N so
-/// each walks about this many columns (a short chain of loads per pass);
-/// the CTA's 32 warps take 32 / W tiles at once.
-constexpr int64_t kStridedColumnsPerWarp = 8;
-constexpr int64_t kStridedWarpsPerCTA = 32;
+/// Channels-first rows (planStridedRows; perf-notes, "Channels-first
+/// rows"): the W warps of a tile split N so each walks about this many
+/// columns (a few iterations per pass), at most 16 of them; a CTA of 16
+/// warps (512 threads) takes 16 / W tiles at once.
+constexpr int64_t kStridedColumnsPerWarp = 12;
+constexpr int64_t kStridedWarpsPerCTA = 16;
 constexpr int64_t kStridedRowsPerLane = 4;
 
 /// planKernel's steps, in order; each fills its fields of `plan`.
