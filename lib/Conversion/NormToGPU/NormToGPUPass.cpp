@@ -94,16 +94,20 @@ struct ConvertNormToGPUPass
   static std::string describe(const KernelPlan &plan) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    if (plan.stridedRows) {
-      os << "channels-first rows: " << plan.vector
-         << " rows per lane (1 in the scalar kernel), "
-         << plan.threadsPerRow / 32 << " warps splitting N, "
-         << plan.rowsPerCTA << " tiles per CTA, CTAs per SM: ";
+    auto ctasPerSM = [&] {
+      os << "CTAs per SM: ";
       if (plan.programsPerSM)
         os << plan.programsPerSM;
       else
         os << "occupancy";
       return text;
+    };
+    if (plan.stridedRows) {
+      os << "channels-first rows: " << plan.vector
+         << " rows per lane (1 in the scalar kernel), "
+         << plan.threadsPerRow / 32 << " warps splitting N, "
+         << plan.rowsPerCTA << " tiles per CTA, ";
+      return ctasPerSM();
     }
     os << (plan.resident() ? "resident" : "looped");
     if (plan.tierCols)
@@ -125,12 +129,8 @@ struct ConvertNormToGPUPass
       os << ", cp.async.bulk ring of " << plan.bulkStages << " rows";
     os << (plan.singleLaunch ? ", single launch" : "")
        << (plan.dependentLaunch ? ", dependent final launch" : "") << ", ~"
-       << plan.estimatedRegisters << " registers, CTAs per SM: ";
-    if (plan.programsPerSM)
-      os << plan.programsPerSM;
-    else
-      os << "occupancy";
-    return text;
+       << plan.estimatedRegisters << " registers, ";
+    return ctasPerSM();
   }
 
   gpu::GPUFuncOp makeKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
