@@ -3,35 +3,41 @@
 // its plan, its launch.
 // RUN: norm-opt %s --convert-norm-to-gpu | FileCheck %s
 // RUN: norm-opt %s --convert-norm-to-gpu="threads-per-row=128 rows-per-cta=4 vector-bytes=4" | FileCheck %s --check-prefix=OPTS
+// RUN: norm-opt %s --convert-norm-to-gpu="max-resident-elements=8" | FileCheck %s --check-prefix=LOOPED
 // RUN: norm-opt %s --convert-norm-to-gpu="remarks=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // RUN: norm-opt %s --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=LAUNCH
 // (A run-time N is refused: convert-norm-to-gpu-invalid.mlir.)
 
 // LayerNorm2d's backward, f32 x [B, 96, S]: dx, dW, dB.
-// The plan: 8 warps of 32 rows x 4 per lane split N (12 columns each), two
+// The plan: 8 warps of 32 rows x 2 per lane split N, each holding its 12
+// columns in registers between the passes (12 x 2 values per input), two
 // such groups per CTA of 512 threads, their [2][2][96] f32 accumulators
 // in dynamic shared memory; one cooperative launch where it fits.
 // CHECK-LABEL: func.func @layer_cf
-// CHECK:         norm.gpu = #norm.kernel_plan<kernel = "layer_cf_0", vector = 4,
-// CHECK-SAME:      threads_per_row = 256, rows_per_cta = 2, chunks_per_thread = 0,
+// CHECK:         norm.gpu = #norm.kernel_plan<kernel = "layer_cf_0", vector = 2,
+// CHECK-SAME:      threads_per_row = 256, rows_per_cta = 2, chunks_per_thread = 12,
 // CHECK-SAME:      block = 512, combine_in_cta = true, single_launch = true,
 // CHECK-SAME:      final_threads = 512, dynamic_shared_bytes = 1536
 // CHECK:       gpu.module @norm_kernels
-// The vector kernel (4 rows per lane: I a multiple of 4), the scalar one,
+// The vector kernel (2 rows per lane: I a multiple of 2), the scalar one,
 // the final kernel of the two-launch path.
 // CHECK:         gpu.func @layer_cf_0_main(
-// CHECK-SAME:      workgroup(%{{.*}} : memref<4096xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// Loads of 4 consecutive rows of one column, I elements apart per column.
-// CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK-SAME:      workgroup(%{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// Loads of 2 consecutive rows of one column, I elements apart per column.
+// CHECK:           llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
 // CHECK:           gpu.shuffle  xor
 // CHECK:         gpu.func @layer_cf_0_main_scalar(
 // CHECK:         gpu.func @layer_cf_0_final(
 // OPTS-LABEL:  func.func @layer_cf
 // OPTS:          norm.gpu = #norm.kernel_plan<kernel = "layer_cf_0", vector = 1,
-// OPTS-SAME:       threads_per_row = 128, rows_per_cta = 4,
+// OPTS-SAME:       threads_per_row = 128, rows_per_cta = 4, chunks_per_thread = 24,
 // OPTS-NOT:      gpu.func @layer_cf_0_main(
 // OPTS:          gpu.func @layer_cf_0_main_scalar(
-// REMARK: remark: GPU kernels layer_cf_0: channels-first rows: 4 rows per lane (1 in the scalar kernel), 8 warps splitting N, 2 tiles per CTA, CTAs per SM: occupancy
+// REMARK: remark: GPU kernels layer_cf_0: channels-first rows: 2 rows per lane (1 in the scalar kernel), 8 warps splitting N, 2 tiles per CTA, 12 columns per warp held, CTAs per SM: occupancy
+// max-resident-elements below 12 columns x 1 row: no held columns, each
+// pass loops over the warp's columns, 16 / 4 of them per iteration.
+// LOOPED:        norm.gpu = #norm.kernel_plan<kernel = "layer_cf_0", vector = 4,
+// LOOPED-SAME:     threads_per_row = 256, rows_per_cta = 2, chunks_per_thread = 0,
 // LAUNCH-LABEL: func.func @layer_cf
 // rows = B x S, the column stride I = S, every tensor checked for it.
 // LAUNCH:         %[[B:.*]] = tensor.dim %{{.*}}, %c0 : tensor<?x96x?xf32>

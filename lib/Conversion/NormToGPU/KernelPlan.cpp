@@ -73,6 +73,9 @@ constexpr int64_t kMinRingLanes = 16;
 constexpr int64_t kStridedColumnsPerWarp = 12;
 constexpr int64_t kStridedWarpsPerCTA = 16;
 constexpr int64_t kStridedRowsPerLane = 4;
+/// Held columns (K x V values per full input per lane), at most: 48
+/// spilled 300-1900 bytes (perf-notes, "Channels-first rows").
+constexpr int64_t kStridedHeldElements = 24;
 
 /// planKernel's steps, in order; each fills its fields of `plan`.
 class KernelPlanner {
@@ -118,6 +121,20 @@ private:
       widest = std::max(widest, elementBytes(v.getType()));
     plan.vector = std::clamp<int64_t>(options.vectorBytes / widest, 1,
                                       kStridedRowsPerLane);
+    // Held columns: a warp's K columns of its V rows stay in registers
+    // from the first pass to the second (no reload), at the widest V with
+    // K x V <= max-resident-elements (0: kStridedHeldElements) per input.
+    int64_t k = llvm::divideCeil(*plan.staticCols, warps);
+    int64_t held = options.maxResidentElements > 0
+                       ? options.maxResidentElements
+                       : kStridedHeldElements;
+    for (int64_t v = plan.vector; v >= 1; v /= 2) {
+      if (k * v <= held) {
+        plan.vector = v;
+        plan.chunksPerThread = k;
+        break;
+      }
+    }
     plan.combineInCTA = true;
     // The grid's partial rows reduced after a grid barrier where the
     // launch can be cooperative (one CTA per SM), else by the final kernel.

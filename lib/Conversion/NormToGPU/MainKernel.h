@@ -342,9 +342,15 @@ private:
   /// Region arguments of the lane's row v at column u.
   SmallVector<Value> argsAt(const RowState &row, const Columns &c, int64_t u,
                             int64_t v);
-  /// `lanes`: the state of each of the lane's V rows.
-  void reduceStage(Region &stage, MutableArrayRef<RowState> lanes);
-  void columnPass(ArrayRef<RowState> lanes);
+  /// `lanes`: the state of each of the lane's V rows; `held`: the warp's
+  /// columns, loaded once (else each pass loops over them, loading).
+  SmallVector<Value> stageSums(Region &stage, ArrayRef<RowState> lanes,
+                               const Columns *held);
+  void reduceStage(Region &stage, MutableArrayRef<RowState> lanes,
+                   const Columns *held);
+  void columnPass(ArrayRef<RowState> lanes, const Columns *held);
+  /// dx and the column sums of the columns `c`.
+  void finishColumns(ArrayRef<RowState> lanes, const Columns &c);
   void writePartialRow();
   /// Columns per loop iteration of a warp.
   int64_t unroll() const;

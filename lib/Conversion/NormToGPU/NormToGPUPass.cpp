@@ -107,6 +107,8 @@ struct ConvertNormToGPUPass
          << " rows per lane (1 in the scalar kernel), "
          << plan.threadsPerRow / 32 << " warps splitting N, "
          << plan.rowsPerCTA << " tiles per CTA, ";
+      if (plan.chunksPerThread > 0)
+        os << plan.chunksPerThread << " columns per warp held, ";
       return ctasPerSM();
     }
     os << (plan.resident() ? "resident" : "looped");

@@ -51,6 +51,9 @@ constexpr int64_t kStridedLoadsInFlight = 16;
 } // namespace
 
 int64_t StridedKernelBuilder::unroll() const {
+  // Held columns: all of a warp's at once.
+  if (plan.chunksPerThread > 0)
+    return plan.chunksPerThread;
   return std::max<int64_t>(1, kStridedLoadsInFlight / V);
 }
 
@@ -136,9 +139,14 @@ void StridedKernelBuilder::processTile(Value tile) {
   SmallVector<RowState> lanes(V);
   for (int64_t v = 0; v < V; ++v)
     lanes[v].inputs = loadRowInputs(add(clamped, c64(v)));
+  // Held columns (plan.chunksPerThread): the warp's K columns loaded once,
+  // for every stage and the second pass.
+  std::optional<Columns> held;
+  if (plan.chunksPerThread > 0)
+    held = loadColumns(warp);
   for (Region &stage : op.getRowStages())
-    reduceStage(stage, lanes);
-  columnPass(lanes);
+    reduceStage(stage, lanes, held ? &*held : nullptr);
+  columnPass(lanes, held ? &*held : nullptr);
 }
 
 StridedKernelBuilder::Columns StridedKernelBuilder::loadColumns(Value first) {
@@ -177,17 +185,11 @@ scf::ForOp StridedKernelBuilder::columnLoop(ValueRange init) {
   return scf::ForOp::create(b, loc, warp, cols, c64(W * unroll()), init);
 }
 
-void StridedKernelBuilder::reduceStage(Region &stage,
-                                       MutableArrayRef<RowState> lanes) {
-  auto yieldTypes = stage.front().getTerminator()->getOperandTypes();
-  int64_t numSums = yieldTypes.size();
-  SmallVector<Value> init(numSums * V, zeroF32());
-  scf::ForOp loop = columnLoop(init);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Columns c = loadColumns(loop.getInductionVar());
-    SmallVector<Value> sums(loop.getRegionIterArgs());
+SmallVector<Value> StridedKernelBuilder::stageSums(Region &stage,
+                                                  ArrayRef<RowState> lanes,
+                                                  const Columns *held) {
+  int64_t numSums = stage.front().getTerminator()->getNumOperands();
+  auto addColumns = [&](const Columns &c, SmallVector<Value> sums) {
     for (int64_t u = 0; u < unroll(); ++u)
       for (int64_t v = 0; v < V; ++v) {
         SmallVector<Value> contrib =
@@ -197,13 +199,30 @@ void StridedKernelBuilder::reduceStage(Region &stage,
           sum = arith::AddFOp::create(b, loc, sum, select(c.valid[u], toF32(x)));
         }
       }
-    scf::YieldOp::create(b, loc, sums);
-  }
+    return sums;
+  };
+  SmallVector<Value> init(numSums * V, zeroF32());
+  if (held)
+    return addColumns(*held, init);
+  scf::ForOp loop = columnLoop(init);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Columns c = loadColumns(loop.getInductionVar());
+  scf::YieldOp::create(
+      b, loc, addColumns(c, SmallVector<Value>(loop.getRegionIterArgs())));
+  return SmallVector<Value>(loop.getResults());
+}
+
+void StridedKernelBuilder::reduceStage(Region &stage,
+                                       MutableArrayRef<RowState> lanes,
+                                       const Columns *held) {
+  auto yieldTypes = stage.front().getTerminator()->getOperandTypes();
+  int64_t numSums = yieldTypes.size();
+  SmallVector<Value> sums = stageSums(stage, lanes, held);
   if (W == 1) { // one warp per tile: a lane's sums are its rows'
     for (int64_t v = 0; v < V; ++v)
       for (auto [j, type] : llvm::enumerate(yieldTypes))
-        lanes[v].results.push_back(
-            fromF32(loop.getResult(v * numSums + j), type));
+        lanes[v].results.push_back(fromF32(sums[v * numSums + j], type));
     return;
   }
   // The warps' sums of each row, added in warp order by every warp.
@@ -215,8 +234,8 @@ void StridedKernelBuilder::reduceStage(Region &stage,
   };
   for (int64_t v = 0; v < V; ++v)
     for (int64_t j = 0; j < numSums; ++j)
-      memref::StoreOp::create(b, loc, loop.getResult(v * numSums + j),
-                              rowSlots, slot(j, warp, v));
+      memref::StoreOp::create(b, loc, sums[v * numSums + j], rowSlots,
+                              slot(j, warp, v));
   groupBarrier();
   for (int64_t v = 0; v < V; ++v)
     for (auto [j, type] : llvm::enumerate(yieldTypes)) {
@@ -232,11 +251,18 @@ void StridedKernelBuilder::reduceStage(Region &stage,
   groupBarrier(); // the slots are reused by the next stage
 }
 
-void StridedKernelBuilder::columnPass(ArrayRef<RowState> lanes) {
+void StridedKernelBuilder::columnPass(ArrayRef<RowState> lanes,
+                                      const Columns *held) {
+  if (held)
+    return finishColumns(lanes, *held);
   scf::ForOp loop = columnLoop({});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Columns c = loadColumns(loop.getInductionVar());
+  finishColumns(lanes, loadColumns(loop.getInductionVar()));
+}
+
+void StridedKernelBuilder::finishColumns(ArrayRef<RowState> lanes,
+                                         const Columns &c) {
   Value isLane0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         laneInWarp, zero64);
   for (int64_t u = 0; u < unroll(); ++u) {
