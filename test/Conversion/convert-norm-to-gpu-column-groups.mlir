@@ -36,7 +36,8 @@
 // CHECK-SAME:      threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0,
 // CHECK-SAME:      single_launch = false, async_stages = 0, column_groups = 2,
 // CHECK-SAME:      split_column_groups = 4, split_shared_bytes = 65536,
-// CHECK-SAME:      dynamic_shared_bytes = 131072, dependent_launch = true>
+// CHECK-SAME:      dynamic_shared_bytes = 131072, dependent_launch = true,
+// CHECK-SAME:      shared_accumulators = true>
 // CHECK:       gpu.func @layer_wide_0_main(
 // CHECK:         %[[BLOCK:.*]] = arith.index_castui %{{.*}} : index to i64
 // CHECK:         %[[PROG:.*]] = arith.addi %{{.*}}, %{{.*}} : i64

@@ -16,7 +16,7 @@
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_bf16_dyn_0", vector = 8,
 // CHECK-SAME:      threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0,
 // CHECK-SAME:      final_threads = 512, dynamic_shared_bytes = 0, dependent_launch = true, tiers = [
-// CHECK-SAME:      #norm.resident_tier<cols = 2048, vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, final_threads = 256, dynamic_shared_bytes = 32768, peel = true>,
+// CHECK-SAME:      #norm.resident_tier<cols = 2048, vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, final_threads = 256, dynamic_shared_bytes = 32768, peel = true, prefetch = true>,
 // CHECK-SAME:      #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128,
 // CHECK-SAME:      #norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4,
 // CHECK-SAME:      #norm.resident_tier<cols = 6144, vector = 8, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 3, block = 256, combine_in_cta = false, single_launch = true, async_stages = 3, final_threads = 256, dynamic_shared_bytes = 73728, peel = true>,

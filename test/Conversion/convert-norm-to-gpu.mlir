@@ -19,13 +19,14 @@
 // CHECK:         norm.mixed_reduction
 // The plan (#norm.kernel_plan, read by the launcher writer): 16 lanes per
 // row, 16 rows per CTA of 256 threads, 8-wide vectors, 4 chunks per lane;
-// the CTA combines its rows' partials (128 KiB of dynamic shared memory)
-// and has a 3-row cp.async ring; one launch.
+// the CTA combines its rows' partials (dynamic shared memory: 32 KiB of
+// accumulators, then a 3-row cp.async ring); one launch.
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_0", vector = 8,
 // CHECK-SAME:      threads_per_row = 16, rows_per_cta = 16, chunks_per_thread = 4,
 // CHECK-SAME:      block = 256, combine_in_cta = true, single_launch = true,
 // CHECK-SAME:      async_stages = 3, column_groups = 0,
-// CHECK-SAME:      final_threads = 256, dynamic_shared_bytes = 131072, dependent_launch = true>
+// CHECK-SAME:      final_threads = 256, dynamic_shared_bytes = 131072, dependent_launch = true,
+// CHECK-SAME:      async_ring_offset = 32768>
 // CHECK:       gpu.module @norm_kernels
 // The dynamic shared memory (accumulators, then the cp.async ring): an
 // external declaration, 16-byte aligned (`.extern .shared .align 16 .b8
@@ -123,7 +124,7 @@
 // row rides in the loop's carried values (8 accesses of 16 bytes).
 // PREFETCH-LABEL: func.func @rms
 // PREFETCH:         async_stages = 0
-// PREFETCH-SAME:    dynamic_shared_bytes = 32768, dependent_launch = true>
+// PREFETCH-SAME:    dynamic_shared_bytes = 32768, dependent_launch = true, prefetch = true>
 // PREFETCH:         gpu.func @rms_0_main
 // PREFETCH-NOT:       nvvm.cp.async
 // PREFETCH:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
@@ -140,7 +141,7 @@
 // its first access.
 // TWO-LABEL: func.func @rms
 // TWO:         single_launch = false
-// TWO-SAME:    dependent_launch = true>
+// TWO-SAME:    dependent_launch = true, async_ring_offset = 32768>
 // TWO:         gpu.func @rms_0_main(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64) kernel
 // TWO-NOT:       nvvm.griddepcontrol
 // TWO-NOT:       llvm.atomicrmw
@@ -377,7 +378,7 @@ func.func @short_row(%x: tensor<?x64xbf16>, %dy: tensor<?x64xbf16>, %rstd: tenso
 // scalar one; the plan has `peel`.
 // CHECK-LABEL: func.func @rms_bf16_2999
 // CHECK: #norm.kernel_plan<kernel = "rms_bf16_2999_0", vector = 8,
-// CHECK-SAME: peel = true>
+// CHECK-SAME: peel = true, prefetch = true, scalar_prefetch = true>
 // CHECK-NOT: gpu.func @rms_bf16_2999_0_main(
 // CHECK: gpu.func @rms_bf16_2999_0_main_peel(
 // CHECK-NOT: gpu.func @rms_bf16_2999_0_main(

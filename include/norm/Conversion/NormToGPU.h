@@ -152,6 +152,33 @@ int64_t loopedSharedBytes(const GpuTarget &target);
 /// Bytes of one element of `t` (or of its element type, for shaped types).
 int64_t elementBytes(Type t);
 
+/// The plan as `#norm.kernel_plan` (kernel names start with `prefix`):
+/// the one description of the op's kernels (PlanAttr.cpp).
+KernelPlanAttr kernelPlanAttr(MLIRContext *ctx, StringRef prefix,
+                              const KernelPlan &plan);
+
+/// The plan `op`'s `#norm.kernel_plan` says: what the kernel builders and
+/// the host lowering read (the planner's estimates are not in it).
+FailureOr<KernelPlan> readKernelPlan(MixedReductionOp op);
+
+/// One main kernel of a plan: its name, the columns per access it is
+/// built for, and whether it is a split kernel (more CTAs per row).
+struct MainKernel {
+  std::string name;
+  int64_t vector;
+  bool split;
+  bool peel; // the peeled vector kernel
+};
+
+/// The plan of a plan's split kernels (`_main_split*`): its split column
+/// groups and their accumulators, two launches, no bulk ring.
+KernelPlan splitKernelPlan(const KernelPlan &plan);
+
+/// The main kernels a plan (or tier) has, named `prefix` + suffix, in the
+/// host's choice order: worked out here only, for the builders and the
+/// launches alike.
+SmallVector<MainKernel> mainKernels(const KernelPlan &plan, StringRef prefix);
+
 /// Picks the kernel shape for `op` on `target` (see docs/gpu.md for the
 /// rules).
 KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options,

@@ -65,23 +65,27 @@ struct ConvertNormToGPUPass
       for (auto [i, op] : llvm::enumerate(ops)) {
         if (failed(checkSupportedOnGpu(op)))
           return signalPassFailure();
-        KernelPlan plan = planKernel(op, options, target);
+        KernelPlan decided = planKernel(op, options, target);
         std::string prefix = (fn.getSymName() + "_" + Twine(i)).str();
-        if (failed(emitKernels(b, gpuModule, symbols, op, plan, prefix,
-                               target)))
+        // The plan goes on the op first; the kernels are built from it.
+        op->setAttr(kKernelPlanAttrName,
+                    kernelPlanAttr(b.getContext(), prefix, decided));
+        FailureOr<KernelPlan> plan = readKernelPlan(op);
+        if (failed(plan) || failed(emitKernels(b, gpuModule, symbols, op,
+                                               *plan, prefix, target)))
           return signalPassFailure();
-        annotate(b, op, plan, prefix);
         if (emitRemarks) {
           {
             InFlightDiagnostic remark = op.emitRemark()
                                         << "GPU kernels " << prefix << ": "
-                                        << describe(plan);
-            if (!plan.tiers.empty())
-              remark << "; a run-time N up to " << plan.tiers.back().tierCols
-                     << " takes the smallest of " << plan.tiers.size()
+                                        << describe(decided);
+            if (!decided.tiers.empty())
+              remark << "; a run-time N up to "
+                     << decided.tiers.back().tierCols << " takes the smallest of "
+                     << decided.tiers.size()
                      << " resident tiers that holds it";
           }
-          for (const KernelPlan &tier : plan.tiers)
+          for (const KernelPlan &tier : decided.tiers)
             op.emitRemark() << "GPU kernels "
                             << residentTierPrefix(prefix, tier.tierCols)
                             << ": " << describe(tier);
@@ -215,7 +219,6 @@ struct ConvertNormToGPUPass
                                 SymbolTable &symbols, MixedReductionOp op,
                                 const KernelPlan &plan, StringRef prefix,
                                 const GpuTarget &target) {
-    Location loc = op.getLoc();
     if (plan.stridedRows)
       return emitStridedKernel(b, gpuModule, symbols, op, plan, prefix, target);
     SmallVector<Type> mainSmem;
@@ -231,62 +234,46 @@ struct ConvertNormToGPUPass
     int64_t numCol = op.getColResults().size();
     if (plan.singleLaunch && numCol > 0)
       mainSmem.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
-    KernelPlan split = plan;
-    split.minColumnGroups = plan.splitColumnGroups;
-    split.dynamicSharedBytes = plan.splitSharedBytes;
-    split.twoCTAsPerSM = false;
-    split.bulkStages = 0;
-    // Measured no faster with the tail (perf-notes, "Split kernels"): two
-    // launches.
-    split.singleLaunch = false;
-    struct Variant {
-      int64_t vector;
-      std::string name;
-      const KernelPlan *plan;
-    };
-    SmallVector<Variant> variants;
-    // The vector kernel of aligned rows (not for a static N that is not a
-    // multiple of the vector), the peeled one for rows at any phase.
+    KernelPlan split = splitKernelPlan(plan);
     KernelPlan aligned = plan;
     aligned.peel = false;
-    if (plan.vector > 1 &&
-        (!plan.staticCols || *plan.staticCols % plan.vector == 0))
-      variants.push_back(
-          {plan.vector, (prefix + kMainKernelSuffix).str(), &aligned});
-    if (plan.peel)
-      variants.push_back(
-          {plan.vector, (prefix + kMainPeelKernelSuffix).str(), &plan});
-    variants.push_back({1, (prefix + kMainScalarKernelSuffix).str(), &plan});
-    if (plan.splitColumnGroups > 0) {
-      if (plan.vector > 1)
-        variants.push_back(
-            {plan.vector, (prefix + kMainSplitKernelSuffix).str(), &split});
-      variants.push_back({1, (prefix + kMainSplitScalarKernelSuffix).str(), &split});
-    }
-    for (auto &[vector, name, variantPlan] : variants) {
-      const KernelPlan &plan = *variantPlan;
-      OpBuilder::InsertionGuard guard(b);
-      std::unique_ptr<MainKernelBuilder> builder =
-          makeMainKernelBuilder(b, op, plan, vector);
-      gpu::GPUFuncOp fn =
-          makeKernel(b, gpuModule, symbols, loc, name,
-                     builder->parameterTypes(), plan.blockThreads(), mainSmem);
-      // The scalar fallback (misaligned rows) would spill under the cap.
-      if (plan.twoCTAsPerSM && vector > 1)
-        fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
-      // The cluster shape is the kernel's (.reqnctapercluster): a plain
-      // launch then makes the clusters.
-      if (plan.clusterCTAs > 1)
-        fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
-                    b.getDenseI32ArrayAttr(
-                        {int32_t(plan.clusterCTAs), 1, 1}));
-
-      if (failed(builder->build(fn)) ||
-          failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
-                                      target)))
+    for (const MainKernel &kernel : mainKernels(plan, prefix)) {
+      // The aligned vector kernel does not peel; the split kernels have
+      // their own plan.
+      const KernelPlan &variant = kernel.split ? split
+                                  : kernel.vector > 1 && !kernel.peel ? aligned
+                                                                      : plan;
+      if (failed(emitMainKernel(b, gpuModule, symbols, op, variant, kernel,
+                                mainSmem, target)))
         return failure();
     }
     return success();
+  }
+
+  /// One main kernel of `plan` (a variant of the op's plan).
+  LogicalResult emitMainKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
+                               SymbolTable &symbols, MixedReductionOp op,
+                               const KernelPlan &plan,
+                               const MainKernel &kernel,
+                               ArrayRef<Type> mainSmem,
+                               const GpuTarget &target) {
+    OpBuilder::InsertionGuard guard(b);
+    std::unique_ptr<MainKernelBuilder> builder =
+        makeMainKernelBuilder(b, op, plan, kernel.vector);
+    gpu::GPUFuncOp fn =
+        makeKernel(b, gpuModule, symbols, op.getLoc(), kernel.name,
+                   builder->parameterTypes(), plan.blockThreads(), mainSmem);
+    // The scalar fallback (misaligned rows) would spill under the cap.
+    if (plan.twoCTAsPerSM && kernel.vector > 1)
+      fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
+    // The cluster shape is the kernel's (.reqnctapercluster): a plain
+    // launch then makes the clusters.
+    if (plan.clusterCTAs > 1)
+      fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                  b.getDenseI32ArrayAttr({int32_t(plan.clusterCTAs), 1, 1}));
+    return failure(failed(builder->build(fn)) ||
+                   failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
+                                               target)));
   }
 
   /// The one main kernel of a channels-first plan (StridedKernelBuilder).
@@ -300,11 +287,9 @@ struct ConvertNormToGPUPass
           maxSums, stage.front().getTerminator()->getNumOperands());
     int64_t numCol = op.getColResults().size();
     // V rows per lane where I allows (`_main`), else one (`_main_scalar`).
-    SmallVector<std::pair<int64_t, std::string>> variants;
-    if (plan.vector > 1 && *plan.staticCols % plan.vector == 0)
-      variants.push_back({plan.vector, (prefix + kMainKernelSuffix).str()});
-    variants.push_back({1, (prefix + kMainScalarKernelSuffix).str()});
-    for (auto &[vector, name] : variants) {
+    for (const MainKernel &kernel : mainKernels(plan, prefix)) {
+      int64_t vector = kernel.vector;
+      StringRef name = kernel.name;
       OpBuilder::InsertionGuard guard(b);
       std::unique_ptr<MainKernelBuilder> builder =
           makeMainKernelBuilder(b, op, plan, vector);
@@ -328,7 +313,6 @@ struct ConvertNormToGPUPass
     return success();
   }
 
-  /// The plan on the op, for the launcher writer.
   /// The option values, as the struct the plan takes.
   NormGpuOptions getOptions() const {
     NormGpuOptions options;
@@ -338,32 +322,6 @@ struct ConvertNormToGPUPass
     return options;
   }
 
-  void annotate(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
-                StringRef prefix) {
-    ArrayAttr tiers;
-    if (!plan.tiers.empty()) {
-      SmallVector<Attribute> elements;
-      for (const KernelPlan &tier : plan.tiers)
-        elements.push_back(ResidentTierAttr::get(
-            b.getContext(), tier.tierCols, tier.vector, tier.threadsPerRow,
-            tier.rowsPerCTA, tier.chunksPerThread, tier.blockThreads(),
-            b.getBoolAttr(tier.combineInCTA), b.getBoolAttr(tier.singleLaunch),
-            tier.asyncStages, tier.finalThreads(), tier.dynamicSharedBytes,
-            tier.peel));
-      tiers = b.getArrayAttr(elements);
-    }
-    op->setAttr(kKernelPlanAttrName,
-                KernelPlanAttr::get(
-                    b.getContext(), prefix, plan.vector, plan.threadsPerRow,
-                    plan.rowsPerCTA, plan.chunksPerThread, plan.programsPerSM,
-                    plan.blockThreads(), b.getBoolAttr(plan.combineInCTA),
-                    b.getBoolAttr(plan.singleLaunch), plan.asyncStages,
-                    plan.resident() ? 0 : plan.minColumnGroups,
-                    plan.splitColumnGroups, plan.splitSharedBytes,
-                    plan.finalThreads(), plan.dynamicSharedBytes,
-                    plan.clusterCTAs, plan.bulkStages, plan.dependentLaunch,
-                    plan.peel, tiers));
-  }
 };
 
 } // namespace

@@ -19,61 +19,48 @@ bool GroupLaunchPlan::anyPeel() const {
 }
 
 namespace {
-/// What a plan and a resident tier both say (#norm.kernel_plan and
-/// #norm.resident_tier share these parameters).
-template <typename PlanOrTier>
-void readShape(PlanOrTier attr, KernelLaunch &k) {
-  k.block = attr.getBlock();
-  k.rowsPerCTA = attr.getRowsPerCta();
-  k.dynamicSharedBytes = attr.getDynamicSharedBytes();
-  k.combineInCTA = attr.getCombineInCta().getValue();
-  k.singleLaunch = attr.getSingleLaunch().getValue();
-  k.finalThreads = attr.getFinalThreads();
-  k.peel = attr.getPeel();
-}
-
-/// The launch of a resident tier of the plan whose own kernels are `own`.
-KernelLaunch tierLaunch(ResidentTierAttr tier, const KernelLaunch &own,
-                        StringRef prefix, int64_t vector) {
+/// The launch of a plan's (or a tier's) kernels: which exist comes from
+/// mainKernels, the one place that says.
+KernelLaunch launchOf(const KernelPlan &p, StringRef prefix) {
   KernelLaunch k;
-  k.prefix = residentTierPrefix(prefix, tier.getCols());
-  readShape(tier, k);
-  k.finalKernel = finalKernelName(prefix, k.finalThreads, own.finalThreads);
-  k.tierCols = tier.getCols();
-  k.alignedKernel = vector > 1;
+  k.prefix = prefix.str();
+  k.block = p.blockThreads();
+  k.rowsPerCTA = p.rowsPerCTA;
+  k.dynamicSharedBytes = p.dynamicSharedBytes;
+  k.combineInCTA = p.combineInCTA;
+  k.singleLaunch = p.singleLaunch;
+  k.finalThreads = p.finalThreads();
+  k.columnGroups = p.resident() ? 0 : p.minColumnGroups;
+  k.splitColumnGroups = p.splitColumnGroups;
+  k.splitSharedBytes = p.splitSharedBytes;
+  k.clusterCTAs = p.clusterCTAs;
+  k.tierCols = p.tierCols;
+  for (const MainKernel &m : mainKernels(p, prefix))
+    if (!m.split && m.vector > 1)
+      (m.peel ? k.peel : k.alignedKernel) = true;
   return k;
 }
 } // namespace
 
 FailureOr<GroupLaunchPlan> mlir::norm::readLaunchPlan(MixedReductionOp op) {
-  auto planAttr = op->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
-  if (!planAttr)
-    return op.emitError("fused op has no kernels (--convert-norm-to-gpu did "
-                        "not run)");
+  FailureOr<KernelPlan> plan = readKernelPlan(op);
+  if (failed(plan))
+    return failure();
+  StringRef prefix =
+      op->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName).getKernel();
   GroupLaunchPlan launch;
-  launch.vector = planAttr.getVector();
-  launch.programsPerSM = planAttr.getProgramsPerSm();
-  launch.dependentFinal = planAttr.getDependentLaunch();
+  launch.vector = plan->vector;
+  launch.programsPerSM = plan->programsPerSM;
+  launch.dependentFinal = plan->dependentLaunch;
   launch.numColumnResults = op.getColResults().size();
-  StringRef prefix = planAttr.getKernel();
-  KernelLaunch &own = launch.kernels;
-  own.prefix = prefix.str();
-  readShape(planAttr, own);
-  own.finalKernel = finalKernelName(prefix, own.finalThreads, own.finalThreads);
-  own.columnGroups = planAttr.getColumnGroups();
-  own.splitColumnGroups = planAttr.getSplitColumnGroups();
-  own.splitSharedBytes = planAttr.getSplitSharedBytes();
-  own.clusterCTAs = planAttr.getClusterCtas();
-  int64_t staticCols = op.getStaticCols();
-  own.alignedKernel =
-      launch.vector > 1 &&
-      (ShapedType::isDynamic(staticCols) || staticCols % launch.vector == 0);
-  if (ArrayAttr tiers = planAttr.getTiers()) {
-    if (!ShapedType::isDynamic(staticCols))
-      return op.emitError("resident tiers in the kernel plan of an op with a "
-                          "static N");
-    for (auto tier : tiers.getAsRange<ResidentTierAttr>())
-      launch.tiers.push_back(tierLaunch(tier, own, prefix, launch.vector));
+  launch.kernels = launchOf(*plan, prefix);
+  int64_t own = plan->finalThreads();
+  launch.kernels.finalKernel = finalKernelName(prefix, own, own);
+  for (const KernelPlan &tier : plan->tiers) {
+    KernelLaunch k =
+        launchOf(tier, residentTierPrefix(prefix, tier.tierCols));
+    k.finalKernel = finalKernelName(prefix, k.finalThreads, own);
+    launch.tiers.push_back(std::move(k));
   }
   return launch;
 }

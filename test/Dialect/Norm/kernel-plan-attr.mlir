@@ -187,3 +187,27 @@ func.func @peel_scalar() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0"
 func.func @peel_tier_narrow() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 32, vector = 8, threads_per_row = 4, rows_per_cta = 32, chunks_per_thread = 1, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0, peel = true>]>} {
   return
 }
+
+// -----
+
+// Every choice the kernel builders read is in the plan: the register
+// prefetch, a looped plan's shared accumulators and two CTAs per SM, the
+// rings' offsets, and a channels-first plan's strided kernel (whose looped
+// form combines its groups' partials in the CTA).
+// CHECK-LABEL: func.func @builder_fields
+// CHECK: dependent_launch = true, prefetch = true, scalar_prefetch = true, async_ring_offset = 32768>
+// CHECK: shared_accumulators = true, two_ctas_per_sm = true, bulk_ring_offset = 65536>
+// CHECK: combine_in_cta = true, {{.*}} strided_rows = true>
+func.func @builder_fields() attributes {
+  a = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 16, rows_per_cta = 16, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 131072, dependent_launch = true, prefetch = true, scalar_prefetch = true, async_ring_offset = 32768>,
+  b = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 2, split_column_groups = 4, split_shared_bytes = 65536, final_threads = 512, dynamic_shared_bytes = 196640, bulk_stages = 2, shared_accumulators = true, two_ctas_per_sm = true, bulk_ring_offset = 65536>,
+  c = #norm.kernel_plan<kernel = "f_0", vector = 4, threads_per_row = 256, rows_per_cta = 2, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = true, single_launch = true, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 1536, strided_rows = true>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: ring offsets must be 16-byte multiples}}
+func.func @bad_ring_offset() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 16, rows_per_cta = 16, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 131072, async_ring_offset = 8>} {
+  return
+}

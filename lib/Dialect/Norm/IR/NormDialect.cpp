@@ -74,7 +74,8 @@ ResidentTierAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          int64_t block, BoolAttr combineInCta,
                          BoolAttr singleLaunch, int64_t asyncStages,
                          int64_t finalThreads, int64_t dynamicSharedBytes,
-                         bool peel) {
+                         bool peel, bool prefetch, bool scalarPrefetch,
+                         int64_t asyncRingOffset) {
   if (failed(verifyKernelShape(emitError, "resident_tier", vector,
                                threadsPerRow, rowsPerCta, block, asyncStages,
                                finalThreads, dynamicSharedBytes)))
@@ -104,7 +105,11 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t splitColumnGroups, int64_t splitSharedBytes,
                        int64_t finalThreads, int64_t dynamicSharedBytes,
                        int64_t clusterCtas, int64_t bulkStages,
-                       bool dependentLaunch, bool peel, ArrayAttr tiers) {
+                       bool dependentLaunch, bool peel, bool prefetch,
+                       bool scalarPrefetch, bool sharedAccumulators,
+                       bool twoCtasPerSm, int64_t asyncRingOffset,
+                       int64_t bulkRingOffset, bool stridedRows,
+                       ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -114,10 +119,15 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (chunksPerThread < 0 || programsPerSm < 0 || columnGroups < 0 ||
       splitColumnGroups < 0 || splitSharedBytes < 0)
     return emitError() << "kernel_plan: negative count or size";
+  if (asyncRingOffset < 0 || bulkRingOffset < 0 ||
+      asyncRingOffset % 16 != 0 || bulkRingOffset % 16 != 0)
+    return emitError() << "kernel_plan: ring offsets must be 16-byte "
+                          "multiples";
   bool resident = chunksPerThread > 0;
   if (resident && (columnGroups != 0 || splitColumnGroups != 0))
     return emitError() << "kernel_plan: a resident plan has no column groups";
-  if (!resident && (asyncStages != 0 || combineInCta.getValue()))
+  if (!resident && (asyncStages != 0 ||
+                    (combineInCta.getValue() && !stridedRows)))
     return emitError() << "kernel_plan: the looped variant has no cp.async "
                           "ring and no CTA-combined partials";
   if (splitSharedBytes % 4 != 0)

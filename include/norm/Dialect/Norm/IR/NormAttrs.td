@@ -44,7 +44,13 @@ def Norm_ResidentTierAttr : AttrDef<Norm_Dialect, "ResidentTier"> {
     "int64_t":$final_threads,
     "int64_t":$dynamic_shared_bytes,
     DefaultValuedParameter<"bool", "false",
-                           "the vector kernel peels rows">:$peel
+                           "the vector kernel peels rows">:$peel,
+    DefaultValuedParameter<"bool", "false",
+                           "register prefetch of the next row">:$prefetch,
+    DefaultValuedParameter<"bool", "false",
+                           "the scalar kernel's prefetch">:$scalar_prefetch,
+    DefaultValuedParameter<"int64_t", "0",
+                           "first byte of the cp.async ring">:$async_ring_offset
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -95,6 +101,19 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     of `vector`. A static N that is not a multiple of `vector` has no
     `_main` kernel (only `_main_peel` and `_main_scalar`).
 
+    The kernel builders read the plan from this attribute (the pass
+    attaches it before it writes the kernels), so it holds every choice
+    they make: also `prefetch` / `scalar_prefetch` (the register prefetch
+    of the next row in the vector / scalar kernel), `shared_accumulators`
+    (a looped plan's column accumulators in shared memory),
+    `two_ctas_per_sm` (the looped vector kernel asks ptxas for two CTAs per
+    SM), `async_ring_offset` / `bulk_ring_offset` (the first byte of the
+    cp.async / bulk ring in the dynamic shared memory) and `strided_rows`
+    (a channels-first op's strided kernel: `threads_per_row / 32` warps
+    split N, `chunks_per_thread` columns per warp held in registers, 0 for
+    none; `rows_per_cta` groups whose partials the CTA combines); each
+    printed only when not false / 0.
+
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
     plan's `vector`. The launcher takes the first tier whose `cols` holds
@@ -130,6 +149,20 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
                            "dependent">:$dependent_launch,
     DefaultValuedParameter<"bool", "false",
                            "the vector kernel peels rows">:$peel,
+    DefaultValuedParameter<"bool", "false",
+                           "register prefetch of the next row">:$prefetch,
+    DefaultValuedParameter<"bool", "false",
+                           "the scalar kernel's prefetch">:$scalar_prefetch,
+    DefaultValuedParameter<"bool", "false",
+                           "looped: accumulators in shared memory">:$shared_accumulators,
+    DefaultValuedParameter<"bool", "false",
+                           "looped: two CTAs per SM">:$two_ctas_per_sm,
+    DefaultValuedParameter<"int64_t", "0",
+                           "first byte of the cp.async ring">:$async_ring_offset,
+    DefaultValuedParameter<"int64_t", "0",
+                           "first byte of the bulk ring">:$bulk_ring_offset,
+    DefaultValuedParameter<"bool", "false",
+                           "channels-first: the strided kernel">:$strided_rows,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
