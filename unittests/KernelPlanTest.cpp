@@ -9,6 +9,7 @@
 
 #include "norm/Conversion/GpuOptions.h"
 #include "norm/Conversion/NormToGPU.h"
+#include "norm/Conversion/NormToGPU/KernelNames.h"
 #include "norm/InitNorm.h"
 #include "norm/Transforms/Passes.h"
 
@@ -157,38 +158,95 @@ protected:
   OwningOpRef<ModuleOp> module;
 };
 
+// The table checks the attribute the pass attaches (what the kernel
+// builders and the host lowering read), not the planner's struct.
 TEST_P(KernelPlanTest, MatchesTable) {
   const Case &c = GetParam();
   MixedReductionOp op = fused(c);
   ASSERT_TRUE(op) << source(c);
   std::optional<GpuTarget> target = lookupGpuTarget(c.chip);
   ASSERT_TRUE(target);
-  KernelPlan plan = planKernel(op, KernelPlanOptions(), *target);
+  KernelPlanAttr plan = kernelPlanAttr(
+      &context, "f_0", planKernel(op, KernelPlanOptions(), *target));
   const Expected &e = c.plan;
-  EXPECT_EQ(plan.vector, e.vector);
-  EXPECT_EQ(plan.threadsPerRow, e.threadsPerRow);
-  EXPECT_EQ(plan.rowsPerCTA, e.rowsPerCTA);
-  EXPECT_EQ(plan.chunksPerThread, e.chunksPerThread);
-  EXPECT_EQ(plan.asyncStages, e.asyncStages);
-  EXPECT_EQ(plan.prefetch, e.prefetch);
-  EXPECT_EQ(plan.combineInCTA, e.combineInCTA);
-  EXPECT_EQ(plan.singleLaunch, e.singleLaunch);
-  EXPECT_EQ(plan.resident() ? 0 : plan.minColumnGroups, e.columnGroups);
-  EXPECT_EQ(plan.splitColumnGroups, e.splitColumnGroups);
-  EXPECT_EQ(plan.dynamicSharedBytes, e.dynamicSharedBytes);
-  EXPECT_EQ(plan.splitSharedBytes, e.splitSharedBytes);
-  EXPECT_EQ(plan.clusterCTAs, e.clusterCTAs);
-  EXPECT_EQ(plan.bulkStages, e.bulkStages);
-  EXPECT_EQ(plan.peel, e.peel);
+  EXPECT_EQ(plan.getVector(), e.vector);
+  EXPECT_EQ(plan.getThreadsPerRow(), e.threadsPerRow);
+  EXPECT_EQ(plan.getRowsPerCta(), e.rowsPerCTA);
+  EXPECT_EQ(plan.getChunksPerThread(), e.chunksPerThread);
+  EXPECT_EQ(plan.getAsyncStages(), e.asyncStages);
+  EXPECT_EQ(plan.getPrefetch(), e.prefetch);
+  EXPECT_EQ(plan.getCombineInCta().getValue(), e.combineInCTA);
+  EXPECT_EQ(plan.getSingleLaunch().getValue(), e.singleLaunch);
+  EXPECT_EQ(plan.getColumnGroups(), e.columnGroups);
+  EXPECT_EQ(plan.getSplitColumnGroups(), e.splitColumnGroups);
+  EXPECT_EQ(plan.getDynamicSharedBytes(), e.dynamicSharedBytes);
+  EXPECT_EQ(plan.getSplitSharedBytes(), e.splitSharedBytes);
+  EXPECT_EQ(plan.getClusterCtas(), e.clusterCTAs);
+  EXPECT_EQ(plan.getBulkStages(), e.bulkStages);
+  EXPECT_EQ(plan.getPeel(), e.peel);
+  EXPECT_EQ(plan.getBlock(), e.threadsPerRow * e.rowsPerCTA);
   // Every plan with column results on sm_90+ launches its final kernel as
   // a programmatic dependent; the tiers alike (their final kernels are
   // built with the plan's flag, their main kernels with their own).
-  EXPECT_EQ(plan.dependentLaunch, target->hasDependentLaunch);
-  for (const KernelPlan &tier : plan.tiers)
-    EXPECT_EQ(tier.dependentLaunch, plan.dependentLaunch);
+  EXPECT_EQ(plan.getDependentLaunch(), target->hasDependentLaunch);
   KernelPlanOptions off;
   off.dependentLaunch = false;
   EXPECT_FALSE(planKernel(op, off, *target).dependentLaunch);
+}
+
+/// The fields of a plan the kernel builders and the launches read.
+void expectSameForBuilders(const KernelPlan &a, const KernelPlan &b) {
+  EXPECT_EQ(a.vector, b.vector);
+  EXPECT_EQ(a.threadsPerRow, b.threadsPerRow);
+  EXPECT_EQ(a.rowsPerCTA, b.rowsPerCTA);
+  EXPECT_EQ(a.chunksPerThread, b.chunksPerThread);
+  EXPECT_EQ(a.programsPerSM, b.programsPerSM);
+  EXPECT_EQ(a.staticCols, b.staticCols);
+  EXPECT_EQ(a.combineInCTA, b.combineInCTA);
+  EXPECT_EQ(a.sharedAccumulators, b.sharedAccumulators);
+  EXPECT_EQ(a.prefetch, b.prefetch);
+  EXPECT_EQ(a.scalarPrefetch, b.scalarPrefetch);
+  EXPECT_EQ(a.dynamicSharedBytes, b.dynamicSharedBytes);
+  EXPECT_EQ(a.singleLaunch, b.singleLaunch);
+  EXPECT_EQ(a.dependentLaunch, b.dependentLaunch);
+  EXPECT_EQ(a.minColumnGroups, b.minColumnGroups);
+  EXPECT_EQ(a.splitColumnGroups, b.splitColumnGroups);
+  EXPECT_EQ(a.splitSharedBytes, b.splitSharedBytes);
+  EXPECT_EQ(a.twoCTAsPerSM, b.twoCTAsPerSM);
+  EXPECT_EQ(a.asyncStages, b.asyncStages);
+  EXPECT_EQ(a.asyncRingOffset, b.asyncRingOffset);
+  EXPECT_EQ(a.bulkStages, b.bulkStages);
+  EXPECT_EQ(a.bulkRingOffset, b.bulkRingOffset);
+  EXPECT_EQ(a.clusterCTAs, b.clusterCTAs);
+  EXPECT_EQ(a.peel, b.peel);
+  EXPECT_EQ(a.tierCols, b.tierCols);
+  EXPECT_EQ(a.stridedRows, b.stridedRows);
+  ASSERT_EQ(a.tiers.size(), b.tiers.size());
+  for (auto [x, y] : llvm::zip(a.tiers, b.tiers))
+    expectSameForBuilders(x, y);
+}
+
+// The attribute is the whole plan: what the builders read back from it
+// (readKernelPlan) is what the planner decided, tiers included; and the
+// main kernels are the ones mainKernels lists for it.
+TEST_P(KernelPlanTest, RoundTripsThroughTheAttribute) {
+  Case c = GetParam();
+  for (int64_t n : {c.n, int64_t(-1)}) { // the case's N, then a run-time N
+    c.n = n;
+    MixedReductionOp op = fused(c);
+    ASSERT_TRUE(op);
+    KernelPlan decided =
+        planKernel(op, KernelPlanOptions(), *lookupGpuTarget(c.chip));
+    op->setAttr(kKernelPlanAttrName, kernelPlanAttr(&context, "f_0", decided));
+    FailureOr<KernelPlan> read = readKernelPlan(op);
+    ASSERT_TRUE(succeeded(read));
+    expectSameForBuilders(*read, decided);
+    SmallVector<MainKernel> kernels = mainKernels(*read, "f_0");
+    ASSERT_FALSE(kernels.empty());
+    EXPECT_EQ(kernels.back().name, decided.splitColumnGroups > 0
+                                       ? "f_0_main_split_scalar"
+                                       : "f_0_main_scalar");
+  }
 }
 
 TEST_P(KernelPlanTest, FitsTheChip) {

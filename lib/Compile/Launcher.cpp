@@ -310,6 +310,7 @@ LauncherBuilder::operands(ArrayRef<GroupParams> groups,
   std::vector<GroupLaunchOperands> all(groups.size());
   for (auto [g, group] : llvm::enumerate(groups)) {
     GroupLaunchOperands &o = all[g];
+    o.op = group.op;
     o.fullIn = values(group.fullIn);
     o.rowIn = values(group.rowIn);
     o.colIn = values(group.colIn);

@@ -179,6 +179,40 @@ KernelPlan splitKernelPlan(const KernelPlan &plan);
 /// launches alike.
 SmallVector<MainKernel> mainKernels(const KernelPlan &plan, StringRef prefix);
 
+/// What a kernel parameter carries. The kernel builders declare and read
+/// their parameters, and the host launches pass them, in the order
+/// mainKernelParams / finalKernelParams give: one list for both sides.
+enum class KernelParam {
+  FullIn,    // the full inputs (pointers)
+  RowIn,     // the row inputs
+  ColIn,     // the column inputs
+  FullOut,   // the full results
+  Partial,   // the fp32 partial buffer [C, P, N]
+  Rows,      // i64 rows
+  Cols,      // i64 N
+  StrideIn,  // i64 row (or column) stride per full input
+  StrideOut, // i64 stride per full result
+  Scalar,    // a pointer per captured 0-d tensor
+  Barrier,   // the grid-barrier word (single launch)
+  InitIn,    // a pointer per column init that is not a constant
+  ColOut,    // the column results
+  Finalize,  // i64: the main kernel finishes the columns itself
+  Programs,  // i64 partial rows P (final kernel)
+};
+
+/// `count` parameters of one kind, pointers or i64.
+struct KernelParamGroup {
+  KernelParam kind;
+  unsigned count;
+  bool pointer;
+};
+
+/// The main kernels' parameters of `op`, in order (every main kernel,
+/// tiers and split kernels included, takes the same list).
+SmallVector<KernelParamGroup> mainKernelParams(MixedReductionOp op);
+/// The final kernels' parameters of `op`, in order.
+SmallVector<KernelParamGroup> finalKernelParams(MixedReductionOp op);
+
 /// Picks the kernel shape for `op` on `target` (see docs/gpu.md for the
 /// rules).
 KernelPlan planKernel(MixedReductionOp op, const KernelPlanOptions &options,

@@ -183,21 +183,26 @@ void KernelBuilderBase::emitColumnReduction(
 //===----------------------------------------------------------------------===//
 
 SmallVector<Type> FinalKernelBuilder::parameterTypes() {
-  SmallVector<Type> types{ptr};
-  appendColumnResultTypes(op, types);
-  types.append(2, i64);
-  return types;
+  return parameterTypesOf(finalKernelParams(op));
 }
 
 LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  ValueRange args = entry.getArguments();
-  Value partial = args[0];
-  args = args.drop_front();
-  SmallVector<Value> inits, outs;
-  takeColumnResultArgs(op, args, inits, outs);
-  Value programs = args[0], cols = args[1];
+  Value partial, programs, cols;
+  SmallVector<Value> initIn, outs;
+  for (auto [group, values] :
+       groupArguments(finalKernelParams(op), entry.getArguments())) {
+    switch (group.kind) {
+    case KernelParam::Partial: partial = values[0]; break;
+    case KernelParam::InitIn: initIn = values; break;
+    case KernelParam::ColOut: outs = values; break;
+    case KernelParam::Programs: programs = values[0]; break;
+    case KernelParam::Cols: cols = values[0]; break;
+    default: break;
+    }
+  }
+  SmallVector<Value> inits = columnInits(op, initIn);
   dimCols = cols;
   // Launched as a programmatic dependent, it may start while the main
   // kernel runs: nothing of it may be read or written before this.

@@ -169,28 +169,37 @@ LogicalResult KernelBuilderBase::cloneEpilogueCaptures(MixedReductionOp op) {
 // Column results' parameters and the grid barrier
 //===----------------------------------------------------------------------===//
 
-void KernelBuilderBase::appendColumnResultTypes(MixedReductionOp op, SmallVector<Type> &types) {
-  for (Value init : op.getColInit())
-    if (!getConstantColumnInit(init))
-      types.push_back(ptr);
-  types.append(op.getColResults().size(), ptr);
+SmallVector<Type>
+KernelBuilderBase::parameterTypesOf(ArrayRef<KernelParamGroup> groups) {
+  SmallVector<Type> types;
+  for (const KernelParamGroup &g : groups)
+    types.append(g.count, g.pointer ? ptr : i64);
+  return types;
 }
 
-void KernelBuilderBase::takeColumnResultArgs(MixedReductionOp op,
-                                             ValueRange &args,
-                                             SmallVector<Value> &inits,
-                                             SmallVector<Value> &outs) {
+SmallVector<std::pair<KernelParamGroup, SmallVector<Value>>>
+KernelBuilderBase::groupArguments(ArrayRef<KernelParamGroup> groups,
+                                  ValueRange args) {
+  SmallVector<std::pair<KernelParamGroup, SmallVector<Value>>> split;
+  for (const KernelParamGroup &g : groups) {
+    split.push_back({g, SmallVector<Value>(args.take_front(g.count))});
+    args = args.drop_front(g.count);
+  }
+  return split;
+}
+
+SmallVector<Value> KernelBuilderBase::columnInits(MixedReductionOp op,
+                                                  ArrayRef<Value> initIn) {
+  SmallVector<Value> inits;
   for (Value init : op.getColInit()) {
     if (getConstantColumnInit(init)) {
       inits.push_back(nullptr);
       continue;
     }
-    inits.push_back(args.front());
-    args = args.drop_front();
+    inits.push_back(initIn.front());
+    initIn = initIn.drop_front();
   }
-  size_t numCol = op.getColResults().size();
-  outs.append(args.begin(), args.begin() + numCol);
-  args = args.drop_front(numCol);
+  return inits;
 }
 
 /// Every CTA must be resident (the launcher uses a cooperative launch). The

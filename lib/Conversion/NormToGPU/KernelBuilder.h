@@ -124,15 +124,15 @@ protected:
   //===--------------------------------------------------------------===//
   // Column results: parameters, grid barrier, fixed-order reduction
   //===--------------------------------------------------------------===//
-  /// The column results' parameters shared by the final kernel and the
-  /// single-launch tail: a pointer per initial value that is not a
-  /// constant, then one per column result.
-  void appendColumnResultTypes(MixedReductionOp op, SmallVector<Type> &types);
-  /// Takes those parameters off the front of `args`: `inits` (null where
-  /// the initial value is a constant) and `outs`.
-  void takeColumnResultArgs(MixedReductionOp op, ValueRange &args,
-                            SmallVector<Value> &inits,
-                            SmallVector<Value> &outs);
+  /// The parameter types of `groups` (mainKernelParams, ...).
+  SmallVector<Type> parameterTypesOf(ArrayRef<KernelParamGroup> groups);
+  /// A kernel's arguments, split by `groups`.
+  static SmallVector<std::pair<KernelParamGroup, SmallVector<Value>>>
+  groupArguments(ArrayRef<KernelParamGroup> groups, ValueRange args);
+  /// The column inits: the InitIn arguments in order, null where the
+  /// initial value is a constant.
+  static SmallVector<Value> columnInits(MixedReductionOp op,
+                                        ArrayRef<Value> initIn);
   /// A barrier across the whole grid (cooperative launch).
   void gridBarrier(Value counter);
   /// The fixed-order reduction of the fp32 partial buffer [C, P, N] into

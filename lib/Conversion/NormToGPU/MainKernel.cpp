@@ -33,20 +33,7 @@ mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,
 }
 
 SmallVector<Type> MainKernelBuilder::parameterTypes() {
-  SmallVector<Type> types;
-  unsigned pointers = op.getFull().size() + op.getRow().size() +
-                      op.getCol().size() + op.getFullResults().size() + 1;
-  types.append(pointers, ptr);
-  types.append(2 + op.getFull().size() + op.getFullResults().size(), i64);
-  types.append(getCapturedScalars(op).size(), ptr);
-  // The single-launch tail (in every kernel's signature; read where
-  // plan.singleLaunch).
-  if (numCol > 0) {
-    types.push_back(ptr);
-    appendColumnResultTypes(op, types);
-    types.push_back(i64);
-  }
-  return types;
+  return parameterTypesOf(mainKernelParams(op));
 }
 
 //===----------------------------------------------------------------------===//
@@ -56,31 +43,33 @@ SmallVector<Type> MainKernelBuilder::parameterTypes() {
 void MainKernelBuilder::unpackArguments(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  ValueRange args = entry.getArguments();
-  auto take = [&](SmallVector<Value> &into, size_t n) {
-    into.append(args.begin(), args.begin() + n);
-    args = args.drop_front(n);
-  };
-  take(fullIn, op.getFull().size());
-  take(rowIn, op.getRow().size());
-  take(colIn, op.getCol().size());
-  take(fullOut, op.getFullResults().size());
-  partial = args[0];
-  rows = args[1];
-  cols = plan.staticCols ? c64(*plan.staticCols) : args[2];
-  args = args.drop_front(3);
-  take(strideIn, op.getFull().size());
-  take(strideOut, op.getFullResults().size());
-  SmallVector<tensor::ExtractOp> scalars = getCapturedScalars(op);
-  for (auto [extract, pointer] : llvm::zip(scalars, args))
-    scalarPointers[extract.getResult()] = pointer;
-  args = args.drop_front(scalars.size());
-  if (numCol > 0) {
-    barrierWord = args[0];
-    args = args.drop_front();
-    takeColumnResultArgs(op, args, finalInits, finalOuts);
-    finalize = args[0];
+  SmallVector<Value> scalars, initIn;
+  for (auto [group, values] :
+       groupArguments(mainKernelParams(op), entry.getArguments())) {
+    using K = KernelParam;
+    switch (group.kind) {
+    case K::FullIn: fullIn = values; break;
+    case K::RowIn: rowIn = values; break;
+    case K::ColIn: colIn = values; break;
+    case K::FullOut: fullOut = values; break;
+    case K::Partial: partial = values[0]; break;
+    case K::Rows: rows = values[0]; break;
+    case K::Cols: cols = plan.staticCols ? c64(*plan.staticCols) : values[0];
+      break;
+    case K::StrideIn: strideIn = values; break;
+    case K::StrideOut: strideOut = values; break;
+    case K::Scalar: scalars = values; break;
+    case K::Barrier: barrierWord = values[0]; break;
+    case K::InitIn: initIn = values; break;
+    case K::ColOut: finalOuts = values; break;
+    case K::Finalize: finalize = values[0]; break;
+    case K::Programs: break;
+    }
   }
+  for (auto [extract, pointer] : llvm::zip(getCapturedScalars(op), scalars))
+    scalarPointers[extract.getResult()] = pointer;
+  if (numCol > 0)
+    finalInits = columnInits(op, initIn);
 }
 
 LogicalResult MainKernelBuilder::cloneCaptures() {

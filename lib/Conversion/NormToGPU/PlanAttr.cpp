@@ -149,3 +149,45 @@ KernelPlan mlir::norm::splitKernelPlan(const KernelPlan &plan) {
   split.singleLaunch = false;
   return split;
 }
+
+namespace {
+unsigned nonConstantInits(MixedReductionOp op) {
+  return llvm::count_if(op.getColInit(), [](Value init) {
+    return !getConstantColumnInit(init);
+  });
+}
+} // namespace
+
+SmallVector<KernelParamGroup> mlir::norm::mainKernelParams(MixedReductionOp op) {
+  using K = KernelParam;
+  unsigned numFull = op.getFull().size(), numOut = op.getFullResults().size();
+  SmallVector<KernelParamGroup> groups = {
+      {K::FullIn, numFull, true},
+      {K::RowIn, unsigned(op.getRow().size()), true},
+      {K::ColIn, unsigned(op.getCol().size()), true},
+      {K::FullOut, numOut, true},
+      {K::Partial, 1, true},
+      {K::Rows, 1, false},
+      {K::Cols, 1, false},
+      {K::StrideIn, numFull, false},
+      {K::StrideOut, numOut, false},
+      {K::Scalar, unsigned(getCapturedScalars(op).size()), true}};
+  // The single-launch tail's (in every kernel's signature with column
+  // results; read where the plan has a single launch).
+  if (!op.getColResults().empty())
+    groups.append({{K::Barrier, 1, true},
+                   {K::InitIn, nonConstantInits(op), true},
+                   {K::ColOut, unsigned(op.getColResults().size()), true},
+                   {K::Finalize, 1, false}});
+  return groups;
+}
+
+SmallVector<KernelParamGroup>
+mlir::norm::finalKernelParams(MixedReductionOp op) {
+  using K = KernelParam;
+  return {{K::Partial, 1, true},
+          {K::InitIn, nonConstantInits(op), true},
+          {K::ColOut, unsigned(op.getColResults().size()), true},
+          {K::Programs, 1, false},
+          {K::Cols, 1, false}};
+}

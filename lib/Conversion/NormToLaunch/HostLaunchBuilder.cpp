@@ -443,6 +443,39 @@ Value HostLaunchBuilder::workspace(int64_t numCol, Value programs, Value cols,
   return ifOp.getResult(0);
 }
 
+/// A kernel's arguments in the order of `groups` (mainKernelParams,
+/// finalKernelParams: the builders read them in that order).
+SmallVector<Value>
+HostLaunchBuilder::kernelArguments(ArrayRef<KernelParamGroup> groups,
+                                   const GroupLaunchOperands &ops,
+                                   const LaunchScalars &own) {
+  SmallVector<Value> args;
+  auto append = [&](ArrayRef<LaunchValue> values) {
+    for (const LaunchValue &v : values)
+      args.push_back(v.value);
+  };
+  for (const KernelParamGroup &g : groups) {
+    switch (g.kind) {
+    case KernelParam::FullIn: append(ops.fullIn); break;
+    case KernelParam::RowIn: append(ops.rowIn); break;
+    case KernelParam::ColIn: append(ops.colIn); break;
+    case KernelParam::FullOut: append(ops.fullOut); break;
+    case KernelParam::Partial: args.push_back(own.workspace); break;
+    case KernelParam::Rows: args.push_back(ops.rows); break;
+    case KernelParam::Cols: args.push_back(ops.cols); break;
+    case KernelParam::StrideIn: append(ops.stridesIn); break;
+    case KernelParam::StrideOut: append(ops.stridesOut); break;
+    case KernelParam::Scalar: append(ops.scalars); break;
+    case KernelParam::Barrier: args.push_back(own.barrier); break;
+    case KernelParam::InitIn: append(ops.initIn); break;
+    case KernelParam::ColOut: append(ops.colOut); break;
+    case KernelParam::Finalize: args.push_back(own.finalize); break;
+    case KernelParam::Programs: args.push_back(own.programs); break;
+    }
+  }
+  return args;
+}
+
 /// The main kernel's launch (rows > 0), cooperative where the kernel can
 /// finish the column results itself and every CTA fits (a fits query, then
 /// the grid-barrier word). Returns `finalize` (i64 1: it did).
@@ -482,26 +515,9 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
                           m.i32(NORMRT_IR_LAUNCH));
     call("normrt_ir_next_launch", {}, {kind, m.i64(1)});
   }
-  // The kernels' parameters, in order.
-  SmallVector<Value> args;
-  auto append = [&](ArrayRef<LaunchValue> values) {
-    for (const LaunchValue &v : values)
-      args.push_back(v.value);
-  };
-  append(ops.fullIn);
-  append(ops.rowIn);
-  append(ops.colIn);
-  append(ops.fullOut);
-  args.append({ws, ops.rows, ops.cols});
-  append(ops.stridesIn);
-  append(ops.stridesOut);
-  append(ops.scalars);
-  if (numCol > 0) {
-    args.push_back(barrier);
-    append(ops.initIn);
-    append(ops.colOut);
-    args.push_back(coop);
-  }
+  // The kernels' parameters, in their order (mainKernelParams).
+  SmallVector<Value> args = kernelArguments(
+      mainKernelParams(ops.op), ops, {ws, barrier, coop, Value()});
   launch(c.kernels, c.which, g.grid, k.block, c.smem, args);
   if (!anyTail)
     return never;
@@ -523,12 +539,8 @@ void HostLaunchBuilder::launchFinal(const GroupLaunchPlan &plan,
       b, loc, m.cmp(Arith::P::eq, finalize, m.i64(0)), /*withElse=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&finalIf.getThenRegion().front());
-  SmallVector<Value> args{ws};
-  for (const LaunchValue &v : ops.initIn)
-    args.push_back(v.value);
-  for (const LaunchValue &v : ops.colOut)
-    args.push_back(v.value);
-  args.append({programs, ops.cols});
+  SmallVector<Value> args = kernelArguments(
+      finalKernelParams(ops.op), ops, {ws, Value(), Value(), programs});
   call("normrt_ir_next_launch", {},
        {m.i32(plan.dependentFinal ? NORMRT_IR_LAUNCH_DEPENDENT
                                   : NORMRT_IR_LAUNCH),

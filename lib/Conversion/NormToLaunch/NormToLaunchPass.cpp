@@ -105,6 +105,7 @@ LogicalResult GroupLowering::lower(bool synchronize) {
   host.begin(stream);
   collectDomain();
   GroupLaunchOperands ops;
+  ops.op = op;
   auto asI64 = [&](Value index) {
     return arith::IndexCastOp::create(b, loc, host.i64Type(), index);
   };

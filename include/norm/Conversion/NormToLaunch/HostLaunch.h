@@ -14,6 +14,7 @@
 #ifndef NORM_CONVERSION_NORMTOLAUNCH_HOSTLAUNCH_H
 #define NORM_CONVERSION_NORMTOLAUNCH_HOSTLAUNCH_H
 
+#include "norm/Conversion/NormToGPU.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -74,6 +75,7 @@ struct GroupLaunchOperands {
       colOut;
   SmallVector<LaunchValue> stridesIn, stridesOut; // i64, in elements
   Value rows, cols;
+  MixedReductionOp op; // the group (its kernels' parameter lists)
 };
 
 /// Writes launches at the builder's insertion point, declaring the
@@ -140,6 +142,13 @@ private:
                       const GroupLaunchOperands &operands, const Flags &flags,
                       Value sms);
   Value workspace(int64_t numCol, Value programs, Value cols, Value stream);
+  /// What a launch passes besides the group's operands.
+  struct LaunchScalars {
+    Value workspace, barrier, finalize, programs;
+  };
+  SmallVector<Value> kernelArguments(ArrayRef<KernelParamGroup> groups,
+                                     const GroupLaunchOperands &ops,
+                                     const LaunchScalars &own);
   Value launchMain(const KernelLaunch &k, const KernelChoice &choice,
                    const Grid &grid, const GroupLaunchOperands &operands,
                    int64_t numCol, Value ws, Value stream);
