@@ -77,7 +77,8 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     function is left as it was; the op gets a `norm.gpu` kernel plan
     attribute (kernel prefix, vector width, lanes per row, rows per CTA,
     chunks per lane, shared-memory bytes, launch mode, column groups, ...)
-    that `norm-opt compile` reads to write the host launcher. Kernel
+    first, and the kernels are built from it; the host lowering
+    (`convert-norm-to-gpu-launch`, `norm-opt compile`) reads it too. Kernel
     parameters are LLVM pointers (address space 1) and i64 sizes/strides:
     all index math is 64-bit. The dynamic shared memory is one extern
     array, and every shared array accessed with vectors is 16-byte

@@ -1,9 +1,10 @@
 //===- NormToGPUPass.cpp - The --convert-norm-to-gpu pass -----------------===//
 //
 // Part of norm-opt. Per norm.mixed_reduction: the kernel plan
-// (KernelPlan.cpp), the kernels in `gpu.module @norm_kernels` (the main
-// kernels: MainKernel.h; the final kernel: ColumnReduction.cpp), and the
-// plan on the op for the launcher writer (lib/Compile/Launcher.cpp).
+// (KernelPlan.cpp), written on the op as its `#norm.kernel_plan`
+// (PlanAttr.cpp), then the kernels in `gpu.module @norm_kernels` built from
+// the plan read back from it (the main kernels: MainKernel.h; the final
+// kernel: ColumnReduction.cpp); the host lowering reads the same.
 //
 //===----------------------------------------------------------------------===//
 

@@ -61,8 +61,10 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
   let summary = "How one norm.mixed_reduction maps onto its GPU kernels";
   let description = [{
     Written by `--convert-norm-to-gpu` on each `norm.mixed_reduction` (as
-    the `norm.gpu` attribute); `norm-opt compile` reads it to write the host
-    launcher. `kernel` is the kernels' name prefix (the suffixes are in
+    the `norm.gpu` attribute) before it builds the kernels, which it builds
+    from this attribute; the host lowering (`--convert-norm-to-gpu-launch`,
+    `norm-opt compile`) reads it too. It is the one description of the
+    op's kernels. `kernel` is the kernels' name prefix (the suffixes are in
     `include/norm/Conversion/NormToGPU/KernelNames.h`). A program is a
     group of `threads_per_row` lanes, a CTA holds `rows_per_cta` of them
     (`block` threads); `chunks_per_thread` is 0 for the looped variant.
