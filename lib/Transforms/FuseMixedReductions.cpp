@@ -165,6 +165,7 @@ public:
 private:
   // Views.
   void buildViews();
+  void classifyLoops(View &view) const;
   /// The classes of full-domain values that linalg makes one shape at run
   /// time: the operands an op reads over all its loops, and its results.
   void buildExtents();
@@ -285,6 +286,68 @@ private:
 // Views
 //===----------------------------------------------------------------------===//
 
+/// The view's kind from its iterators and output maps: elementwise, a row
+/// reduction, a column reduction (with N's loop), or other (and why).
+void Analysis::classifyLoops(View &view) const {
+  linalg::GenericOp g = view.generic;
+  SmallVector<IteratorType> its = g.getIteratorTypesArray();
+  unsigned rank = its.size();
+  unsigned numReduction = llvm::count(its, IteratorType::reduction);
+  bool allOutputsIdentity = llvm::all_of(
+      g.getDpsInitsMutable(), [&](OpOperand &init) {
+        return g.getMatchingIndexingMap(&init).isIdentity();
+      });
+  // N is the one reduced loop of a row reduction, the one parallel loop
+  // of a column reduction: the last for rows that are contiguous, another
+  // for a channels-first norm ([B, C, S] reduced over C, then over B and
+  // S). At rank 2 one reduced loop could be either; N is the last there.
+  unsigned firstReduced = llvm::find(its, IteratorType::reduction) - its.begin();
+  unsigned firstParallel = llvm::find(its, IteratorType::parallel) - its.begin();
+  if (numReduction == 0) {
+    view.kind = allOutputsIdentity ? Kind::Elementwise : Kind::Other;
+  } else if (rank >= 2 && numReduction == 1 &&
+             (rank > 2 || its.back() == IteratorType::reduction)) {
+    view.kind = Kind::RowReduce;
+    view.nDim = firstReduced;
+  } else if (rank >= 2 && numReduction == rank - 1 &&
+             (rank > 2 || its.back() == IteratorType::parallel)) {
+    view.kind = Kind::ColReduce;
+    view.nDim = firstParallel;
+  }
+  if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
+    // The output keeps the parallel dims in order (a dropped dim may stay
+    // as a constant-0 unit dim).
+    bool outputsOk = llvm::all_of(g.getDpsInitsMutable(), [&](OpOperand &init) {
+      unsigned next = 0;
+      for (AffineExpr e : g.getMatchingIndexingMap(&init).getResults()) {
+        while (next < rank && its[next] == IteratorType::reduction)
+          ++next;
+        if (auto d = dyn_cast<AffineDimExpr>(e)) {
+          if (d.getPosition() != next++)
+            return false;
+        } else if (!isa<AffineConstantExpr>(e)) {
+          return false;
+        }
+      }
+      while (next < rank && its[next] == IteratorType::reduction)
+        ++next;
+      return next == rank;
+    });
+    if (!outputsOk) {
+      view.kind = Kind::Other;
+      view.whyOther = "the reduction writes its result through a "
+                      "transposing or broadcasting map";
+    }
+  } else if (numReduction > 0) {
+    view.whyOther =
+        numReduction == rank
+            ? "it reduces every dim (a total sum, not a row or column "
+              "reduction)"
+            : "it reduces neither one dim (a row reduction over N) nor "
+              "all dims but one (a column reduction over the rows)";
+  }
+}
+
 void Analysis::buildViews() {
   MLIRContext *ctx = func.getContext();
   OpBuilder b(ctx);
@@ -326,12 +389,7 @@ void Analysis::buildViews() {
     }
     view.loops = g.getStaticLoopRanges();
     SmallVector<IteratorType> its = g.getIteratorTypesArray();
-    unsigned rank = its.size();
     unsigned numReduction = llvm::count(its, IteratorType::reduction);
-    bool allOutputsIdentity = llvm::all_of(
-        g.getDpsInitsMutable(), [&](OpOperand &init) {
-          return g.getMatchingIndexingMap(&init).isIdentity();
-        });
     if (numReduction > 0) {
       // Contractions and convolutions are opaque neighbours: their results
       // are inputs of a group, never part of one.
@@ -341,55 +399,7 @@ void Analysis::buildViews() {
         return;
       }
     }
-    // N is the one reduced loop of a row reduction, the one parallel loop
-    // of a column reduction: the last for rows that are contiguous, another
-    // for a channels-first norm ([B, C, S] reduced over C, then over B and
-    // S). At rank 2 one reduced loop could be either; N is the last there.
-    unsigned firstReduced = llvm::find(its, IteratorType::reduction) - its.begin();
-    unsigned firstParallel = llvm::find(its, IteratorType::parallel) - its.begin();
-    if (numReduction == 0) {
-      view.kind = allOutputsIdentity ? Kind::Elementwise : Kind::Other;
-    } else if (rank >= 2 && numReduction == 1 &&
-               (rank > 2 || its.back() == IteratorType::reduction)) {
-      view.kind = Kind::RowReduce;
-      view.nDim = firstReduced;
-    } else if (rank >= 2 && numReduction == rank - 1 &&
-               (rank > 2 || its.back() == IteratorType::parallel)) {
-      view.kind = Kind::ColReduce;
-      view.nDim = firstParallel;
-    }
-    if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
-      // The output keeps the parallel dims in order (a dropped dim may stay
-      // as a constant-0 unit dim).
-      bool outputsOk = llvm::all_of(g.getDpsInitsMutable(), [&](OpOperand &init) {
-        unsigned next = 0;
-        for (AffineExpr e : g.getMatchingIndexingMap(&init).getResults()) {
-          while (next < rank && its[next] == IteratorType::reduction)
-            ++next;
-          if (auto d = dyn_cast<AffineDimExpr>(e)) {
-            if (d.getPosition() != next++)
-              return false;
-          } else if (!isa<AffineConstantExpr>(e)) {
-            return false;
-          }
-        }
-        while (next < rank && its[next] == IteratorType::reduction)
-          ++next;
-        return next == rank;
-      });
-      if (!outputsOk) {
-        view.kind = Kind::Other;
-        view.whyOther = "the reduction writes its result through a "
-                        "transposing or broadcasting map";
-      }
-    } else if (numReduction > 0) {
-      view.whyOther =
-          numReduction == rank
-              ? "it reduces every dim (a total sum, not a row or column "
-                "reduction)"
-              : "it reduces neither one dim (a row reduction over N) nor "
-                "all dims but one (a column reduction over the rows)";
-    }
+    classifyLoops(view);
     if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
       for (unsigned i = 0, e = g.getNumDpsInits(); i < e; ++i) {
         if (!additiveCombiner(g, i)) {
