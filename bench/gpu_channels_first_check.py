@@ -204,28 +204,25 @@ def make_inputs(torch, kind, dt, c, shape, n_dim):
 
 
 def reference(torch, kind, n_dim, dy, x, *rest):
-    """dx, dw (, db) in float64: the norm's backward over dim n_dim."""
+    """dx, dw (, db) in float64: norm_opt.reference's backward over the rows
+    of x with dim n_dim moved last, dx moved back."""
+    from norm_opt import reference as float64
     if kind == "layer":
         mean, rstd, w = rest
     else:
         (rstd, w), mean = rest, None
-    shape = [1] * x.dim()
-    shape[n_dim] = -1
-    g, xd, wd = dy.double(), x.double(), w.double().reshape(shape)
-    r = rstd.double().unsqueeze(n_dim)
-    xhat = (xd - mean.double().unsqueeze(n_dim)) * r if kind == "layer" \
-        else xd * r
-    wg = g * wd
-    c1 = (wg * xhat).mean(n_dim, keepdim=True)
-    if kind == "layer":
-        dx = (wg - xhat * c1 - wg.mean(n_dim, keepdim=True)) * r
-    else:
-        dx = (wg - xhat * c1) * r
-    others = [d for d in range(x.dim()) if d != n_dim]
-    out = [dx, (g * xhat).sum(others)]
-    if kind == "layer":
-        out.append(g.sum(others))
-    return out
+    c = x.shape[n_dim]
+
+    def rows(t):  # [..., c] as [rows, c], the row dims in order
+        return t.double().movedim(n_dim, -1).reshape(-1, c)
+
+    ref = float64.backward(kind, rows(x), rows(dy), rstd.double().reshape(-1),
+                           None if mean is None else mean.double().reshape(-1),
+                           w.double())
+    shape = list(x.shape)
+    del shape[n_dim]
+    dx = ref["dx"].reshape(*shape, c).movedim(-1, n_dim)
+    return [dx, ref["dw"]] + ([ref["db"]] if kind == "layer" else [])
 
 
 def numerics(args):
