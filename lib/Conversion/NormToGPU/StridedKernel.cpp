@@ -13,25 +13,27 @@
 //   tile t = 32 x V consecutive rows; lane l of every warp takes the V rows
 //     from (32t + l) x V, with V-wide loads (V = 1: the scalar kernel; the
 //     vector kernel needs I a multiple of V, so V rows share one outer
-//     index, and 16-byte aligned pointers, as the launcher checks)
+//     index, and V-element aligned pointers, as the launcher checks)
 //   a CTA holds R groups of W warps; each group takes its own tiles (the
-//     same trip count everywhere, so barriers never diverge), its W warps
-//     split N: warp w takes columns w, w + W, ... (U of them per
-//     iteration, their loads issued together)
+//     same trip count everywhere) and syncs on its own named barrier; its
+//     W warps split N: warp w takes columns w, w + W, ...
+//   held columns (plan.chunksPerThread = K > 0): the warp's K columns are
+//     loaded once per tile and kept for every pass; else each pass loops
+//     over them, unroll() columns per iteration, loads issued together, and
+//     the second pass re-reads the tile (from L2)
 //   row stages: a lane's f32 sums over its warp's columns -> shared slots
-//     [group][stage sum][warp][lane] -> every warp adds its group's W slots
-//     in warp order
+//     [group][stage sum][warp][lane][V] -> every warp adds its group's W
+//     slots in warp order
 //   elementwise: results stored at (row, n), 32 x V contiguous elements per
 //     warp; column contributions summed over the lane's V rows, then over
-//     the warp's lanes by a shuffle-xor butterfly, then added by lane 0 into its group's shared
-//     accumulators [group][C][N] (each column owned by one warp: no races)
+//     the warp's lanes by a shuffle-xor butterfly, then added by lane 0
+//     into its group's accumulators [group][C][N] in dynamic shared memory
+//     (each column owned by one warp: no races)
 //   the groups' accumulators added in group order -> the CTA's partial row
-//     of [C, P, N]; the final kernel adds the P rows in a fixed order
-//     (deterministic).
+//     of [C, P, N]; the single-launch tail or the final kernel adds the P
+//     rows in a fixed order (deterministic).
 //
-// Every load is a warp-wide coalesced access along the contiguous dim; the
-// second pass over a tile re-reads it (the tile, 32 rows x N x the full
-// inputs, stays in L2 between the passes).
+// Every load is a warp-wide coalesced access along the contiguous dim.
 //
 //===----------------------------------------------------------------------===//
 
