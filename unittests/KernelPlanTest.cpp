@@ -556,3 +556,64 @@ TEST(GpuTargetTest, OptionsValidatedAgainstTheTarget) {
 }
 
 } // namespace
+
+namespace {
+/// A channels-first LayerNorm-like group over x [B, C, S] (n_dim = 1).
+std::string channelsFirstSource(int64_t c, const char *elem) {
+  std::string t = "tensor<?x" + std::to_string(c) + "x?x" + elem + ">";
+  std::string r = "tensor<?x?xf32>", w = "tensor<" + std::to_string(c) + "xf32>";
+  std::string e = elem;
+  std::string ext = e == "f32" ? "%a" : "%xa";
+  std::string conv = e == "f32" ? "" : "    %xa = arith.extf %a : " + e + " to f32\n";
+  return "func.func @f(%x: " + t + ", %r: " + r + ", %z: " + w + ") -> (" +
+         t + ", " + w + ") {\n  %dx, %c = norm.mixed_reduction full(%x : " +
+         t + ") row(%r : " + r + ") col_init(%z : " + w +
+         ")\n  row_stages {\n  ^bb0(%a: " + e + ", %b: f32):\n" + conv +
+         "    %p = arith.mulf " + ext + ", %b : f32\n    norm.yield %p : f32\n"
+         "  } elementwise {\n  ^bb0(%a: " + e + ", %b: f32, %s: f32):\n" +
+         "    norm.yield %a : " + e + "\n  } columns {\n  ^bb0(%a: " + e +
+         ", %b: f32, %s: f32):\n    norm.yield %s : f32\n  } {n_dim = 1 : "
+         "i64} -> full(" + t + ") col(" + w + ")\n  return %dx, %c : " + t +
+         ", " + w + "\n}\n";
+}
+} // namespace
+
+// Channels-first plans (planStridedRows): W = N / 12 warps (at most 16) in
+// 512-thread CTAs, the warp's columns held where K x V <= 24 (V halved until
+// they are), and the plan round-trips through the attribute.
+TEST(KernelPlanChannelsFirst, PlansAndRoundTrips) {
+  MLIRContext context;
+  DialectRegistry registry;
+  registerNormDialect(registry);
+  registry.insert<func::FuncDialect>();
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  struct {
+    int64_t c;
+    const char *elem;
+    int64_t vector, warps, groups, held;
+  } cases[] = {{96, "f32", 2, 8, 2, 12},   {192, "bf16", 2, 16, 1, 12},
+               {384, "f32", 1, 16, 1, 24}, {768, "bf16", 4, 16, 1, 0},
+               {3, "f32", 4, 1, 16, 3}};
+  for (const auto &c : cases) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(channelsFirstSource(c.c, c.elem), &context);
+    ASSERT_TRUE(module) << c.c;
+    MixedReductionOp op;
+    module->walk([&](MixedReductionOp found) { op = found; });
+    KernelPlan decided =
+        planKernel(op, KernelPlanOptions(), *lookupGpuTarget("sm_90a"));
+    KernelPlanAttr attr = kernelPlanAttr(&context, "f_0", decided);
+    EXPECT_TRUE(attr.getStridedRows()) << c.c;
+    EXPECT_EQ(attr.getVector(), c.vector) << c.c;
+    EXPECT_EQ(attr.getThreadsPerRow(), 32 * c.warps) << c.c;
+    EXPECT_EQ(attr.getRowsPerCta(), c.groups) << c.c;
+    EXPECT_EQ(attr.getChunksPerThread(), c.held) << c.c;
+    EXPECT_EQ(attr.getCombineInCta().getValue(), true);
+    EXPECT_EQ(attr.getDynamicSharedBytes(), c.groups * c.c * 4) << c.c;
+    op->setAttr(kKernelPlanAttrName, attr);
+    FailureOr<KernelPlan> read = readKernelPlan(op);
+    ASSERT_TRUE(succeeded(read));
+    expectSameForBuilders(*read, decided);
+  }
+}
