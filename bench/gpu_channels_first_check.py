@@ -164,8 +164,30 @@ func.func @{name_of(kind, dt, c, rank, n_dim)}(%dy: {full_t}, %x: {full_t}, {mea
 """
 
 
+GRAPH_TEST = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          os.pardir, "test", "Transforms",
+                          "fuse-mixed-reductions-graphs.mlir")
+GRAPH = "channels_first_between_matmuls"
+
+
+def graph_source():
+    """The whole-graph lit input: two channels-first RMSNorm groups (C = 16,
+    8) between batch_matmuls, comments (and so the test's directives)
+    dropped."""
+    for part in open(GRAPH_TEST).read().split("// -----"):
+        if f"@{GRAPH}(" in part:
+            return "\n".join(l for l in part.splitlines()
+                             if not l.lstrip().startswith("//"))
+    raise SystemExit(f"no @{GRAPH} in {GRAPH_TEST}")
+
+
 def build(out, norm_opt):
     os.makedirs(out, exist_ok=True)
+    src = os.path.join(out, f"{GRAPH}.mlir")
+    with open(src, "w") as fh:
+        fh.write(graph_source())
+    subprocess.run(compile_command(src, os.path.join(out, f"lib{GRAPH}.so"),
+                                   emit="lib", norm_opt=norm_opt), check=True)
     for f in FUNCTIONS:
         name = name_of(*f)
         src = os.path.join(out, f"{name}.mlir")
@@ -271,8 +293,55 @@ def numerics(args):
             failed += not same
             print(f"{'PASS' if same else 'FAIL'} {case} dW/dB bitwise over 3 "
                   "calls")
+    bad, n = graph_check(torch, Library, args.dir)
+    failed, total = failed + bad, total + n
     print(f"{total - failed} of {total} checks passed")
     return 1 if failed else 0
+
+
+def graph_check(torch, Library, folder):
+    """The whole graph: the batch_matmuls in torch, each outlined group
+    through its launcher, against the float64 function. (failed, checks)"""
+    lib = Library(os.path.join(folder, f"lib{GRAPH}.so"))
+    g0, g1 = (getattr(lib, f"{GRAPH}_group{i}") for i in (0, 1))
+
+    def rnd(*shape):
+        v = torch.rand(*shape, device="cuda") * 1.75 + 0.25
+        return v * (torch.randint(0, 2, shape, device="cuda") * 2 - 1)
+
+    a, g, x1 = rnd(2, 16, 4), rnd(2, 4, 6), rnd(2, 16, 6)
+    r1 = torch.rand(2, 6, device="cuda") + 0.5
+    w1, p, q = rnd(16), rnd(2, 3, 16), rnd(2, 8, 3)
+    x2, r2, w2 = rnd(2, 8, 6), torch.rand(2, 6, device="cuda") + 0.5, rnd(8)
+
+    def nan(*shape):
+        return torch.full(shape, float("nan"), device="cuda")
+
+    def group(fn, x, dy, r, w):
+        outs = (nan(*x.shape), nan(x.shape[1]))
+        # the outlined group's arguments: x, dy, rstd, w (its order)
+        fn(x, dy.contiguous(), r, w, *outs)
+        return outs
+
+    dy1 = torch.bmm(a, g)
+    dx1, dw1 = group(g0, x1, dy1, r1, w1)
+    dy2 = torch.bmm(q, torch.bmm(p, dx1))
+    dx2, dw2 = group(g1, x2, dy2, r2, w2)
+    torch.cuda.synchronize()
+    d = torch.float64
+    rdx1, rdw1 = reference(torch, "rms", 1, torch.bmm(a.to(d), g.to(d)),
+                           x1, r1, w1)[:2]
+    rdy2 = torch.bmm(q.to(d), torch.bmm(p.to(d), rdx1))
+    rdx2, rdw2 = reference(torch, "rms", 1, rdy2, x2, r2, w2)[:2]
+    failed = 0
+    for name, got, want in (("dx", dx2, rdx2), ("dw1", dw1, rdw1),
+                            ("dw2", dw2, rdw2)):
+        err = ((got.double() - want).norm() / want.norm()).item()
+        ok = bool(torch.isfinite(got).all()) and err <= 1e-5
+        failed += not ok
+        print(f"{'PASS' if ok else 'FAIL'} {GRAPH} (graph) {name} "
+              f"rel_l2={err:.2e}")
+    return failed, 3
 
 
 def benchmark(args):

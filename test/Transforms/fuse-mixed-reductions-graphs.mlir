@@ -420,3 +420,113 @@ func.func @matmul_transpose_b_before(%g: tensor<8x16xf32>, %wt: tensor<32x16xf32
       : tensor<8x32xf32>, tensor<8xf32> -> tensor<8x32xf32>, tensor<32xf32>
   return %dx, %dw : tensor<8x32xf32>, tensor<32xf32>
 }
+
+// -----
+
+#x = affine_map<(b, c, s) -> (b, c, s)>
+#st = affine_map<(b, c, s) -> (b, s)>
+#w = affine_map<(b, c, s) -> (c)>
+// Channels-first inside a graph: dy of an RMSNorm over C = 16 of x [2, 16,
+// 6] comes out of a batch_matmul, its dx goes into one whose result (through
+// another) is the dy of a second channels-first group of another C (8).
+// Both groups fuse with n_dim = 1; the three contractions stay.
+// CHECK-LABEL: func.func @channels_first_between_matmuls
+// CHECK:         %[[DY:[0-9]+]] = linalg.batch_matmul
+// CHECK:         %[[DX:[a-z_0-9]+]], %[[DW1:[a-z_0-9]+]] = norm.mixed_reduction full(%{{.*}}, %[[DY]] : tensor<2x16x6xf32>, tensor<2x16x6xf32>)
+// CHECK:           {n_dim = 1 : i64} -> full(tensor<2x16x6xf32>)
+// CHECK:         linalg.batch_matmul ins(%{{.*}}, %[[DX]] :
+// CHECK:         %[[DY2:[0-9]+]] = linalg.batch_matmul
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %[[DY2]] : tensor<2x8x6xf32>, tensor<2x8x6xf32>)
+// CHECK:           {n_dim = 1 : i64} -> full(tensor<2x8x6xf32>)
+func.func @channels_first_between_matmuls(%ma: tensor<2x16x4xf32>, %mg: tensor<2x4x6xf32>,
+    %x1: tensor<2x16x6xf32>, %r1: tensor<2x6xf32>, %w1: tensor<16xf32>,
+    %mp: tensor<2x3x16xf32>, %mq: tensor<2x8x3xf32>,
+    %x2: tensor<2x8x6xf32>, %r2: tensor<2x6xf32>, %w2: tensor<8xf32>)
+    -> (tensor<2x8x6xf32>, tensor<16xf32>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %n1 = arith.constant 16.0 : f32
+  %n2 = arith.constant 8.0 : f32
+  %edy = tensor.empty() : tensor<2x16x6xf32>
+  %fdy = linalg.fill ins(%zero : f32) outs(%edy : tensor<2x16x6xf32>) -> tensor<2x16x6xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %dy1 = linalg.batch_matmul ins(%ma, %mg : tensor<2x16x4xf32>, tensor<2x4x6xf32>) outs(%fdy : tensor<2x16x6xf32>) -> tensor<2x16x6xf32>
+  %es1 = tensor.empty() : tensor<2x6xf32>
+  %zs1 = linalg.fill ins(%zero : f32) outs(%es1 : tensor<2x6xf32>) -> tensor<2x6xf32>
+  // expected-remark @+1 {{fused a mixed-order reduction group}}
+  %s1 = linalg.generic {indexing_maps = [#x, #x, #st, #w, #st], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%x1, %dy1, %r1, %w1 : tensor<2x16x6xf32>, tensor<2x16x6xf32>, tensor<2x6xf32>, tensor<16xf32>) outs(%zs1 : tensor<2x6xf32>) {
+  ^bb0(%a: f32, %g: f32, %rr: f32, %ww: f32, %o: f32):
+    %h = arith.mulf %a, %rr : f32
+    %wg = arith.mulf %g, %ww : f32
+    %p = arith.mulf %h, %wg : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<2x6xf32>
+  %e1 = tensor.empty() : tensor<2x16x6xf32>
+  %dx1 = linalg.generic {indexing_maps = [#x, #x, #st, #w, #st, #x], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x1, %dy1, %r1, %w1, %s1 : tensor<2x16x6xf32>, tensor<2x16x6xf32>, tensor<2x6xf32>, tensor<16xf32>, tensor<2x6xf32>) outs(%e1 : tensor<2x16x6xf32>) {
+  ^bb0(%a: f32, %g: f32, %rr: f32, %ww: f32, %sm: f32, %o: f32):
+    %h = arith.mulf %a, %rr : f32
+    %wg = arith.mulf %g, %ww : f32
+    %m = arith.divf %sm, %n1 : f32
+    %t = arith.mulf %h, %m : f32
+    %d = arith.subf %wg, %t : f32
+    %v = arith.mulf %d, %rr : f32
+    linalg.yield %v : f32
+  } -> tensor<2x16x6xf32>
+  %ec1 = tensor.empty() : tensor<16xf32>
+  %zc1 = linalg.fill ins(%zero : f32) outs(%ec1 : tensor<16xf32>) -> tensor<16xf32>
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dw1 = linalg.generic {indexing_maps = [#x, #x, #st, #w], iterator_types = ["reduction", "parallel", "reduction"]}
+      ins(%x1, %dy1, %r1 : tensor<2x16x6xf32>, tensor<2x16x6xf32>, tensor<2x6xf32>) outs(%zc1 : tensor<16xf32>) {
+  ^bb0(%a: f32, %g: f32, %rr: f32, %o: f32):
+    %h = arith.mulf %a, %rr : f32
+    %p = arith.mulf %g, %h : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<16xf32>
+  %eo = tensor.empty() : tensor<2x3x6xf32>
+  %fo = linalg.fill ins(%zero : f32) outs(%eo : tensor<2x3x6xf32>) -> tensor<2x3x6xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %o1 = linalg.batch_matmul ins(%mp, %dx1 : tensor<2x3x16xf32>, tensor<2x16x6xf32>) outs(%fo : tensor<2x3x6xf32>) -> tensor<2x3x6xf32>
+  %ed2 = tensor.empty() : tensor<2x8x6xf32>
+  %fd2 = linalg.fill ins(%zero : f32) outs(%ed2 : tensor<2x8x6xf32>) -> tensor<2x8x6xf32>
+  // expected-remark @+1 {{not fused: a contraction}}
+  %dy2 = linalg.batch_matmul ins(%mq, %o1 : tensor<2x8x3xf32>, tensor<2x3x6xf32>) outs(%fd2 : tensor<2x8x6xf32>) -> tensor<2x8x6xf32>
+  %es2 = tensor.empty() : tensor<2x6xf32>
+  %zs2 = linalg.fill ins(%zero : f32) outs(%es2 : tensor<2x6xf32>) -> tensor<2x6xf32>
+  // expected-remark @+1 {{fused a mixed-order reduction group}}
+  %s2 = linalg.generic {indexing_maps = [#x, #x, #st, #w, #st], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%x2, %dy2, %r2, %w2 : tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<2x6xf32>, tensor<8xf32>) outs(%zs2 : tensor<2x6xf32>) {
+  ^bb0(%a: f32, %g: f32, %rr: f32, %ww: f32, %o: f32):
+    %h = arith.mulf %a, %rr : f32
+    %wg = arith.mulf %g, %ww : f32
+    %p = arith.mulf %h, %wg : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<2x6xf32>
+  %e2 = tensor.empty() : tensor<2x8x6xf32>
+  %dx2 = linalg.generic {indexing_maps = [#x, #x, #st, #w, #st, #x], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x2, %dy2, %r2, %w2, %s2 : tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<2x6xf32>, tensor<8xf32>, tensor<2x6xf32>) outs(%e2 : tensor<2x8x6xf32>) {
+  ^bb0(%a: f32, %g: f32, %rr: f32, %ww: f32, %sm: f32, %o: f32):
+    %h = arith.mulf %a, %rr : f32
+    %wg = arith.mulf %g, %ww : f32
+    %m = arith.divf %sm, %n2 : f32
+    %t = arith.mulf %h, %m : f32
+    %d = arith.subf %wg, %t : f32
+    %v = arith.mulf %d, %rr : f32
+    linalg.yield %v : f32
+  } -> tensor<2x8x6xf32>
+  %ec2 = tensor.empty() : tensor<8xf32>
+  %zc2 = linalg.fill ins(%zero : f32) outs(%ec2 : tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @+1 {{fused: column reduction 1 of 1 of the group}}
+  %dw2 = linalg.generic {indexing_maps = [#x, #x, #st, #w], iterator_types = ["reduction", "parallel", "reduction"]}
+      ins(%x2, %dy2, %r2 : tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<2x6xf32>) outs(%zc2 : tensor<8xf32>) {
+  ^bb0(%a: f32, %g: f32, %rr: f32, %o: f32):
+    %h = arith.mulf %a, %rr : f32
+    %p = arith.mulf %g, %h : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  return %dx2, %dw1, %dw2 : tensor<2x8x6xf32>, tensor<16xf32>, tensor<8xf32>
+}

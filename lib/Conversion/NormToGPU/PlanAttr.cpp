@@ -24,23 +24,30 @@ ResidentTierAttr tierAttr(MLIRContext *ctx, const KernelPlan &tier) {
       tier.asyncRingOffset);
 }
 
+/// The fields a plan and a resident tier both have (#norm.kernel_plan and
+/// #norm.resident_tier share these parameters).
+template <typename PlanOrTier>
+void readShared(PlanOrTier attr, KernelPlan &plan) {
+  plan.vector = attr.getVector();
+  plan.threadsPerRow = attr.getThreadsPerRow();
+  plan.rowsPerCTA = attr.getRowsPerCta();
+  plan.chunksPerThread = attr.getChunksPerThread();
+  plan.combineInCTA = attr.getCombineInCta().getValue();
+  plan.singleLaunch = attr.getSingleLaunch().getValue();
+  plan.asyncStages = attr.getAsyncStages();
+  plan.dynamicSharedBytes = attr.getDynamicSharedBytes();
+  plan.peel = attr.getPeel();
+  plan.prefetch = attr.getPrefetch();
+  plan.scalarPrefetch = attr.getScalarPrefetch();
+  plan.asyncRingOffset = attr.getAsyncRingOffset();
+}
+
 /// A tier's plan: what its attribute says, and what every tier shares
 /// with its plan (the grid and the dependent final launch).
 KernelPlan tierPlan(ResidentTierAttr attr, const KernelPlan &own) {
   KernelPlan tier;
+  readShared(attr, tier);
   tier.tierCols = attr.getCols();
-  tier.vector = attr.getVector();
-  tier.threadsPerRow = attr.getThreadsPerRow();
-  tier.rowsPerCTA = attr.getRowsPerCta();
-  tier.chunksPerThread = attr.getChunksPerThread();
-  tier.combineInCTA = attr.getCombineInCta().getValue();
-  tier.singleLaunch = attr.getSingleLaunch().getValue();
-  tier.asyncStages = attr.getAsyncStages();
-  tier.dynamicSharedBytes = attr.getDynamicSharedBytes();
-  tier.peel = attr.getPeel();
-  tier.prefetch = attr.getPrefetch();
-  tier.scalarPrefetch = attr.getScalarPrefetch();
-  tier.asyncRingOffset = attr.getAsyncRingOffset();
   tier.programsPerSM = own.programsPerSM;
   tier.dependentLaunch = own.dependentLaunch;
   return tier;
@@ -75,27 +82,16 @@ FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
     return op.emitError("fused op has no kernel plan (--convert-norm-to-gpu "
                         "did not run)");
   KernelPlan plan;
-  plan.vector = attr.getVector();
-  plan.threadsPerRow = attr.getThreadsPerRow();
-  plan.rowsPerCTA = attr.getRowsPerCta();
-  plan.chunksPerThread = attr.getChunksPerThread();
+  readShared(attr, plan);
   plan.programsPerSM = attr.getProgramsPerSm();
-  plan.combineInCTA = attr.getCombineInCta().getValue();
-  plan.singleLaunch = attr.getSingleLaunch().getValue();
-  plan.asyncStages = attr.getAsyncStages();
   plan.minColumnGroups = std::max<int64_t>(1, attr.getColumnGroups());
   plan.splitColumnGroups = attr.getSplitColumnGroups();
   plan.splitSharedBytes = attr.getSplitSharedBytes();
-  plan.dynamicSharedBytes = attr.getDynamicSharedBytes();
   plan.clusterCTAs = attr.getClusterCtas();
   plan.bulkStages = attr.getBulkStages();
   plan.dependentLaunch = attr.getDependentLaunch();
-  plan.peel = attr.getPeel();
-  plan.prefetch = attr.getPrefetch();
-  plan.scalarPrefetch = attr.getScalarPrefetch();
   plan.sharedAccumulators = attr.getSharedAccumulators();
   plan.twoCTAsPerSM = attr.getTwoCtasPerSm();
-  plan.asyncRingOffset = attr.getAsyncRingOffset();
   plan.bulkRingOffset = attr.getBulkRingOffset();
   plan.stridedRows = attr.getStridedRows();
   if (!ShapedType::isDynamic(op.getStaticCols()))

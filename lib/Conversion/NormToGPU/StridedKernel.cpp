@@ -100,7 +100,7 @@ LogicalResult StridedKernelBuilder::build(gpu::GPUFuncOp func) {
   gpu::BarrierOp::create(b, loc);
   // Tile it * (P x R) + program of every group, it < ceil(tiles / (P x R)).
   Value tiles = arith::CeilDivUIOp::create(b, loc, rows, c64(32 * V));
-  Value programs = mul(gridDim(), c64(R));
+  programs = mul(gridDim(), c64(R)); // groups of the grid
   Value program = add(mul(blockId(), c64(R)), group);
   Value iters = arith::CeilDivUIOp::create(b, loc, tiles, programs);
   auto tileLoop = scf::ForOp::create(b, loc, zero64, iters, one64);
