@@ -209,12 +209,10 @@ LauncherSignature LauncherBuilder::signature(func::FuncOp fn,
     MixedReductionOp op = g.op;
     return op.getDomainShape() != domain || op.getNDimIndex() != nDim;
   });
-  sig.channelsFirst = llvm::any_of(groups, [&](const GroupParams &g) {
-    return !MixedReductionOp(g.op).isRowMajor();
-  });
   llvm::SmallSet<unsigned, 8> strided, stridedRes, colStrided, colStridedRes;
   for (const GroupParams &g : groups) {
     bool channelsFirst = !MixedReductionOp(g.op).isRowMajor();
+    sig.channelsFirst |= channelsFirst;
     for (const Param &p : g.fullIn)
       (channelsFirst ? colStrided : strided).insert(p.index);
     for (const Param &p : g.fullOut)

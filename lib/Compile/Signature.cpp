@@ -189,12 +189,14 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
                                       : what.str() + std::to_string(d);
         };
         auto strided = [&](StringRef prefix, unsigned count) {
-          for (unsigned i = 0; i < count; ++i)
-            if (layoutOf(prefix.str() + std::to_string(i)) == "rows_by_cols")
-              j.value(prefix.str() + std::to_string(i) + "_row_stride");
-            else if (layoutOf(prefix.str() + std::to_string(i)) ==
-                     "channels_first")
-              j.value(prefix.str() + std::to_string(i) + "_col_stride");
+          for (unsigned i = 0; i < count; ++i) {
+            std::string name = prefix.str() + std::to_string(i);
+            StringRef layout = layoutOf(name);
+            if (layout == "rows_by_cols")
+              j.value(name + "_row_stride");
+            else if (layout == "channels_first")
+              j.value(name + "_col_stride");
+          }
         };
         j.object([&] {
           j.attribute("name", fn.getSymName());

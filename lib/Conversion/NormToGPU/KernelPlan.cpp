@@ -97,8 +97,8 @@ public:
 
 private:
   /// A channels-first domain (static N, checkSupportedOnGpu): W warps of
-  /// 32 rows split N, at least kStridedColumnsPerWarp columns each, so a
-  /// warp's loop has a few iterations of loads in flight.
+  /// a tile split N, about kStridedColumnsPerWarp columns each, held in
+  /// registers between the passes where they fit.
   KernelPlan planStridedRows() {
     KernelPlan plan;
     plan.stridedRows = true;
@@ -404,9 +404,6 @@ void KernelPlanner::pickSharedAccumulators() {
     if (plan.resident() && plan.rowsPerCTA > 1 &&
         partialsCombineInCTA(plan.rowsPerCTA)) {
       plan.combineInCTA = true;
-    // The grid's partial rows reduced after a grid barrier where the
-    // launch can be cooperative (one CTA per SM), else by the final kernel.
-    plan.singleLaunch = options.singleLaunch;
       plan.dynamicSharedBytes = plan.rowsPerCTA * row;
     } else if (!plan.resident()) {
       // The looped variant keeps its part of the row's accumulators in
