@@ -330,6 +330,7 @@ private:
   /// Columns first + u * W (u < the unroll) of the lane's rows: loaded
   /// together (clamped into the row; `valid` says which count).
   struct Columns {
+    Value first;
     SmallVector<Value> valid, column;
     SmallVector<SmallVector<SmallVector<Value>>> full; // [u][input][row]
     SmallVector<SmallVector<Value>> col;               // [u][input]
@@ -351,6 +352,13 @@ private:
   void columnPass(ArrayRef<RowState> lanes, const Columns *held);
   /// dx and the column sums of the columns `c`.
   void finishColumns(ArrayRef<RowState> lanes, const Columns &c);
+  /// contribs[u x numCol + k] (column first + u x W, sum k) over the warp,
+  /// into the group's accumulators.
+  void addColumnSums(ArrayRef<Value> contribs, Value first);
+  /// Up to 32 f32 values summed over the warp's lanes: (a value's total,
+  /// its index, whether this lane is the one of its lanes to use it).
+  std::tuple<Value, Value, Value>
+  reduceScatterWithinWarp(SmallVector<Value> values);
   void writePartialRow();
   /// Columns per loop iteration of a warp.
   int64_t unroll() const;

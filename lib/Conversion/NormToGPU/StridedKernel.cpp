@@ -26,9 +26,10 @@
 //     slots in warp order
 //   elementwise: results stored at (row, n), 32 x V contiguous elements per
 //     warp; column contributions summed over the lane's V rows, then over
-//     the warp's lanes by a shuffle-xor butterfly, then added by lane 0
-//     into its group's accumulators [group][C][N] in dynamic shared memory
-//     (each column owned by one warp: no races)
+//     the warp's lanes by a reduce-scatter (up to 32 sums per round, one
+//     per lane), then added by their lanes into the group's accumulators
+//     [group][C][N] in dynamic shared memory (each column owned by one
+//     warp: no races)
 //   the groups' accumulators added in group order -> the CTA's partial row
 //     of [C, P, N]; the single-launch tail or the final kernel adds the P
 //     rows in a fixed order (deterministic).
@@ -153,6 +154,7 @@ void StridedKernelBuilder::processTile(Value tile) {
 
 StridedKernelBuilder::Columns StridedKernelBuilder::loadColumns(Value first) {
   Columns c;
+  c.first = first;
   for (int64_t u = 0; u < unroll(); ++u) {
     Value n = add(first, c64(u * W));
     c.valid.push_back(ult(n, cols));
@@ -265,44 +267,103 @@ void StridedKernelBuilder::columnPass(ArrayRef<RowState> lanes,
 
 void StridedKernelBuilder::finishColumns(ArrayRef<RowState> lanes,
                                          const Columns &c) {
-  Value isLane0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                        laneInWarp, zero64);
+  // contribs[u x numCol + k]: the lane's column sum k of column u.
+  SmallVector<Value> contribs;
   for (int64_t u = 0; u < unroll(); ++u) {
     SmallVector<SmallVector<Value>> outs(fullOut.size());
-    SmallVector<Value> contribs(numCol);
+    SmallVector<Value> sums(numCol);
     for (int64_t v = 0; v < V; ++v) {
       SmallVector<Value> args = argsAt(lanes[v], c, u, v);
       for (auto [i, x] : llvm::enumerate(inlineRegion(op.getElementwise(), args)))
         outs[i].push_back(x);
       // The lane's V rows in order.
       for (auto [k, x] : llvm::enumerate(inlineRegion(op.getColumns(), args)))
-        contribs[k] = contribs[k] ? arith::AddFOp::create(b, loc, contribs[k],
-                                                          toF32(x))
-                                        .getResult()
-                                  : toF32(x);
+        sums[k] = sums[k] ? arith::AddFOp::create(b, loc, sums[k], toF32(x))
+                                .getResult()
+                          : toF32(x);
     }
     Value live = arith::AndIOp::create(b, loc, rowValid, c.valid[u]);
-    for (Value &x : contribs)
-      x = select(live, x);
+    for (Value x : sums)
+      contribs.push_back(select(live, x));
     Value at = add(rowBase, mul(c.column[u], inner));
     ifThen(live, [&] {
       for (auto [i, out] : llvm::enumerate(fullOut))
         store(out, elementTypeOf(op.getFullResults()[i]), at, outs[i]);
     });
-    // The warp's lanes, in a fixed order; lane 0 owns the column's
-    // accumulators of its group.
-    reduceWithinWarp(contribs);
-    ifThen(arith::AndIOp::create(b, loc, isLane0, c.valid[u]), [&] {
-      for (auto [k, x] : llvm::enumerate(contribs)) {
-        Value idx = toIndex(add(mul(add(mul(group, c64(numCol)), c64(k)),
-                                    c64(*plan.staticCols)),
-                                c.column[u]));
-        Value old = memref::LoadOp::create(b, loc, colAcc, idx);
-        memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, old, x),
-                                colAcc, idx);
-      }
+  }
+  addColumnSums(contribs, c.first);
+}
+
+void StridedKernelBuilder::addColumnSums(ArrayRef<Value> contribs,
+                                         Value first) {
+  // 32 values at a time: a reduce-scatter over the warp's lanes leaves
+  // each value's warp total with its own lanes, so the lanes add to the
+  // group's accumulators side by side (each column owned by one warp).
+  for (size_t base = 0; base < contribs.size(); base += 32) {
+    SmallVector<Value> values(
+        contribs.slice(base, std::min<size_t>(32, contribs.size() - base)));
+    auto [total, index, owner] = reduceScatterWithinWarp(values);
+    Value idx = add(index, c64(base));
+    Value u = arith::DivUIOp::create(b, loc, idx, c64(numCol));
+    Value k = arith::RemUIOp::create(b, loc, idx, c64(numCol));
+    Value column = add(first, mul(u, c64(W)));
+    Value owns = arith::AndIOp::create(
+        b, loc, owner,
+        arith::AndIOp::create(b, loc, ult(idx, c64(contribs.size())),
+                              ult(column, cols)));
+    ifThen(owns, [&] {
+      Value at = toIndex(add(
+          mul(add(mul(group, c64(numCol)), k), c64(*plan.staticCols)),
+          column));
+      Value old = memref::LoadOp::create(b, loc, colAcc, at);
+      memref::StoreOp::create(b, loc,
+                              arith::AddFOp::create(b, loc, old, total),
+                              colAcc, at);
     });
   }
+}
+
+std::tuple<Value, Value, Value>
+StridedKernelBuilder::reduceScatterWithinWarp(SmallVector<Value> values) {
+  // Pad to a power of two; each level halves the values a lane keeps: the
+  // lane whose bit `mask` is set keeps the upper half and sends the lower,
+  // its partner the reverse, and each adds what it receives (one lane
+  // order per value: deterministic).
+  int64_t count = llvm::PowerOf2Ceil(values.size());
+  values.resize(count, zeroF32());
+  Value index = zero64;
+  int64_t mask = 16;
+  for (; count > 1; count /= 2, mask /= 2) {
+    int64_t half = count / 2;
+    Value upper = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ne,
+        arith::AndIOp::create(b, loc, laneInWarp, c64(mask)), zero64);
+    for (int64_t i = 0; i < half; ++i) {
+      Value keep =
+          arith::SelectOp::create(b, loc, upper, values[i + half], values[i]);
+      Value send =
+          arith::SelectOp::create(b, loc, upper, values[i], values[i + half]);
+      auto got =
+          gpu::ShuffleOp::create(b, loc, send, mask, 32, gpu::ShuffleMode::XOR);
+      values[i] = arith::AddFOp::create(b, loc, keep, got.getShuffleResult());
+    }
+    values.resize(half);
+    index = add(index, arith::SelectOp::create(b, loc, upper, c64(half),
+                                               zero64));
+  }
+  // The lanes that share the upper bits hold the same partial: a butterfly
+  // over the rest (a + b and b + a round alike), lane bits below zero own.
+  Value total = values.front();
+  for (int64_t rest = mask; rest >= 1; rest /= 2) {
+    auto got =
+        gpu::ShuffleOp::create(b, loc, total, rest, 32, gpu::ShuffleMode::XOR);
+    total = arith::AddFOp::create(b, loc, total, got.getShuffleResult());
+  }
+  Value owner = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::AndIOp::create(b, loc, laneInWarp, c64(mask > 0 ? 2 * mask - 1 : 0)),
+      zero64);
+  return {total, index, owner};
 }
 
 void StridedKernelBuilder::writePartialRow() {
