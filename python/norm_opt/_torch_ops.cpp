@@ -14,6 +14,7 @@
 
 #include <torch/extension.h>
 
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -139,6 +140,14 @@ std::pair<at::Tensor, int64_t> asRows(const at::Tensor &t, int64_t n) {
   return {t.contiguous(), n};
 }
 
+/// An uninitialised contiguous tensor of `sizes` with the dtype and device
+/// of `like`, made by the CUDA allocator directly: at::empty is an op of
+/// its own, a dispatch and (under torch's profiler) an event per call.
+at::Tensor emptyCuda(at::IntArrayRef sizes, const at::Tensor &like) {
+  return at::Tensor(at::detail::empty_cuda(sizes, like.scalar_type(),
+                                           like.device(), c10::nullopt));
+}
+
 /// Per-row fp32 statistics, contiguous.
 at::Tensor stats(const at::Tensor &t, int64_t rows, const char *what) {
   TORCH_CHECK(t.numel() == rows, "norm_opt: ", what, " has ", t.numel(),
@@ -233,8 +242,8 @@ struct Rows {
         dy_.scalar_type() == x_.scalar_type() ? dy_ : dy_.to(x_.scalar_type()),
         n);
     w = weight_.is_contiguous() ? weight_ : weight_.contiguous();
-    dx = at::empty(x_.sizes(), x_.options());
-    dw = at::empty_like(w);
+    dx = emptyCuda(x_.sizes(), x_);
+    dw = emptyCuda(w.sizes(), w);
   }
   const Kernel &kernel(int kind) const {
     return kernelFor(kind, n, x.scalar_type(), w.scalar_type(),
@@ -250,7 +259,7 @@ layerNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
   Rows r(op, dy_, x_, weight_);
   at::Tensor mean = stats(mean_, r.rows, "mean");
   at::Tensor rstd = stats(rstd_, r.rows, "rstd");
-  at::Tensor db = at::empty_like(r.w);
+  at::Tensor db = emptyCuda(r.w.sizes(), r.w);
   const Kernel &k = r.kernel(kLayer);
   auto launcher = reinterpret_cast<LayerLauncher>(k.launcher);
   // bias is not read by the kernel (dbias = sum of dy): pass weight.

@@ -25,7 +25,16 @@
 // CHECK-SAME:      workgroup(%{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // Loads of 2 consecutive rows of one column, I elements apart per column.
 // CHECK:           llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
-// CHECK:           gpu.shuffle  xor
+// The column sums of the warp's 12 columns x 2 sums (24 values, padded to
+// 32) over its lanes: a reduce-scatter, each level sending half of what a
+// lane keeps (16 + 8 + 4 + 2 + 1 shuffles, not a butterfly of 5 per sum);
+// every lane then owns one sum and adds it to the group's accumulator.
+// CHECK-COUNT-16:  gpu.shuffle  xor %{{[0-9]+}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK-COUNT-8:   gpu.shuffle  xor %{{[0-9]+}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK-COUNT-4:   gpu.shuffle  xor %{{[0-9]+}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK-COUNT-2:   gpu.shuffle  xor %{{[0-9]+}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK:           gpu.shuffle  xor %{{[0-9]+}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK-NOT:       gpu.shuffle
 // CHECK:         gpu.func @layer_cf_0_main_scalar(
 // CHECK:         gpu.func @layer_cf_0_final(
 // OPTS-LABEL:  func.func @layer_cf
