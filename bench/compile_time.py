@@ -84,37 +84,47 @@ def main():
     for kind in args.kinds.split(","):
         for dtype in args.dtypes.split(","):
             per_n = {}
-            for n in (N_STATIC, "?"):
-                label = "static" if n != "?" else "dynamic"
-                src = os.path.join(work, f"{kind}_{dtype}_{label}.mlir")
+            # "no tiers": the run-time N library that norm_opt.kernels.
+            # Specializing compiles first (tier-min-cols=0), each N's
+            # static library following on its first call.
+            for n, label, extra in ((N_STATIC, "static", []),
+                                    ("?", "dynamic", []),
+                                    ("?", "dynamic, no tiers",
+                                     ["--tier-min-cols=0"])):
+                tag = label.replace(", ", "_").replace(" ", "_")
+                src = os.path.join(work, f"{kind}_{dtype}_{tag}.mlir")
                 with open(src, "w") as f:
                     f.write(source(kind, dtype, n))
                 ptx = src.replace(".mlir", ".ptx")
-                lib = os.path.join(work, f"lib{kind}_{dtype}_{label}.so")
+                lib = os.path.join(work, f"lib{kind}_{dtype}_{tag}.so")
                 best_ptx, first_ptx, err = timed(
                     compile_command(src, ptx, emit="ptx",
                                     norm_opt=args.norm_opt,
-                                    extra=["--mlir-timing"]), args.repeat)
+                                    extra=["--mlir-timing"] + extra),
+                    args.repeat)
                 best_lib, first_lib, _ = timed(
                     compile_command(src, lib, emit="lib",
-                                    norm_opt=args.norm_opt), args.repeat)
+                                    norm_opt=args.norm_opt, extra=extra),
+                    args.repeat)
                 text = open(ptx).read()
                 kernels = len(re.findall(r"^\.visible \.entry ", text, re.M))
                 per_n[label] = (best_ptx, best_lib, first_lib)
                 rows.append((f"{kind} {dtype}", label, kernels,
                              len(text) / 1e3, best_ptx, best_lib, first_lib,
                              slowest_passes(err)))
-            s, d = per_n["static"], per_n["dynamic"]
-            rows.append((f"{kind} {dtype}", "dynamic / static", "", "",
-                         d[0] / s[0], d[1] / s[1], d[2] / s[2], ""))
-    print(f"{'kernel':<11} {'N':<16} {'kernels':>7} {'PTX KB':>7} "
+            s = per_n["static"]
+            for label in ("dynamic", "dynamic, no tiers"):
+                d = per_n[label]
+                rows.append((f"{kind} {dtype}", f"{label} / static", "", "",
+                             d[0] / s[0], d[1] / s[1], d[2] / s[2], ""))
+    print(f"{'kernel':<11} {'N':<27} {'kernels':>7} {'PTX KB':>7} "
           f"{'to PTX s':>9} {'to lib s':>9} {'cold lib s':>10}  slowest passes")
     for name, label, kernels, kb, p, l, c, passes in rows:
-        if label == "dynamic / static":
-            print(f"{name:<11} {label:<16} {'':>7} {'':>7} {p:>8.1f}x "
+        if label.endswith(" / static"):
+            print(f"{name:<11} {label:<27} {'':>7} {'':>7} {p:>8.1f}x "
                   f"{l:>8.1f}x {c:>9.1f}x")
         else:
-            print(f"{name:<11} {label:<16} {kernels:>7} {kb:>7.0f} {p:>9.2f} "
+            print(f"{name:<11} {label:<27} {kernels:>7} {kb:>7.0f} {p:>9.2f} "
                   f"{l:>9.2f} {c:>10.2f}  {passes}")
     return 0
 

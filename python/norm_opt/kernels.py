@@ -22,6 +22,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import threading
 
 from . import __version__
 from .compiler import compile as _compile
@@ -55,13 +56,17 @@ def function_name(kind):
 
 
 def source(kind, n, dtype, weight_dtype=None):
-    """The MLIR of one backward function with dynamic rows, static N.
+    """The MLIR of one backward function with dynamic rows, static N (None:
+    N dynamic too).
     layer: (dy, x, mean, rstd, weight, bias) -> (dx, dweight, dbias);
     rms:   (dy, x, rstd, weight) -> (dx, dweight)."""
     x, w = mlir_dtype(dtype), mlir_dtype(weight_dtype or dtype)
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"hidden size must be >= 1, got {n}")
+    if n is None:
+        n = "?"
+    else:
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"hidden size must be >= 1, got {n}")
     name = function_name(kind)
     full, vec = f"tensor<?x{n}x{x}>", f"tensor<{n}x{w}>"
     if kind == "layer":
@@ -95,7 +100,7 @@ def entry_name(kind, n, dtype, weight_dtype, chip, options):
     """The directory name of one library: readable, and the key."""
     x, w = mlir_dtype(dtype), mlir_dtype(weight_dtype or dtype)
     key = cache_key(source(kind, n, dtype, weight_dtype), chip, options)
-    return f"{kind}-{n}-{x}-{w}-{chip}-{key}"
+    return f"{kind}-{'dyn' if n is None else n}-{x}-{w}-{chip}-{key}"
 
 
 def cache_dir():
@@ -155,6 +160,80 @@ def library(kind, n, dtype, weight_dtype=None, chip="sm_90a", options=None,
             f"dtype={mlir_dtype(dtype)}, weight={mlir_dtype(weight_dtype or dtype)}, "
             f"chip={chip} (looked for {name}/ in {looked}), and it cannot be "
             f"compiled now: {e}") from None
+
+
+class Specializing:
+    """One backward kernel for every hidden size N, as a JIT wants it: the
+    run-time N library without resident tiers (`tier_min_cols=0`: its
+    looped kernels take every N) is compiled now, in about the time of one
+    static N (bench/compile_time.py); a run-time N's tiers would take 14x
+    that. The first call of each N then compiles the static-N library of
+    that N (the tier of exactly this N, the fastest plan) on a background
+    thread; calls of that N take the generic kernel until it is ready and
+    the specialised one after. `background=False` compiles it within the
+    first call instead. A failed specialisation keeps the generic kernel
+    (its error in `errors[n]`)."""
+
+    def __init__(self, kind, dtype, weight_dtype=None, chip="sm_90a",
+                 options=None, norm_opt=None, background=True):
+        self.kind, self.dtype, self.weight_dtype = kind, dtype, weight_dtype
+        self.chip, self.norm_opt = chip, norm_opt
+        self.options = dict(options or {})
+        self.background = background
+        self.generic_library = library(
+            kind, None, dtype, weight_dtype, chip,
+            {**self.options, "tier_min_cols": 0}, norm_opt)
+        self._generic = getattr(self.generic_library, function_name(kind))
+        self._ready, self._pending, self.errors = {}, {}, {}
+        self._lock = threading.Lock()
+
+    def function(self, n):
+        """The function to call for rows of `n` columns now."""
+        n = int(n)
+        with self._lock:
+            if n in self._ready:
+                return self._ready[n]
+            start = n not in self._pending and n not in self.errors
+            if start and self.background:
+                thread = threading.Thread(
+                    target=self._specialize, args=(n,), daemon=True,
+                    name=f"norm_opt specialise {self.kind} N={n}")
+                self._pending[n] = thread
+                thread.start()
+        if start and not self.background:
+            self._specialize(n)
+            return self.function(n)
+        return self._generic
+
+    def specialized(self, n):
+        """Whether calls of `n` columns take the static-N kernel."""
+        with self._lock:
+            return int(n) in self._ready
+
+    def wait(self):
+        """Blocks until every specialisation started so far has ended."""
+        while True:
+            with self._lock:
+                threads = [t for t in self._pending.values()
+                           if t.is_alive()]
+            if not threads:
+                return
+            for t in threads:
+                t.join()
+
+    def _specialize(self, n):
+        try:
+            fn = getattr(library(self.kind, n, self.dtype, self.weight_dtype,
+                                 self.chip, self.options, self.norm_opt),
+                         function_name(self.kind))
+            with self._lock:
+                self._ready[n] = fn
+        except NormOptError as e:
+            with self._lock:
+                self.errors[n] = e
+        finally:
+            with self._lock:
+                self._pending.pop(n, None)
 
 
 def _csv(text):

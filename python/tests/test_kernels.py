@@ -84,3 +84,65 @@ class Lookup(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Specializing(unittest.TestCase):
+    """A run-time N library without tiers now, the static N of each N seen
+    on its first call (kernels.Specializing)."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_env("NORM_OPT")
+
+    def cache(self, name):
+        return mock.patch.dict(os.environ,
+                               {"NORM_OPT_CACHE_DIR": str(scratch(name))})
+
+    def test_generic_then_static_n(self):
+        with self.cache("specialize-sync"):
+            lib = kernels.Specializing("rms", "f32", chip="sm_90a",
+                                       background=False)
+            self.assertTrue(lib.generic_library.path.parent.name.startswith(
+                "rms-dyn-f32-f32-sm_90a-"))
+            # No resident tiers (kernels `<fn>_0_tier<C>_main...` in the
+            # embedded cubin): the looped kernels take every N.
+            code = lib.generic_library.path.read_bytes()
+            self.assertIn(b"rms_norm_backward_0_main", code)
+            self.assertNotIn(b"_tier", code)
+            self.assertFalse(lib.specialized(96))
+            fn = lib.function(96)
+            self.assertTrue(lib.specialized(96))
+            self.assertEqual(fn.library.path.parent.name,
+                             kernels.entry_name("rms", 96, "f32", None,
+                                                "sm_90a", {}))
+            self.assertIs(lib.function(96), fn)
+            self.assertIn("tensor<?x?xf32>",
+                          kernels.source("rms", None, "f32"))
+
+    def test_background(self):
+        with self.cache("specialize-background"):
+            lib = kernels.Specializing("layer", "bf16", chip="sm_90a")
+            generic = lib.function(128)
+            # The first call does not wait for the compile.
+            self.assertIn(generic.library.path,
+                          (lib.generic_library.path,
+                           lib.function(128).library.path))
+            lib.wait()
+            self.assertTrue(lib.specialized(128))
+            self.assertNotEqual(lib.function(128).library.path,
+                                lib.generic_library.path)
+            self.assertFalse(lib.errors)
+
+    def test_failed_specialisation_keeps_the_generic_kernel(self):
+        with self.cache("specialize-fails"):
+            lib = kernels.Specializing("rms", "f32", chip="sm_90a",
+                                       background=False)
+            error = NormOptNotFoundError("norm-opt not found: gone")
+            with mock.patch.object(kernels, "library", side_effect=error):
+                fn = lib.function(64)
+            self.assertEqual(fn.library.path, lib.generic_library.path)
+            self.assertIs(lib.errors[64], error)
+            self.assertFalse(lib.specialized(64))
+            # Not retried on every call.
+            self.assertEqual(lib.function(64).library.path,
+                             lib.generic_library.path)
