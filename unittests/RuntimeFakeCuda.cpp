@@ -480,6 +480,7 @@ CU_EXPORT cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
 }
 
 CU_EXPORT cuCtxGetCurrent(CUcontext *context) {
+  ++gStats.contextQueries;
   *context = tCurrent;
   return CUDA_SUCCESS;
 }
@@ -490,6 +491,7 @@ CU_EXPORT cuCtxSetCurrent(CUcontext context) {
 }
 
 CU_EXPORT cuCtxGetDevice(CUdevice *device) {
+  ++gStats.contextQueries;
   if (!tCurrent)
     return CUDA_ERROR_INVALID_CONTEXT;
   *device = 0;
@@ -640,6 +642,7 @@ CU_EXPORT cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks,
                                                        CUfunction function,
                                                        int blockSize,
                                                        size_t shared) {
+  ++gStats.occupancyQueries;
   FakeFunction *f = reinterpret_cast<FakeFunction *>(function);
   if (!f->module->live || blockSize <= 0)
     return CUDA_ERROR_INVALID_VALUE;

@@ -73,6 +73,10 @@ struct FakeCudaStats {
   std::atomic<size_t> lastMemcpyBytes{0};
   std::atomic<int> memsets16{0};
   std::atomic<int> clusterLaunches{0};
+  // What a launch asks the driver: cuCtxGetCurrent / cuCtxGetDevice calls,
+  // cuOccupancyMaxActiveBlocksPerMultiprocessor calls.
+  std::atomic<int> contextQueries{0};
+  std::atomic<int> occupancyQueries{0};
 };
 
 // A node of a fake graph, in capture order.

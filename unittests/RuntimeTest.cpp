@@ -866,6 +866,47 @@ TEST_F(RuntimeFake, Launch) {
   EXPECT_TRUE(mentions(lastError(), "CUDA_ERROR_INVALID_HANDLE"));
 }
 
+// What does not change is asked of the driver once: a function's raised
+// shared-memory limit and its occupancies (until normrt_release_all, after
+// which a function may have the handle of an unloaded one), a device's
+// cooperative-launch support.
+TEST_F(RuntimeFake, LaunchAsksTheDriverOnce) {
+  void *f = function(kImage, "norm_bwd");
+  int value = 7;
+  void *args[] = {&value};
+  int sets = stats->setAttributes.load();
+  int occupancies = stats->occupancyQueries.load();
+  int attributes = stats->attributeQueries.load();
+  int ctas = 0, fits = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(normrt_launch(f, 2, 1, 128, 64 << 10, nullptr, args),
+              NORMRT_SUCCESS)
+        << lastError();
+    ASSERT_EQ(normrt_max_active_ctas(f, 128, 64 << 10, &ctas),
+              NORMRT_SUCCESS);
+    ASSERT_EQ(normrt_cooperative_fits(f, 2, 128, 64 << 10, &fits),
+              NORMRT_SUCCESS);
+  }
+  EXPECT_EQ(stats->setAttributes.load(), sets + 1);
+  EXPECT_EQ(stats->occupancyQueries.load(), occupancies + 1);
+  EXPECT_GT(ctas, 0);
+  EXPECT_EQ(fits, 1);
+  int afterFirst = stats->attributeQueries.load();
+  EXPECT_LE(afterFirst, attributes + 2); // SM count, cooperative support
+  // A smaller size is covered by the limit; another shape is a new query.
+  ASSERT_EQ(normrt_max_active_ctas(f, 128, 32 << 10, &ctas), NORMRT_SUCCESS);
+  EXPECT_EQ(stats->setAttributes.load(), sets + 1);
+  EXPECT_EQ(stats->occupancyQueries.load(), occupancies + 2);
+  // After normrt_release_all everything is asked again.
+  normrt_release_all();
+  f = function(kImage, "norm_bwd");
+  ASSERT_EQ(normrt_cooperative_fits(f, 2, 128, 64 << 10, &fits),
+            NORMRT_SUCCESS);
+  EXPECT_EQ(stats->setAttributes.load(), sets + 2);
+  EXPECT_EQ(stats->occupancyQueries.load(), occupancies + 3);
+  EXPECT_GT(stats->attributeQueries.load(), afterFirst);
+}
+
 TEST_F(RuntimeFake, LaunchDependent) {
   void *f = function(kImage, "norm_bwd");
   int value = 7;

@@ -118,6 +118,7 @@ void normrt_release_all(void) {
     std::lock_guard<std::mutex> moduleLock(s.moduleMutex);
     std::lock_guard<std::mutex> workspaceLock(s.workspaceMutex);
     gModuleGeneration.fetch_add(1, std::memory_order_acq_rel);
+    forgetDeviceFacts();
     CUcontext saved = nullptr;
     bool restore = gDriver.ctxGetCurrent(&saved) == CUDA_SUCCESS;
     CUcontext current = saved;

@@ -76,6 +76,10 @@ State &state() {
 // The current context, making device 0's primary context current when there
 // is none. Needs the driver.
 int currentContext(const char *fn, CUcontext *out) {
+  if (tSequence.active && tSequence.context) {
+    *out = tSequence.context;
+    return NORMRT_SUCCESS;
+  }
   CUcontext context = nullptr;
   CUresult result = gDriver.ctxGetCurrent(&context);
   if (result != CUDA_SUCCESS)
@@ -108,6 +112,8 @@ int currentContext(const char *fn, CUcontext *out) {
                     "%s: cuCtxSetCurrent(device 0's primary context) failed",
                     fn);
   }
+  if (tSequence.active)
+    tSequence.context = context;
   *out = context;
   return NORMRT_SUCCESS;
 }
@@ -204,6 +210,12 @@ int captureOf(const char *fn, CUstream stream, Capture *out) {
   *out = Capture();
   if (!gDriver.streamGetCaptureInfo)
     return NORMRT_SUCCESS; // a driver before CUDA 10.1 captures nothing
+  LaunchSequence &sequence = tSequence;
+  if (sequence.active && sequence.captureKnown &&
+      sequence.captureStream == stream) {
+    *out = sequence.capture;
+    return NORMRT_SUCCESS;
+  }
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
   CUresult result = gDriver.streamGetCaptureInfo(stream, &status, &id);
@@ -226,6 +238,11 @@ int captureOf(const char *fn, CUstream stream, Capture *out) {
                 fn, static_cast<void *>(stream));
   out->active = status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
   out->id = id;
+  if (sequence.active) {
+    sequence.captureKnown = true;
+    sequence.captureStream = stream;
+    sequence.capture = *out;
+  }
   return NORMRT_SUCCESS;
 }
 

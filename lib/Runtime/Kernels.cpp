@@ -28,11 +28,49 @@
 
 namespace normrt_detail {
 
+namespace {
+/// What the driver said of one function, kept for the module generation it
+/// was said in (normrt_release_all unloads the modules: a later function
+/// may get the same handle): the dynamic shared memory its limit allows
+/// and its occupancies. Each launch would otherwise ask again (a launcher
+/// call made 21 driver calls, 5 of them these).
+struct LaunchShape { // a type of this file: its map stays unexported
+  unsigned block, shared;
+  bool operator<(const LaunchShape &o) const {
+    return std::tie(block, shared) < std::tie(o.block, o.shared);
+  }
+};
+struct FunctionFacts {
+  uint64_t generation = 0;
+  unsigned sharedAllowed = 0;
+  std::map<LaunchShape, int> occupancy;
+};
+std::mutex gFactsMutex;
+std::map<CUfunction, FunctionFacts> gFacts;
+
+/// `f`'s facts (gFactsMutex held), emptied if from an older generation.
+FunctionFacts &factsOf(CUfunction f) {
+  FunctionFacts &facts = gFacts[f];
+  uint64_t generation = gModuleGeneration.load(std::memory_order_acquire);
+  if (facts.generation != generation) {
+    facts = FunctionFacts();
+    facts.generation = generation;
+  }
+  return facts;
+}
+} // namespace
+
 // Any dynamic shared memory raises the function's limit to it: the kernel's
-// static shared memory counts against the same 48 KiB default.
+// static shared memory counts against the same 48 KiB default. A limit set
+// before covers every smaller size.
 int allowDynamicShared(const char *fn, CUfunction f, unsigned shared_bytes) {
   if (shared_bytes == 0)
     return NORMRT_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(gFactsMutex);
+    if (factsOf(f).sharedAllowed >= shared_bytes)
+      return NORMRT_SUCCESS;
+  }
   CUresult result = gDriver.funcSetAttribute(
       f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
       static_cast<int>(shared_bytes));
@@ -41,20 +79,70 @@ int allowDynamicShared(const char *fn, CUfunction f, unsigned shared_bytes) {
                   "%s: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u) "
                   "failed",
                   fn, shared_bytes);
+  std::lock_guard<std::mutex> lock(gFactsMutex);
+  FunctionFacts &facts = factsOf(f);
+  facts.sharedAllowed = std::max(facts.sharedAllowed, shared_bytes);
   return NORMRT_SUCCESS;
+}
+
+namespace {
+/// The current context's device and what the runtime asks of it, cached per
+/// thread for the last context (a context belongs to one device for its
+/// life) and per device.
+thread_local CUcontext tDeviceContext;
+thread_local CUdevice tDevice;
+thread_local uint64_t tDeviceGeneration;
+std::atomic<int> gCooperative[kMaxCachedDevices]; // 0 unknown, 1 yes, 2 no
+} // namespace
+
+void forgetDeviceFacts() {
+  for (std::atomic<int> &known : gCooperative)
+    known.store(0, std::memory_order_relaxed);
+}
+
+int currentDevice(const char *fn, CUdevice *out) {
+  CUcontext context = nullptr;
+  if (int status = requireContext(fn, &context))
+    return status;
+  uint64_t generation = gModuleGeneration.load(std::memory_order_acquire);
+  if (context && context == tDeviceContext &&
+      generation == tDeviceGeneration) {
+    *out = tDevice;
+    return NORMRT_SUCCESS;
+  }
+  CUresult result = gDriver.ctxGetDevice(out);
+  if (result != CUDA_SUCCESS)
+    return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
+                  fn);
+  tDeviceContext = context;
+  tDevice = *out;
+  tDeviceGeneration = generation;
+  return NORMRT_SUCCESS;
+}
+
+bool cooperativeLaunchSupported(CUdevice device) {
+  bool cacheable = device >= 0 && device < kMaxCachedDevices;
+  int known = cacheable ? gCooperative[device].load(std::memory_order_relaxed)
+                        : 0;
+  if (known)
+    return known == 1;
+  int supported = 0;
+  if (gDriver.deviceGetAttribute(&supported,
+                                 CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH,
+                                 device) != CUDA_SUCCESS)
+    return false; // not cached: asked again next time
+  if (cacheable)
+    gCooperative[device].store(supported ? 1 : 2, std::memory_order_relaxed);
+  return supported != 0;
 }
 
 // Multiprocessors of the current context's device (cached per device);
 // `fn` names the entry point in messages.
 int smCount(const char *fn, int *out) {
-  CUcontext context = nullptr;
-  if (int status = requireContext(fn, &context))
-    return status;
   CUdevice device = 0;
-  CUresult result = gDriver.ctxGetDevice(&device);
-  if (result != CUDA_SUCCESS)
-    return cuFail(NORMRT_ERROR_DRIVER, result, "%s: cuCtxGetDevice failed",
-                  fn);
+  if (int status = currentDevice(fn, &device))
+    return status;
+  CUresult result = CUDA_SUCCESS;
   bool cacheable = device >= 0 && device < kMaxCachedDevices;
   int count =
       cacheable ? gSmCount[device].load(std::memory_order_relaxed) : 0;
@@ -125,6 +213,15 @@ int checkOccupancyQuery(const char *fn, void *function, unsigned block_x,
 
 int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
                   unsigned shared_bytes, int *out) {
+  {
+    std::lock_guard<std::mutex> lock(gFactsMutex);
+    FunctionFacts &facts = factsOf(f);
+    auto it = facts.occupancy.find(LaunchShape{block_x, shared_bytes});
+    if (it != facts.occupancy.end()) {
+      *out = it->second;
+      return NORMRT_SUCCESS;
+    }
+  }
   if (int status = allowDynamicShared(fn, f, shared_bytes))
     return status;
   int blocks = 0;
@@ -133,6 +230,8 @@ int maxActiveCtas(const char *fn, CUfunction f, unsigned block_x,
   if (result != CUDA_SUCCESS)
     return cuFail(NORMRT_ERROR_DRIVER, result,
                   "%s: cuOccupancyMaxActiveBlocksPerMultiprocessor failed", fn);
+  std::lock_guard<std::mutex> lock(gFactsMutex);
+  factsOf(f).occupancy[LaunchShape{block_x, shared_bytes}] = blocks;
   *out = blocks;
   return NORMRT_SUCCESS;
 }
@@ -235,8 +334,9 @@ void *recentFunction(const void *module, const char *name) {
     return nullptr;
   if (tSequence.active && tSequence.status != NORMRT_SUCCESS)
     return nullptr;
-  CUcontext context = nullptr;
-  if (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context)
+  CUcontext context = tSequence.active ? tSequence.context : nullptr;
+  if (!context &&
+      (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context))
     return nullptr;
   uint64_t generation = gModuleGeneration.load(std::memory_order_acquire);
   for (const RecentFunction &r : tRecent)
@@ -249,8 +349,9 @@ void *recentFunction(const void *module, const char *name) {
 void rememberFunction(const void *module, const char *name, void *function) {
   if (!function || std::strlen(name) >= sizeof(RecentFunction::name))
     return;
-  CUcontext context = nullptr;
-  if (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context)
+  CUcontext context = tSequence.active ? tSequence.context : nullptr;
+  if (!context &&
+      (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context))
     return;
   RecentFunction &r = tRecent[tRecentNext];
   tRecentNext = (tRecentNext + 1) % kRecentFunctions;

@@ -184,16 +184,10 @@ int normrt_cooperative_fits(void *function, unsigned grid_x,
     if (envSwitchSet("NORMRT_NO_COOPERATIVE") ||
         !gDriver.launchCooperativeKernel || !gDriver.memsetD32Async)
       return static_cast<int>(NORMRT_SUCCESS);
-    CUcontext context = nullptr;
-    if (int status = requireContext(fn, &context))
-      return status;
     CUdevice device = 0;
-    int supported = 0, sms = 0;
-    if (gDriver.ctxGetDevice(&device) != CUDA_SUCCESS ||
-        gDriver.deviceGetAttribute(&supported,
-                                   CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH,
-                                   device) != CUDA_SUCCESS ||
-        !supported)
+    int sms = 0;
+    if (currentDevice(fn, &device) != NORMRT_SUCCESS ||
+        !cooperativeLaunchSupported(device))
       return static_cast<int>(NORMRT_SUCCESS);
     if (int status = smCount(fn, &sms))
       return status;

@@ -178,6 +178,13 @@ struct LaunchSequence {
   int nextKind = 0;          // NORMRT_IR_LAUNCH, ...: the next launch
   int64_t nextCluster = 1;   // the occupancy query's cluster size
   int64_t result = 0;        // the last query's answer
+  // What the sequence's calls share (one launcher call, straight-line on
+  // one thread: neither the current context nor a stream's capture can
+  // change inside it), asked of the driver once per sequence.
+  CUcontext context = nullptr;     // the current context, once known
+  bool captureKnown = false;       // `capture` is `captureStream`'s
+  CUstream captureStream = nullptr;
+  Capture capture;
 };
 extern thread_local LaunchSequence tSequence;
 /// What mgpuLaunchKernel does in a sequence (normrt_ir_next_launch).
@@ -299,6 +306,12 @@ void makeCaptureWords(State &s, CUcontext context, CUstream stream);
 
 // Kernels.cpp
 int smCount(const char *fn, int *out);
+/// The current context's device (asked once per thread and context).
+int currentDevice(const char *fn, CUdevice *out);
+/// normrt_release_all: what was asked of the devices is asked again.
+void forgetDeviceFacts();
+/// Whether `device` launches cooperative kernels (asked once per device).
+bool cooperativeLaunchSupported(CUdevice device);
 int checkLaunchShape(const char *fn, const void *function, unsigned grid_x,
                      unsigned grid_y, unsigned block_x, unsigned shared_bytes);
 int checkLegacyStream(const char *fn, CUstream stream);

@@ -114,6 +114,21 @@ int main(int argc, char **argv) {
   // An eager call on another stream, then a capture: the barrier word is a
   // capture word (no node).
   std::printf("eager call: %d\n", call(at(0x92)));
+  // The same call again: what a steady eager call asks of the driver (the
+  // function's limits and occupancy, the device's facts are cached; the
+  // context and the stream's capture state are asked once per call).
+  int contexts = stats->contextQueries, captures = stats->captureQueries,
+      attributes = stats->attributeQueries, sets = stats->setAttributes,
+      occupancies = stats->occupancyQueries, launches = stats->launches;
+  int again = call(at(0x92));
+  std::printf("steady eager call: %d, driver: context %d, capture %d, "
+              "attribute %d, set-attribute %d, occupancy %d, launch %d\n",
+              again, stats->contextQueries - contexts,
+              stats->captureQueries - captures,
+              stats->attributeQueries - attributes,
+              stats->setAttributes - sets,
+              stats->occupancyQueries - occupancies,
+              stats->launches - launches);
   capture("after eager", at(0x93), [] {
     std::printf("captured call: %d\n", call(at(0x93)));
   });
