@@ -142,12 +142,11 @@ int smCount(const char *fn, int *out) {
   CUdevice device = 0;
   if (int status = currentDevice(fn, &device))
     return status;
-  CUresult result = CUDA_SUCCESS;
   bool cacheable = device >= 0 && device < kMaxCachedDevices;
   int count =
       cacheable ? gSmCount[device].load(std::memory_order_relaxed) : 0;
   if (count <= 0) {
-    result = gDriver.deviceGetAttribute(
+    CUresult result = gDriver.deviceGetAttribute(
         &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
     if (result != CUDA_SUCCESS)
       return cuFail(NORMRT_ERROR_DRIVER, result,
@@ -329,14 +328,22 @@ thread_local int tRecentNext;
 
 } // namespace
 
+/// The current context (the launch sequence's, once known), or null; no
+/// error is reported: the recent-function cache just stands aside.
+static CUcontext contextOrNull() {
+  if (tSequence.active && tSequence.context)
+    return tSequence.context;
+  CUcontext context = nullptr;
+  return gDriver.ctxGetCurrent(&context) == CUDA_SUCCESS ? context : nullptr;
+}
+
 void *recentFunction(const void *module, const char *name) {
   if (!module || !name || !gDriverReady.load(std::memory_order_acquire))
     return nullptr;
   if (tSequence.active && tSequence.status != NORMRT_SUCCESS)
     return nullptr;
-  CUcontext context = tSequence.active ? tSequence.context : nullptr;
-  if (!context &&
-      (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context))
+  CUcontext context = contextOrNull();
+  if (!context)
     return nullptr;
   uint64_t generation = gModuleGeneration.load(std::memory_order_acquire);
   for (const RecentFunction &r : tRecent)
@@ -349,9 +356,8 @@ void *recentFunction(const void *module, const char *name) {
 void rememberFunction(const void *module, const char *name, void *function) {
   if (!function || std::strlen(name) >= sizeof(RecentFunction::name))
     return;
-  CUcontext context = tSequence.active ? tSequence.context : nullptr;
-  if (!context &&
-      (gDriver.ctxGetCurrent(&context) != CUDA_SUCCESS || !context))
+  CUcontext context = contextOrNull();
+  if (!context)
     return;
   RecentFunction &r = tRecent[tRecentNext];
   tRecentNext = (tRecentNext + 1) % kRecentFunctions;
