@@ -188,8 +188,11 @@ class Specializing:
         self._lock = threading.Lock()
 
     def function(self, n):
-        """The function to call for rows of `n` columns now."""
+        """The function to call for rows of `n` columns now (n >= 1:
+        checked here, not in the background compile)."""
         n = int(n)
+        if n < 1:
+            raise ValueError(f"hidden size must be >= 1, got {n}")
         with self._lock:
             if n in self._ready:
                 return self._ready[n]

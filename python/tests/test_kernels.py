@@ -133,6 +133,22 @@ class Specializing(unittest.TestCase):
                                 lib.generic_library.path)
             self.assertFalse(lib.errors)
 
+    def test_bad_hidden_size(self):
+        with self.cache("specialize-bad"):
+            lib = kernels.Specializing("rms", "f32", chip="sm_90a")
+            for bad in (0, -4):
+                with self.assertRaisesRegex(ValueError,
+                                            "hidden size must be >= 1"):
+                    lib.function(bad)
+            with self.assertRaises(ValueError):
+                lib.function("wide")
+            lib.wait()
+            self.assertFalse(lib.errors)
+        with self.assertRaisesRegex(ValueError, "kind must be one of"):
+            kernels.Specializing("batch", "f32")
+        with self.assertRaisesRegex(ValueError, "unsupported dtype int8"):
+            kernels.Specializing("rms", "int8")
+
     def test_failed_specialisation_keeps_the_generic_kernel(self):
         with self.cache("specialize-fails"):
             lib = kernels.Specializing("rms", "f32", chip="sm_90a",
