@@ -64,7 +64,9 @@ SHAPES = [(m, n, "static") for m, n in (
     (131072, 128), (262144, 64))] + [
     (5000, 2999, "static"), (5000, 2999, "dynamic"),
     (5000, 3000, "static"), (5000, 3000, "dynamic")]
-ALL_PROVIDERS = ("norm-opt",) + report.PEERS
+# "copy": the reference time of issue 28 (a graph of one copy of the
+# floor's bytes), not a peer.
+ALL_PROVIDERS = ("norm-opt",) + report.PEERS + ("copy",)
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 EPS = 1e-5  # the forward's epsilon (gpu_check.make_inputs)
 FLUSH_BYTES = 256 * 1024 * 1024
@@ -485,6 +487,16 @@ def measure_row(gc, args, timer, jaxp, kind, dt, m, n, fn_kind, lib,
         except Exception as e:  # a peer that cannot run a shape
             row["errs"][name] = {"error": str(e)[:200]}
             print(f"  {name} {kind} {dt} {m}x{n}: {str(e)[:200]}", flush=True)
+    # Issue 28's reference: a CUDA graph of one device-to-device copy of the
+    # floor's bytes (half read, half written), under the same protocol.
+    if cached is None and "copy" in args.wanted:
+        half = floor_bytes(kind, m, n, dt) // 2
+        src = torch.ones(half, dtype=torch.int8, device="cuda")
+        dst = torch.empty_like(src)
+        row["copy"] = timer.graph_time(lambda: dst.copy_(src))
+        del src, dst
+    elif cached is not None and "copy" in cached:
+        row["copy"] = cached["copy"][0]
     if jaxp is not None and cached is None:
         try:
             outs, us = jaxp.run(kind, t, args.reps)
@@ -496,12 +508,15 @@ def measure_row(gc, args, timer, jaxp, kind, dt, m, n, fn_kind, lib,
                   flush=True)
     if cached is not None:
         for name, (tm, err) in cached.items():
-            row["times"][name], row["errs"][name] = tm, err
+            if name != "copy":
+                row["times"][name], row["errs"][name] = tm, err
         row["peers_from"] = "static row"
     elif fn_kind == "static":
         peer_cache[(kind, dt, m, n)] = {
             k: (row["times"][k], row["errs"][k]) for k in row["times"]
             if k in report.PEERS}
+        if "copy" in row:
+            peer_cache[(kind, dt, m, n)]["copy"] = (row["copy"], None)
     if ours is not None:
         prefix = f"{ours[2]['name']}_0"
         row["ptxas"] = {k: ptxas.get(f"{prefix}_{k}")

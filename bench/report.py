@@ -16,8 +16,11 @@ markdown table and the PNG:
                              markers of that file with the table
 
 Every row: the floor, each provider's median time with its SOL (floor /
-time), which peer is best and our speedup over it, the rel-L2 errors of
-ours and of the best peer. The geometric mean per dtype is over the best
+time), which peer is best and our speedup over it, the time of a copy of
+the floor's bytes and ours over it (issue 28: over floor / 0.93 where the
+copy is slower than that), the DRAM bytes of one call of ours over the
+floor's (--dram: bench/dram_bytes.py's JSON), the rel-L2 errors of ours
+and of the best peer. The geometric mean per dtype is over the best
 peer of each static shape; the run-time N rows are reported as their ratio
 to the static 5000x3000 row instead.
 """
@@ -71,10 +74,40 @@ def fmt_t(r, name):
     return f"{t:.1f} ({r['floor'] / t:.2f})"
 
 
+def copy_reference(r):
+    """Issue 28's reference time: the copy of the floor's bytes, or floor /
+    0.93 where that copy runs under 0.93 of the floor; None if not timed."""
+    if "copy" not in r:
+        return None
+    return min(r["copy"], r["floor"] / 0.93)
+
+
 def err_str(errs):
     if not errs or "error" in errs:
         return "-"
     return "/".join(f"{v:.1e}" for v in errs.values())
+
+
+def copy_cells(r):
+    """copy us | ours / reference | DRAM bytes of ours / floor bytes."""
+    ref, ours = copy_reference(r), r["times"].get(OURS)
+    copy = f"{r['copy']:.1f}" if "copy" in r else "-"
+    ratio = f"{ours / ref:.2f}" if ref and ours else "-"
+    dram = f"{r['dram_ratio']:.2f}" if "dram_ratio" in r else "-"
+    return f"{copy} | {ratio} | {dram}"
+
+
+def merge_dram(rows, paths):
+    """bench/dram_bytes.py's JSON: each row's DRAM bytes / floor bytes."""
+    for p in paths:
+        with open(p) as f:
+            for d in json.load(f):
+                for r in rows:
+                    if (r["kind"], r["dtype"], r["m"], r["n"]) == (
+                            d["kind"], d["dtype"], d["m"], d["n"]) and \
+                            r.get("fn", "static") == "static":
+                        r["dram_ratio"] = (d["read"] + d["write"]) / \
+                            d["floor_bytes"]
 
 
 def geomean(values):
@@ -94,10 +127,10 @@ def markdown(head, rows):
         "our main kernel from ptxas.", "",
         "| kind | dtype | M x N | floor us | norm-opt | "
         + " | ".join(LABELS[p] for p in present)
-        + " | best peer | speedup | err norm-opt | err best peer | "
-        "regs/spill |",
-        "|" + "---|" * (10 + len(present))]
-    speedups, fails = {}, {}
+        + " | best peer | speedup | copy us | ours / copy | DRAM / floor | "
+        "err norm-opt | err best peer | regs/spill |",
+        "|" + "---|" * (13 + len(present))]
+    speedups, fails, near_copy = {}, {}, {}
     for r in rows:
         p = r.get("ptxas") or {}
         main = p.get("main") or p.get("main_scalar") or {}
@@ -111,10 +144,14 @@ def markdown(head, rows):
             f"{r['floor']:.1f} | {fmt_t(r, OURS)} | "
             + " | ".join(fmt_t(r, q) for q in present)
             + f" | {best or '-'} | {f'{sp:.2f}' if sp else '-'} | "
+            f"{copy_cells(r)} | "
             f"{err_str(r['errs'].get(OURS))} | "
             f"{err_str(r['errs'].get(best)) if best else '-'} | {regs} |")
         if sp and r.get("fn", "static") == "static":
             speedups.setdefault(r["dtype"], []).append(sp)
+        ref = copy_reference(r)
+        if ref and ours and r["floor"] >= 30 and r.get("fn") != "dynamic":
+            near_copy.setdefault(r["dtype"], []).append(ours / ref <= 1.10)
         for name, e in r["errs"].items():
             if "error" in e:
                 fails.setdefault(name, []).append(
@@ -126,6 +163,10 @@ def markdown(head, rows):
             f"{geomean(s):.2f}x ({len(s)} shape{'s' if len(s) != 1 else ''}"
             f"; behind the best peer on "
             f"{sum(v < 1 for v in s)}).")
+    for dt, within in near_copy.items():
+        lines.append(
+            f"Within 1.10x of the copy of the same bytes (floor >= 30 us), "
+            f"{dt}: {sum(within)} of {len(within)}.")
     lines += runtime_n_lines(rows)
     for name, where in fails.items():
         lines.append(f"Did not run: {name} on {len(where)} "
@@ -224,10 +265,13 @@ def main(argv=None):
     ap.add_argument("--md")
     ap.add_argument("--png")
     ap.add_argument("--update-doc")
+    ap.add_argument("--dram", action="append", default=[],
+                    help="bench/dram_bytes.py's JSON: a DRAM / floor column")
     ap.add_argument("--short", action="store_true",
                     help="print the one-line-a-row summary")
     args = ap.parse_args(argv)
     head, rows = load(args.json)
+    merge_dram(rows, args.dram)
     table = markdown(head, rows)
     if args.md:
         with open(args.md, "w") as f:

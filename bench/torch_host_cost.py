@@ -3,7 +3,7 @@
 
 For LayerNorm / RMSNorm backward on [16, 256, 1024] (bf16 and f32) it
 reports the op's CPU time per call as torch's profiler counts it (the
-`norm_opt::*` event's CPU time total / calls), the wall time per call of a
+`norm_opt::*` events' CPU time, mean and median over 2000 calls), the wall time per call of a
 loop of eager calls (no synchronisation inside), and the GPU time of one
 call; with --profile, cProfile's top entries of 200 calls.
 
@@ -18,6 +18,7 @@ bf16 and f32: wall time per iteration.
 import argparse
 import cProfile
 import pstats
+import statistics
 import time
 
 import torch
@@ -44,8 +45,12 @@ def op(kind):
             else torch.ops.norm_opt.rms_norm_backward)
 
 
-def profiler_us(f, args, calls=200):
-    for _ in range(20):
+def profiler_us(f, args, calls=2000):
+    """The op's CPU time per call in torch's profiler: the mean (as
+    key_averages gives it) and the median over `calls` calls. 2000 calls:
+    with 200, a few slow first calls under the profiler moved the mean by
+    up to 6 us."""
+    for _ in range(50):
         f(*args)
     torch.cuda.synchronize()
     with torch.profiler.profile(
@@ -53,11 +58,12 @@ def profiler_us(f, args, calls=200):
         for _ in range(calls):
             f(*args)
         torch.cuda.synchronize()
-    name = f._qualname if hasattr(f, "_qualname") else None
-    for e in prof.key_averages():
-        if e.key.startswith(("norm_opt::", "aten::native_layer_norm_backward")):
-            return e.cpu_time_total / e.count, e.key
-    return float("nan"), name
+    times = [e.cpu_time_total for e in prof.events()
+             if e.name.startswith(("norm_opt::",
+                                   "aten::native_layer_norm_backward"))]
+    if not times:
+        return float("nan"), float("nan")
+    return statistics.fmean(times), statistics.median(times)
 
 
 def wall_us(f, args, calls=200):
@@ -139,7 +145,7 @@ def main():
     for kind in ("layer", "rms"):
         for dtype in (torch.bfloat16, torch.float32):
             f, args = op(kind), inputs(kind, dtype)
-            prof, key = profiler_us(f, args)
+            prof = profiler_us(f, args)
             wall = min(wall_us(f, args) for _ in range(5))
             rows.append((kind, str(dtype).split(".")[-1], prof, wall,
                          gpu_us(f, args)))
@@ -157,13 +163,14 @@ def main():
         args = (dy, x, [SHAPE[-1]], mean.unsqueeze(-1), rstd.unsqueeze(-1),
                 w, w, [True, True, True])
         f = torch.ops.aten.native_layer_norm_backward
-        prof, _ = profiler_us(f, args)
+        prof = profiler_us(f, args)
         rows.append(("torch layer", str(dtype).split(".")[-1], prof,
                      min(wall_us(f, args) for _ in range(5)), gpu_us(f, args)))
     print(f"{'kind':11} {'dtype':9} {'profiler CPU us/call':>21} "
-          f"{'wall us/call':>13} {'GPU us/call':>12}")
+          f"{'(median)':>8} {'wall us/call':>13} {'GPU us/call':>12}")
     for r in rows:
-        print(f"{r[0]:11} {r[1]:9} {r[2]:21.1f} {r[3]:13.1f} {r[4]:12.1f}")
+        print(f"{r[0]:11} {r[1]:9} {r[2][0]:21.1f} {r[2][1]:8.1f} "
+              f"{r[3]:13.1f} {r[4]:12.1f}")
     if a.modules:
         modules_table()
 

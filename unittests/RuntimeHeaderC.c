@@ -76,6 +76,9 @@ int main(void) {
         "launch_cooperative NULL");
   /* Nothing taken during a capture: no driver call, so no failure. */
   check(normrt_scratch_done(NULL) == NORMRT_SUCCESS, "scratch_done");
+  /* The capture allocator is state of the runtime: no driver needed. */
+  check(normrt_set_capture_allocator(NULL, NULL) == NORMRT_SUCCESS,
+        "set_capture_allocator");
   /* A query needs no driver to begin and end. */
   size_t needed = 1;
   check(normrt_query_begin() == NORMRT_SUCCESS, "query_begin");

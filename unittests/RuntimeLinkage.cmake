@@ -26,7 +26,8 @@ endif()
 string(REGEX MATCHALL "[^\n]+" lines "${exported}")
 set(api normrt_status_string normrt_last_error normrt_init
   normrt_ensure_context normrt_sm_count normrt_get_function normrt_workspace
-  normrt_set_workspace normrt_launch normrt_launch_dependent
+  normrt_set_workspace normrt_set_capture_allocator normrt_launch
+  normrt_launch_dependent
   normrt_check_aligned normrt_report
   normrt_max_active_ctas normrt_max_active_clusters normrt_cooperative_fits
   normrt_grid_barrier_word

@@ -1797,6 +1797,75 @@ TEST_F(RuntimeFakeCapture, ScratchDoneAfterTheCaptureEndedSaysSo) {
   EXPECT_EQ(stats->captureQueries.load(), queries);
 }
 
+// A framework's allocator (normrt_set_capture_allocator) gives the workspace
+// of calls made during a capture: no allocation node of ours in the graph,
+// eager calls untouched, a failure or a misaligned buffer reported.
+struct CaptureAllocations {
+  int calls = 0;
+  size_t bytes = 0;
+  void *stream = nullptr;
+  uintptr_t next = 0x700000; // 16-byte aligned fake addresses
+  int status = 0;
+};
+
+int captureAllocate(void *user, void *stream, size_t bytes, void **ptr) {
+  auto *a = static_cast<CaptureAllocations *>(user);
+  ++a->calls;
+  a->bytes = bytes;
+  a->stream = stream;
+  *ptr = fakeAddress(a->next);
+  return a->status;
+}
+
+TEST_F(RuntimeFakeCapture, CaptureAllocatorGivesTheWorkspace) {
+  void *s = fakeAddress(0x7d);
+  CaptureAllocations allocations;
+  ASSERT_EQ(normrt_set_capture_allocator(captureAllocate, &allocations),
+            NORMRT_SUCCESS);
+  struct Reset {
+    ~Reset() { normrt_set_capture_allocator(nullptr, nullptr); }
+  } reset;
+  // Eager: the runtime's own workspace; the allocator is not asked.
+  Call eager;
+  ASSERT_EQ(launcher(kGridImage, s, 4096, &eager), NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(allocations.calls, 0);
+  int asyncAllocs = stats->asyncAllocs.load();
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  Call call;
+  ASSERT_EQ(launcher(kGridImage, s, 5000, &call), NORMRT_SUCCESS)
+      << lastError();
+  EXPECT_EQ(allocations.calls, 1);
+  EXPECT_EQ(allocations.bytes, 5000u); // exactly what the call asked
+  EXPECT_EQ(allocations.stream, s);
+  EXPECT_EQ(call.workspace, fakeAddress(0x700000));
+  EXPECT_NE(call.workspace, eager.workspace);
+  // No stream-ordered allocation for the workspace (the context already has
+  // capture words, so the barrier word needs none either).
+  EXPECT_EQ(stats->asyncAllocs.load(), asyncAllocs);
+  void *graph = nullptr;
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  for (const FakeCudaNode &node : nodes(graph))
+    EXPECT_NE(node.kind, FAKECUDA_NODE_ALLOC);
+  EXPECT_EQ(graphUnfreed(graph), 0);
+
+  // The allocator fails: an error naming it, and the capture stays valid.
+  allocations.status = 1;
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  Call failed;
+  EXPECT_EQ(launcher(kGridImage, s, 5000, &failed),
+            NORMRT_ERROR_OUT_OF_MEMORY);
+  EXPECT_TRUE(mentions(lastError(), "normrt_set_capture_allocator"));
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+  // A misaligned buffer is refused.
+  allocations.status = 0;
+  allocations.next = 0x700008;
+  ASSERT_EQ(beginCapture(s, kGlobal), CUDA_SUCCESS);
+  EXPECT_EQ(launcher(kGridImage, s, 5000, &failed), NORMRT_ERROR_MISALIGNED);
+  EXPECT_TRUE(mentions(lastError(), "not 16-byte aligned"));
+  ASSERT_EQ(endCapture(s, &graph), CUDA_SUCCESS) << lastViolation();
+}
+
 TEST(RuntimeFakeNoDevice, InitReportsNoDevice) {
   REQUIRE_SCENARIO("fake-no-device");
   EXPECT_EQ(normrt_init(), NORMRT_ERROR_NO_DEVICE);

@@ -49,7 +49,7 @@ int normrt_workspace(void *stream, size_t bytes, void **ptr_out) {
 
     CUstream cuStream = static_cast<CUstream>(stream);
     State &s = state();
-    std::lock_guard<std::mutex> lock(s.workspaceMutex);
+    std::unique_lock<std::mutex> lock(s.workspaceMutex);
     Workspace &w = workspaceOf(s, context, cuStream);
     if (w.user) {
       if (w.userBytes < bytes)
@@ -65,6 +65,26 @@ int normrt_workspace(void *stream, size_t bytes, void **ptr_out) {
     Capture capture;
     if (int status = captureOf(fn, cuStream, &capture))
       return status;
+    if (capture.active && s.captureAlloc) {
+      // The framework's code runs without the runtime's lock.
+      normrt_capture_alloc_fn alloc = s.captureAlloc;
+      void *user = s.captureAllocUser;
+      lock.unlock();
+      void *pointer = nullptr;
+      if (alloc(user, stream, bytes, &pointer) != 0 || !pointer)
+        return fail(NORMRT_ERROR_OUT_OF_MEMORY,
+                    "%s: the capture allocator set by "
+                    "normrt_set_capture_allocator gave no %zu-byte workspace "
+                    "for stream %p",
+                    fn, bytes, stream);
+      if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
+        return fail(NORMRT_ERROR_MISALIGNED,
+                    "%s: the capture allocator's workspace %p is not 16-byte "
+                    "aligned",
+                    fn, pointer);
+      *ptr_out = pointer;
+      return static_cast<int>(NORMRT_SUCCESS);
+    }
     if (capture.active) {
       CUdeviceptr pointer = 0;
       if (int status = captureAlloc(fn, context, cuStream, capture, bytes,
@@ -107,6 +127,16 @@ int normrt_workspace(void *stream, size_t bytes, void **ptr_out) {
     w.owned = pointer;
     w.ownedBytes = size;
     *ptr_out = reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+    return static_cast<int>(NORMRT_SUCCESS);
+  });
+}
+
+int normrt_set_capture_allocator(normrt_capture_alloc_fn alloc, void *user) {
+  return guarded("normrt_set_capture_allocator", [&] {
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.workspaceMutex);
+    s.captureAlloc = alloc;
+    s.captureAllocUser = alloc ? user : nullptr;
     return static_cast<int>(NORMRT_SUCCESS);
   });
 }

@@ -238,6 +238,10 @@ struct State {
   std::map<std::tuple<CUcontext, CUstream, uint64_t>, Workspace> workspaces;
   // Per context, zeroed grid-barrier words for captures (same mutex).
   std::map<CUcontext, CaptureWords> captureWords;
+  // The framework's allocator for workspaces taken during a capture (same
+  // mutex; NULL: cuMemAllocAsync in the graph).
+  normrt_capture_alloc_fn captureAlloc = nullptr;
+  void *captureAllocUser = nullptr;
 };
 
 // Multiprocessor counts by device ordinal (0: not known yet).

@@ -10,7 +10,9 @@
 // (norm_opt.kernels): the first call of a (kind, N, dtypes, device) asks
 // Python for them (the resolver registered below) and keeps the function
 // pointers. Inside a CUDA graph capture the fp32 workspace comes from
-// torch's allocator, as on the Python path (run(), below).
+// torch's allocator (the graph's pool): the runtime asks for it through the
+// allocator each library is given (normrt_set_capture_allocator), so a call
+// needs no capture check of its own.
 
 #include <torch/extension.h>
 
@@ -22,7 +24,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -36,31 +40,27 @@ using LayerLauncher = int (*)(const void *, const void *, const void *,
 using RmsLauncher = int (*)(const void *, const void *, const void *,
                             const void *, void *, void *, int64_t, int64_t,
                             int64_t, int64_t, int64_t, void *);
-using SetWorkspaceFn = int (*)(void *, void *, size_t);
-using QueryBeginFn = int (*)();
-using QueryEndFn = int (*)(size_t *);
+using CaptureAllocFn = int (*)(void *, void *, size_t, void **);
+using SetCaptureAllocatorFn = int (*)(CaptureAllocFn, void *);
 using LastErrorFn = const char *(*)();
 
 struct Kernel {
   void *launcher = nullptr;
-  SetWorkspaceFn setWorkspace = nullptr;
-  QueryBeginFn queryBegin = nullptr; // null: a library without the query
-  QueryEndFn queryEnd = nullptr;
   LastErrorFn lastError = nullptr;
 };
 
 // (kind, N, x dtype, weight dtype, device) -> its kernel.
 using KernelKey = std::tuple<int, int64_t, int, int, int>;
-// (launcher, rows, dy / x row strides, pointers mod 16) -> workspace bytes.
-using WorkspaceKey = std::tuple<void *, int64_t, int64_t, int64_t, int64_t>;
 
 std::mutex gMutex;
 std::map<KernelKey, Kernel> gKernels;
-std::map<WorkspaceKey, size_t> gWorkspace;
+// The libraries (their normrt_set_capture_allocator) given our allocator.
+std::set<SetCaptureAllocatorFn> gAllocatorSet;
 // Python: (kind, n, dtype, wdtype, device) -> None. Never freed: it may not
 // be released after the interpreter.
 pybind11::object *gResolver = nullptr;
 std::atomic<int64_t> gLaunches{0};
+std::atomic<int64_t> gCaptureWorkspaces{0}; // allocateForCapture's buffers
 
 constexpr int kLayer = 0, kRms = 1;
 
@@ -87,10 +87,31 @@ const Kernel &kernelFor(int kind, int64_t n, at::ScalarType x,
   return it->second;
 }
 
+// The workspaces torch's allocator gave this thread's current call during
+// a capture; freed (back to the graph's pool) when the launcher returns.
+thread_local std::vector<at::Tensor> tCaptureWorkspaces;
+
+/// normrt_capture_alloc_fn: a workspace from torch's caching allocator on
+/// the current (capturing) stream, so it comes from the graph's pool. No
+/// exception may cross the runtime's C frames.
+int allocateForCapture(void *, void *, size_t bytes, void **ptr) {
+  try {
+    at::Tensor t = at::empty(
+        {int64_t(bytes)},
+        at::TensorOptions().dtype(at::kByte).device(
+            at::kCUDA, c10::cuda::current_device()));
+    *ptr = t.data_ptr();
+    tCaptureWorkspaces.push_back(std::move(t));
+    ++gCaptureWorkspaces;
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
 void registerKernel(int64_t kind, int64_t n, const std::string &x,
                     const std::string &w, int64_t device, uintptr_t launcher,
-                    uintptr_t setWorkspace, uintptr_t queryBegin,
-                    uintptr_t queryEnd, uintptr_t lastError) {
+                    uintptr_t setCaptureAllocator, uintptr_t lastError) {
   auto type = [](const std::string &name) {
     for (at::ScalarType t : {at::kFloat, at::kHalf, at::kBFloat16})
       if (name == c10::toString(t))
@@ -99,11 +120,16 @@ void registerKernel(int64_t kind, int64_t n, const std::string &x,
   };
   Kernel k;
   k.launcher = reinterpret_cast<void *>(launcher);
-  k.setWorkspace = reinterpret_cast<SetWorkspaceFn>(setWorkspace);
-  k.queryBegin = reinterpret_cast<QueryBeginFn>(queryBegin);
-  k.queryEnd = reinterpret_cast<QueryEndFn>(queryEnd);
   k.lastError = reinterpret_cast<LastErrorFn>(lastError);
   std::lock_guard<std::mutex> lock(gMutex);
+  // Each library has its own runtime: each is given the allocator once (a
+  // library without it records its own allocation in the graph instead).
+  auto setAllocator = reinterpret_cast<SetCaptureAllocatorFn>(
+      setCaptureAllocator);
+  if (setAllocator && gAllocatorSet.insert(setAllocator).second)
+    TORCH_CHECK(setAllocator(&allocateForCapture, nullptr) == 0,
+                "norm_opt: normrt_set_capture_allocator failed: ",
+                k.lastError ? k.lastError() : "");
   gKernels[KernelKey{int(kind), n, int(type(x)), int(type(w)), int(device)}] =
       k;
 }
@@ -159,58 +185,15 @@ at::Tensor stats(const at::Tensor &t, int64_t rows, const char *what) {
 
 /// Runs `launch(stream)`; raises with the runtime's message on failure.
 /// Eager calls use the runtime's own workspace (kept per context and
-/// stream: no allocation per call). While the stream captures a CUDA graph
-/// the workspace comes from torch's allocator (the graph's pool), its size
-/// asked once per shape, strides and alignment, and is handed to the
-/// runtime for the call with normrt_set_workspace: the graph holds no
-/// allocation of ours.
+/// stream: no allocation per call); during a capture the runtime asks
+/// allocateForCapture, whose buffers are released here.
 template <typename Launch>
-void run(const Kernel &k, const char *op, int64_t rows, int64_t dyStride,
-         int64_t xStride, int64_t alignment, const at::Tensor &like,
-         cudaStream_t stream, Launch &&launch) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  bool capturing = cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
-                   capture != cudaStreamCaptureStatusNone;
-  size_t bytes = 0;
-  if (capturing && k.queryBegin && k.queryEnd) {
-    WorkspaceKey key{k.launcher, rows, dyStride, xStride, alignment};
-    bool known;
-    {
-      std::lock_guard<std::mutex> lock(gMutex);
-      auto it = gWorkspace.find(key);
-      known = it != gWorkspace.end();
-      if (known)
-        bytes = it->second;
-    }
-    if (!known) {
-      // The launcher plans and launches nothing between the two.
-      k.queryBegin();
-      int status = launch(stream);
-      int end = k.queryEnd(&bytes);
-      TORCH_CHECK(status == 0 && end == 0, op, ": ", k.lastError());
-      std::lock_guard<std::mutex> lock(gMutex);
-      gWorkspace[key] = bytes;
-    }
-  }
-  int status;
-  if (bytes == 0) {
-    status = launch(stream);
-  } else {
-    at::Tensor workspace =
-        at::empty({int64_t(bytes)}, like.options().dtype(at::kByte));
-    k.setWorkspace(stream, workspace.data_ptr(), bytes);
-    status = launch(stream);
-    k.setWorkspace(stream, nullptr, 0);
-  }
+void run(const Kernel &k, const char *op, cudaStream_t stream,
+         Launch &&launch) {
+  int status = launch(stream);
+  tCaptureWorkspaces.clear();
   TORCH_CHECK(status == 0, op, ": ", k.lastError());
   ++gLaunches;
-}
-
-int64_t alignmentBits(std::initializer_list<const void *> pointers) {
-  int64_t bits = 0;
-  for (const void *p : pointers)
-    bits = bits * 16 + int64_t(reinterpret_cast<uintptr_t>(p) & 15);
-  return bits;
 }
 
 void checkCommon(const char *op, const at::Tensor &dy, const at::Tensor &x,
@@ -263,11 +246,7 @@ layerNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
   const Kernel &k = r.kernel(kLayer);
   auto launcher = reinterpret_cast<LayerLauncher>(k.launcher);
   // bias is not read by the kernel (dbias = sum of dy): pass weight.
-  run(k, op, r.rows, r.dyStride, r.xStride,
-      alignmentBits({r.dy.data_ptr(), r.x.data_ptr(), mean.data_ptr(),
-                     rstd.data_ptr(), r.w.data_ptr(), r.dx.data_ptr(),
-                     r.dw.data_ptr(), db.data_ptr()}),
-      r.x, c10::cuda::getCurrentCUDAStream().stream(), [&](cudaStream_t s) {
+  run(k, op, c10::cuda::getCurrentCUDAStream().stream(), [&](cudaStream_t s) {
         return launcher(r.dy.data_ptr(), r.x.data_ptr(), mean.data_ptr(),
                         rstd.data_ptr(), r.w.data_ptr(), r.w.data_ptr(),
                         r.dx.data_ptr(), r.dw.data_ptr(), db.data_ptr(),
@@ -284,10 +263,7 @@ rmsNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
   at::Tensor rstd = stats(rstd_, r.rows, "rstd");
   const Kernel &k = r.kernel(kRms);
   auto launcher = reinterpret_cast<RmsLauncher>(k.launcher);
-  run(k, op, r.rows, r.dyStride, r.xStride,
-      alignmentBits({r.dy.data_ptr(), r.x.data_ptr(), rstd.data_ptr(),
-                     r.w.data_ptr(), r.dx.data_ptr(), r.dw.data_ptr()}),
-      r.x, c10::cuda::getCurrentCUDAStream().stream(), [&](cudaStream_t s) {
+  run(k, op, c10::cuda::getCurrentCUDAStream().stream(), [&](cudaStream_t s) {
         return launcher(r.dy.data_ptr(), r.x.data_ptr(), rstd.data_ptr(),
                         r.w.data_ptr(), r.dx.data_ptr(), r.dw.data_ptr(),
                         r.rows, r.n, r.dyStride, r.xStride, r.n, s);
@@ -354,6 +330,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
     gResolver = new pybind11::object(std::move(resolver));
   });
   module.def("launches", [] { return gLaunches.load(); });
+  module.def("capture_workspaces", [] { return gCaptureWorkspaces.load(); });
   module.def("layer_norm",
              [](const at::Tensor &x, const at::Tensor &weight,
                 const c10::optional<at::Tensor> &bias, double eps) {

@@ -358,6 +358,10 @@ class Library:
             self._query_begin.argtypes = []
             self._query_end.restype = ctypes.c_int
             self._query_end.argtypes = [ctypes.c_void_p]
+        # The framework allocator for captures (norm_opt.torch's C++ ops);
+        # None in a library built before it.
+        self._set_capture_allocator = getattr(
+            self._dll, "normrt_set_capture_allocator", None)
         self._set_workspace = self._dll.normrt_set_workspace
         self._set_workspace.restype = ctypes.c_int
         self._set_workspace.argtypes = [ctypes.c_void_p, ctypes.c_void_p,

@@ -257,9 +257,8 @@ def _resolve(kind, n, dtype, weight_dtype, device):
     lib = fn.library
     _cpp.register_kernel(0 if kind == "layer" else 1, n, dtype, weight_dtype,
                          device, _address(fn._cfunc),
-                         _address(lib._set_workspace),
-                         _address(lib._query_begin) if lib._query_begin else 0,
-                         _address(lib._query_end) if lib._query_end else 0,
+                         _address(lib._set_capture_allocator)
+                         if lib._set_capture_allocator else 0,
                          _address(lib._last_error))
 
 

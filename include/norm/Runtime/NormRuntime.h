@@ -126,6 +126,26 @@ NORMRT_API int normrt_workspace(void *stream, size_t bytes, void **ptr_out);
    runtime's own is used again). The runtime never frees a caller's buffer. */
 NORMRT_API int normrt_set_workspace(void *stream, void *ptr, size_t bytes);
 
+/* A framework's allocator for the workspace of calls made while a stream
+   captures a CUDA graph. `alloc(user, stream, bytes, &ptr)` returns 0 and
+   a 16-byte aligned pointer to at least `bytes` bytes, valid in the
+   capturing stream's order for the launches of the call, or a non-zero
+   value for failure (the call then fails with NORMRT_ERROR_OUT_OF_MEMORY).
+   Its owner frees the buffer when the launcher has returned, as it frees a
+   temporary of its own: a graph memory pool keeps it for the graph. */
+typedef int (*normrt_capture_alloc_fn)(void *user, void *stream, size_t bytes,
+                                       void **ptr_out);
+
+/* Makes `alloc` (with `user`) the source of every workspace that
+   normrt_workspace hands out during a capture, instead of a stream-ordered
+   allocation the graph records: a framework that sets it needs neither a
+   query nor a check of the capture state per call. A buffer set with
+   normrt_set_workspace still takes precedence. alloc == NULL: the
+   stream-ordered allocation again. One per copy of the runtime (each
+   kernel library has its own), for all threads; set it before the calls. */
+NORMRT_API int normrt_set_capture_allocator(normrt_capture_alloc_fn alloc,
+                                            void *user);
+
 /* Launches `function` (from normrt_get_function) on a grid_x x grid_y grid of
    block_x-thread blocks with `shared_bytes` of dynamic shared memory on
    `stream` (NULL: the legacy default stream). Above 48 KiB it first raises

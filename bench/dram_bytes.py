@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+#===- dram_bytes.py - DRAM bytes of one call of ours, against the floor's ---===#
+"""DRAM bytes one call of ours moves, against the floor's bytes (issue 28).
+
+Runs on the GPU machine over the benchmark's libraries (bench/bench.py's
+--dir) under Nsight Compute:
+
+  python3 bench/dram_bytes.py --dir .carry/gpu --dtypes bf16,f16 \
+      [--kinds layer,rms] [--shapes 8192x2048,2048x16384] [--out FILE]
+
+For each (kind, dtype) library a child process (this script, --child) runs
+each shape once to load and warm it, then once more inside an NVTX range
+that ncu profiles (`--nvtx-include measure/`, `--cache-control none`). Just
+before that call the L2 is filled with clean lines (a read of 256 MB), so
+the bytes ncu counts are the call's own: no dirty line of an earlier write
+is written back inside it. Which kernels belong to which shape comes from
+their names (`<kind>_<dtype>_<N>_...`; `dyn` for a run-time N). Per shape
+the table gives the floor's bytes (bench.floor_bytes), the DRAM bytes read
+and written summed over the call's kernels (dram__bytes_read.sum,
+dram__bytes_write.sum), their ratio, and the kernels' durations.
+
+The launch path is the cooperative one unless NORMRT_NO_COOPERATIVE=1 is
+set (then the main and the final kernel each appear).
+"""
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+DEFAULT_SHAPES = ("8192x2048,32768x1024,8192x4096,4096x8192,16384x5120,"
+                  "5000x3000,2048x16384,4096x12288,1024x32768")
+
+
+def parse_shapes(text):
+    return [tuple(int(v) for v in s.split("x")) for s in text.split(",")]
+
+
+def child(args):
+    import torch
+    import bench
+    import gpu_check as gc
+    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
+    entry = next(e for e in manifest["libraries"]
+                 if e["library"] == f"lib{args.kind}_{args.dtype}.so")
+    lib = gc.ManifestLibrary(os.path.join(args.dir, entry["library"]), entry)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
+    clean = torch.ones(256 << 20, dtype=torch.int8, device="cuda")
+    xdt = gc.DT[args.dtype]
+    for m, n in parse_shapes(args.shapes):
+        ours = bench.ours_function(lib, n, "static")
+        if ours is None:
+            print(f"skip {m}x{n}: no function", flush=True)
+            continue
+        t = gc.make_inputs(args.kind, xdt, xdt, m, n, gen, "cuda")
+        call, _ = bench.ours_provider(gc, ours[0], ours[1], ours[2], t, m, n)
+        call()
+        torch.cuda.synchronize()
+        clean.sum()  # L2 full of clean lines
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("measure")
+        call()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        print(f"ran {m}x{n}", flush=True)
+        del t
+
+
+def run_library(args, kind, dtype):
+    cmd = ["ncu", "--csv", "--page", "raw", "--metrics", METRICS,
+           "--cache-control", "none", "--nvtx", "--nvtx-include", "measure/",
+           sys.executable, os.path.abspath(__file__), "--child",
+           "--dir", args.dir, "--kind", kind, "--dtype", dtype,
+           "--shapes", args.shapes]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"ncu failed ({p.returncode}): {p.stderr[-2000:]}")
+    lines = [l for l in p.stdout.splitlines() if l.startswith('"')]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    kernels = []
+    for r in rows:
+        if "Kernel Name" not in r or not r.get("dram__bytes_read.sum"):
+            continue
+        try:
+            read = float(r["dram__bytes_read.sum"].replace(",", ""))
+        except ValueError:  # the units row
+            continue
+        kernels.append(dict(
+            name=r["Kernel Name"], read=read,
+            write=float(r["dram__bytes_write.sum"].replace(",", "")),
+            ns=float(r["gpu__time_duration.sum"].replace(",", ""))))
+    return kernels
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--kinds", default="layer,rms")
+    ap.add_argument("--dtypes", default="bf16,f16")
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES)
+    ap.add_argument("--out", help="also write the table as JSON here")
+    ap.add_argument("--child", action="store_true")
+    ap.add_argument("--kind")
+    ap.add_argument("--dtype")
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    import bench
+    table = []
+    for dtype in args.dtypes.split(","):
+        for kind in args.kinds.split(","):
+            kernels = run_library(args, kind, dtype)
+            for m, n in parse_shapes(args.shapes):
+                mine = [k for k in kernels
+                        if re.search(rf"(^|_){kind}_{dtype}_{n}_", k["name"])]
+                if not mine:
+                    continue
+                floor = bench.floor_bytes(kind, m, n, dtype)
+                read = sum(k["read"] for k in mine)
+                write = sum(k["write"] for k in mine)
+                table.append(dict(
+                    kind=kind, dtype=dtype, m=m, n=n, floor_bytes=floor,
+                    read=read, write=write,
+                    kernels=[(k["name"], round(k["ns"] / 1e3, 2),
+                              k["read"], k["write"]) for k in mine]))
+    print(f"{'kind':5} {'dtype':5} {'shape':11} {'floor MB':>9} "
+          f"{'read MB':>8} {'write MB':>9} {'DRAM/floor':>10}  kernels (us)")
+    for r in table:
+        ks = ", ".join(f"{name.split('_', 3)[-1]} {us}" for name, us, _, _
+                       in r["kernels"])
+        print(f"{r['kind']:5} {r['dtype']:5} {r['m']}x{r['n']:<6} "
+              f"{r['floor_bytes'] / 1e6:9.1f} {r['read'] / 1e6:8.1f} "
+              f"{r['write'] / 1e6:9.1f} "
+              f"{(r['read'] + r['write']) / r['floor_bytes']:10.3f}  {ks}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(table, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
