@@ -14,7 +14,9 @@ that ncu profiles (`--nvtx-include measure/`, `--cache-control none`). Just
 before that call the L2 is filled with clean lines (a read of 256 MB), so
 the bytes ncu counts are the call's own: no dirty line of an earlier write
 is written back inside it. Which kernels belong to which shape comes from
-their names (`<kind>_<dtype>_<N>_...`; `dyn` for a run-time N). Per shape
+their names (`<kind>_<dtype>_<N>_...`; `dyn` for a run-time N) and their
+order (shapes of one N share the names: the i-th such call is the i-th
+such shape's). Per shape
 the table gives the floor's bytes (bench.floor_bytes), the DRAM bytes read
 and written summed over the call's kernels (dram__bytes_read.sum,
 dram__bytes_write.sum), their ratio, and the kernels' durations.
@@ -101,6 +103,42 @@ def run_library(args, kind, dtype):
     return kernels
 
 
+def calls_of(kernels):
+    """Kernels in launch order, grouped into calls: each call has one main
+    kernel (main, main_peel, main_scalar, a tier's) and maybe a final one."""
+    calls = []
+    for k in kernels:
+        if "_main" in k["name"] or not calls:
+            calls.append([])
+        calls[-1].append(k)
+    return calls
+
+
+def shape_rows(kind, dtype, shapes, kernels, floor_bytes):
+    """One row per shape that ran: the i-th call whose kernels are named
+    for N goes to the i-th shape with that N (shapes of one N share their
+    kernels' names; the child runs the shapes in order)."""
+    calls = [c for c in calls_of(kernels)
+             if re.search(rf"(^|_){kind}_{dtype}_", c[0]["name"])]
+    taken, rows = {}, []
+    for m, n in shapes:
+        mine = [c for c in calls
+                if re.search(rf"(^|_){kind}_{dtype}_{n}_", c[0]["name"])]
+        i = taken.get(n, 0)
+        if i >= len(mine):
+            continue
+        taken[n] = i + 1
+        call = mine[i]
+        rows.append(dict(
+            kind=kind, dtype=dtype, m=m, n=n,
+            floor_bytes=floor_bytes(kind, m, n, dtype),
+            read=sum(k["read"] for k in call),
+            write=sum(k["write"] for k in call),
+            kernels=[(k["name"], round(k["ns"] / 1e3, 2), k["read"],
+                      k["write"]) for k in call]))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True)
@@ -118,20 +156,9 @@ def main():
     table = []
     for dtype in args.dtypes.split(","):
         for kind in args.kinds.split(","):
-            kernels = run_library(args, kind, dtype)
-            for m, n in parse_shapes(args.shapes):
-                mine = [k for k in kernels
-                        if re.search(rf"(^|_){kind}_{dtype}_{n}_", k["name"])]
-                if not mine:
-                    continue
-                floor = bench.floor_bytes(kind, m, n, dtype)
-                read = sum(k["read"] for k in mine)
-                write = sum(k["write"] for k in mine)
-                table.append(dict(
-                    kind=kind, dtype=dtype, m=m, n=n, floor_bytes=floor,
-                    read=read, write=write,
-                    kernels=[(k["name"], round(k["ns"] / 1e3, 2),
-                              k["read"], k["write"]) for k in mine]))
+            table += shape_rows(kind, dtype, parse_shapes(args.shapes),
+                                run_library(args, kind, dtype),
+                                bench.floor_bytes)
     print(f"{'kind':5} {'dtype':5} {'shape':11} {'floor MB':>9} "
           f"{'read MB':>8} {'write MB':>9} {'DRAM/floor':>10}  kernels (us)")
     for r in table:
