@@ -169,14 +169,18 @@
 // WIDE-LABEL: func.func @rms
 // WIDE:         threads_per_row = 64
 // Across warps: lane 0 of each warp writes, everyone reads both in order;
-// 4 rows (programs) per CTA, each with its own 2 slots.
+// 4 rows (programs) per CTA, each with its own 2 slots, synchronised by a
+// named barrier of the program's 64 threads (id = program + 1), not the
+// CTA's, so the programs' rows need not line up.
 // WIDE:         gpu.func @rms_0_main({{.*}}) workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // WIDE:           gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
 // WIDE:           memref.store
-// WIDE:           gpu.barrier
+// WIDE-NOT:       gpu.barrier
+// WIDE:           nvvm.barrier id = %{{.*}} number_of_threads = %c64_i32
 // WIDE:           memref.load
 // WIDE:           memref.load
-// WIDE:           gpu.barrier
+// WIDE-NOT:       gpu.barrier
+// WIDE:           nvvm.barrier id = %{{.*}} number_of_threads = %c64_i32
 
 // LOOPED-LABEL: func.func @rms
 // LOOPED:         chunks_per_thread = 0

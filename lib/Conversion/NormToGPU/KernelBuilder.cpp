@@ -207,6 +207,22 @@ SmallVector<Value> KernelBuilderBase::columnInits(MixedReductionOp op,
 /// 2^31 - (grid - 1), the others 1, so the top bit flips once all have
 /// arrived and the low bits return to where they were; the word needs no
 /// reset between launches.
+void KernelBuilderBase::groupBarrier(Value group, int64_t groups,
+                                     int64_t threads) {
+  if (groups == 1 || groups >= 16 || threads % 32 != 0) {
+    gpu::BarrierOp::create(b, loc);
+    return;
+  }
+  Type i32 = b.getI32Type();
+  Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
+  Value id = arith::TruncIOp::create(
+      b, loc, i32, arith::AddIOp::create(b, loc, group, one));
+  Value count =
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(threads));
+  NVVM::BarrierOp::create(b, loc, Type(), id, count,
+                          NVVM::BarrierReductionAttr(), Value());
+}
+
 void KernelBuilderBase::gridBarrier(Value counter) {
   gpu::BarrierOp::create(b, loc);
   Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,

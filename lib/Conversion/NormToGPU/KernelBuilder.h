@@ -135,6 +135,11 @@ protected:
                                         ArrayRef<Value> initIn);
   /// A barrier across the whole grid (cooperative launch).
   void gridBarrier(Value counter);
+  /// Synchronises the `threads` threads (whole warps) of CTA group `group`
+  /// of `groups`: a named barrier per group (ids 1..groups; 0 is the
+  /// CTA's), so the groups' phases need not line up; the CTA barrier for a
+  /// single group or where the ids run out.
+  void groupBarrier(Value group, int64_t groups, int64_t threads);
   /// The fixed-order reduction of the fp32 partial buffer [C, P, N] into
   /// the column results (ColumnReduction.cpp).
   void emitColumnReduction(MixedReductionOp op, int64_t threads, Value partial,

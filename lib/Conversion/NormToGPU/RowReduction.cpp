@@ -70,7 +70,8 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
           b, loc, s, smem,
           ValueRange{toIndex(add(base, add(c64(j * warps), warp)))});
   });
-  gpu::BarrierOp::create(b, loc);
+  // The program's own warps only: its slots are its own.
+  groupBarrier(group, R, G);
   SmallVector<Value> totals;
   for (unsigned j = 0; j < sums.size(); ++j) {
     Value total;
@@ -82,7 +83,7 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
     }
     totals.push_back(total);
   }
-  gpu::BarrierOp::create(b, loc); // smem is reused by the next reduction
+  groupBarrier(group, R, G); // the slots are reused by the next reduction
   sums = totals;
 }
 

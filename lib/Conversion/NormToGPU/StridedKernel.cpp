@@ -61,16 +61,7 @@ int64_t StridedKernelBuilder::unroll() const {
 }
 
 void StridedKernelBuilder::groupBarrier() {
-  // A named barrier per group (ids 1..R; 0 is the CTA's), so the groups'
-  // phases need not line up; the CTA barrier where ids run out.
-  if (R == 1 || R >= 16) {
-    gpu::BarrierOp::create(b, loc);
-    return;
-  }
-  Value id = arith::TruncIOp::create(b, loc, i32, add(group, one64));
-  Value threads = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(G));
-  NVVM::BarrierOp::create(b, loc, Type(), id, threads,
-                          NVVM::BarrierReductionAttr(), Value());
+  KernelBuilderBase::groupBarrier(group, R, G);
 }
 
 LogicalResult StridedKernelBuilder::build(gpu::GPUFuncOp func) {
