@@ -19,7 +19,7 @@
 // CHECK-SAME:      #norm.resident_tier<cols = 2048, vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, final_threads = 256, dynamic_shared_bytes = 32768, peel = true, prefetch = true>,
 // CHECK-SAME:      #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128,
 // CHECK-SAME:      #norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4,
-// CHECK-SAME:      #norm.resident_tier<cols = 6144, vector = 8, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 3, block = 256, combine_in_cta = false, single_launch = true, async_stages = 3, final_threads = 256, dynamic_shared_bytes = 73728, peel = true>,
+// CHECK-SAME:      #norm.resident_tier<cols = 6144, vector = 8, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 3, block = 256, combine_in_cta = false, single_launch = true, async_stages = 3, final_threads = 256, dynamic_shared_bytes = 73728, peel = true, ring_row_inputs = true>,
 // CHECK-SAME:      #norm.resident_tier<cols = 8192, vector = 8, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 4,
 // CHECK-SAME:      ]>
 
@@ -54,10 +54,23 @@
 // NOPEEL:       gpu.func @rms_bf16_dyn_0_tier3072_main_scalar(
 // NOPEEL:       gpu.func @rms_bf16_dyn_0_tier4096_main(
 // NOPEEL:       gpu.func @rms_bf16_dyn_0_tier4096_main_scalar(
-// The cp.async ring of a tier copies only the chunks inside the row.
+// The cp.async ring of a tier copies only the chunks inside the row; its
+// rows of 256 lanes carry the row input (rstd) in the ring too: lane 0 of
+// each warp copies its 4 bytes (ring_row_inputs).
 // NOPEEL:       gpu.func @rms_bf16_dyn_0_tier6144_main(
 // NOPEEL:         scf.if %{{[a-z0-9_]+}} {
+// NOPEEL-NEXT:      llvm.getelementptr
+// NOPEEL:           nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 4, cache =  ca
+// NOPEEL:         scf.if %{{[a-z0-9_]+}} {
 // NOPEEL-NEXT:      nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg
+// In the row loop the rstd is no loop-carried value (24 accumulators, no
+// 25th): the warp syncs before lane 0 refills the stage its lanes read last
+// row, and after the wait for this row's group, then reads it back.
+// NOPEEL:         scf.for {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)  : i64 {
+// NOPEEL:           nvvm.bar.warp.sync
+// NOPEEL:           nvvm.cp.async.wait.group 2
+// NOPEEL:           nvvm.bar.warp.sync
+// NOPEEL:           llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // NOPEEL:       gpu.func @rms_bf16_dyn_0_tier6144_main_scalar(
 // NOPEEL:       gpu.func @rms_bf16_dyn_0_tier8192_main(
 // NOPEEL:       gpu.func @rms_bf16_dyn_0_tier8192_main_scalar(

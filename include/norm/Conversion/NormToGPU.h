@@ -85,6 +85,9 @@ struct KernelPlan {
   // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
   int64_t asyncStages = 0;
   int64_t asyncRingOffset = 0;
+  // The row inputs ride the cp.async ring (rows of several warps, 4-byte
+  // row inputs): no register carried a row ahead.
+  bool ringRowInputs = false;
   // Looped vector kernel (sm_90+, static N, 16-byte chunks of every full
   // input): this many rows of the full inputs staged whole in shared
   // memory by cp.async.bulk (0: none), at byte `bulkRingOffset` of the

@@ -108,6 +108,10 @@ protected:
     return split(loadRaw(base, elem, index, count), count);
   }
   void store(Value base, Type elem, Value index, ValueRange values);
+  /// The i32 mask of a whole warp (bar.warp.sync, shfl.sync).
+  Value allLanes() {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1));
+  }
 
   //===--------------------------------------------------------------===//
   // Values the payloads capture from above the op

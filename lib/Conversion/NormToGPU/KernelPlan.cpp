@@ -473,6 +473,20 @@ void KernelPlanner::pickAsyncRing() {
       plan.asyncStages = s;
       plan.asyncRingOffset = offset;
       plan.dynamicSharedBytes = offset + s * perStage;
+      // The row inputs ride the ring too where a row spans several warps:
+      // carried a row ahead in a register, their load is issued late in
+      // the row (ptxas, at ~250 registers) and waited for at the loop's
+      // back edge (ncu: 18% of LayerNorm 8192x2048's stall samples).
+      // Measured (perf-notes, "Row inputs ahead"): LayerNorm 8192x2048
+      // 50.8 -> 46.5 us, 16384x5120 199.6 -> 190.0; on rows of <= 32
+      // lanes (many rows per CTA) the copies and warp syncs cost more
+      // (32768x1024 80.4 -> 85.4). cp.async copies 4 bytes at least.
+      plan.ringRowInputs =
+          plan.threadsPerRow > 32 && !op.getRow().empty() &&
+          llvm::all_of(op.getRow(), [](Value in) {
+            Type elem = cast<ShapedType>(in.getType()).getElementType();
+            return elem.getIntOrFloatBitWidth() == 32;
+          });
       if (plan.prefetch)
         plan.estimatedRegisters -= static_cast<int64_t>(
             prefetchRegistersPerColumn() * plan.chunksPerThread * plan.vector);

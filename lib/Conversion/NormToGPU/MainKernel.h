@@ -252,6 +252,15 @@ private:
   void startAsyncRing(gpu::GPUFuncOp func);
   void issueAsyncCopies(Value rowIndex, Value stage);
   Value asyncSlot(Value stage, int64_t k, int64_t i);
+  /// plan.ringRowInputs: the row inputs (mean, rstd) ride the ring: lane 0
+  /// of each warp copies its row's into the warp's slots with the row's
+  /// full inputs, and the warp reads them back after the row's copies
+  /// landed (perf-notes, "Row inputs ahead").
+  bool rowInputsInRing();
+  void declareRowInputSlots(gpu::GPUFuncOp func);
+  Value rowInputSlot(Value stage, int64_t j);
+  void issueRowInputCopies(Value rowIndex, Value stage);
+  SmallVector<Value> readRowInputSlots(Value stage);
   SmallVector<Value> loadRawRow(Value rowIndex);  // of the carried chunks
   SmallVector<ChunkValues> loadRow(const RowState &row, ValueRange current);
   void reduceRowStages(RowState &row, ArrayRef<ChunkValues> fullVals);
@@ -276,6 +285,8 @@ private:
   SmallVector<Chunk> owned;
   SmallVector<Value> accInit;
   Value ring;
+  Value rowInputSlots; // [stage][warp][row input] f32, shared
+  Value warpInCTA, isWarpLeader;
 };
 
 /// Rows too long for registers (LoopedKernel.cpp).

@@ -21,7 +21,7 @@ ResidentTierAttr tierAttr(MLIRContext *ctx, const KernelPlan &tier) {
       tier.chunksPerThread, tier.blockThreads(), flag(tier.combineInCTA),
       flag(tier.singleLaunch), tier.asyncStages, tier.finalThreads(),
       tier.dynamicSharedBytes, tier.peel, tier.prefetch, tier.scalarPrefetch,
-      tier.asyncRingOffset);
+      tier.asyncRingOffset, tier.ringRowInputs);
 }
 
 /// The fields a plan and a resident tier both have (#norm.kernel_plan and
@@ -40,6 +40,7 @@ void readShared(PlanOrTier attr, KernelPlan &plan) {
   plan.prefetch = attr.getPrefetch();
   plan.scalarPrefetch = attr.getScalarPrefetch();
   plan.asyncRingOffset = attr.getAsyncRingOffset();
+  plan.ringRowInputs = attr.getRingRowInputs();
 }
 
 /// A tier's plan: what its attribute says, and what every tier shares
@@ -72,7 +73,8 @@ KernelPlanAttr mlir::norm::kernelPlanAttr(MLIRContext *ctx, StringRef prefix,
       plan.splitSharedBytes, plan.finalThreads(), plan.dynamicSharedBytes,
       plan.clusterCTAs, plan.bulkStages, plan.dependentLaunch, plan.peel,
       plan.prefetch, plan.scalarPrefetch, plan.sharedAccumulators,
-      plan.twoCTAsPerSM, plan.asyncRingOffset, plan.bulkRingOffset,
+      plan.twoCTAsPerSM, plan.asyncRingOffset, plan.ringRowInputs,
+      plan.bulkRingOffset,
       plan.stridedRows, tiers);
 }
 

@@ -46,6 +46,8 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   // Row loading: the cp.async ring (vector kernel), else the register
   // prefetch of the next row (when the plan has room for it), else plain.
   stages = V > 1 ? plan.asyncStages : 0;
+  if (rowInputsInRing())
+    declareRowInputSlots(func);
   if (stages > 0)
     startAsyncRing(func);
   prefetch = (V < plan.vector ? plan.scalarPrefetch : plan.prefetch) &&
@@ -54,11 +56,12 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   llvm::append_range(loopInit, loadRawRow(minU(prog, lastRow)));
   size_t numAcc = accInit.size();
   size_t numRaw = loopInit.size() - numAcc;
-  // The row inputs (mean, rstd) are loaded one row ahead and carried: each
-  // row's first use of them would otherwise wait a full memory latency,
-  // which the full inputs' prefetch or ring does not cover (perf-notes,
-  // "Row inputs ahead").
-  llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
+  // The row inputs (mean, rstd) ride the ring, or are loaded one row ahead
+  // and carried: each row's first use of them would otherwise wait a full
+  // memory latency (perf-notes, "Row inputs ahead").
+  bool inRing = rowInputsInRing();
+  if (!inRing)
+    llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
 
   auto rowLoop = scf::ForOp::create(
       b, loc, zero64, iters, one64, loopInit,
@@ -74,14 +77,21 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
           // Row it + stages - 1 into the stage row it - 1 used; then wait
           // until this row's group (stages - 1 groups ago) has landed.
           Value ahead = add(row.row, mul(c64(stages - 1), programs));
+          if (inRing) // the warp's reads of that stage are done
+            NVVM::SyncWarpOp::create(b, loc, allLanes());
           issueAsyncCopies(minU(ahead, lastRow),
                            arith::RemUIOp::create(
                                b, loc, add(it, c64(stages - 1)), c64(stages)));
           NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 1);
         }
-        row.inputs.assign(carried.begin() + numAcc + numRaw, carried.end());
-        SmallVector<Value> nextRowInputs =
-            loadRowInputs(minU(add(row.row, programs), lastRow));
+        SmallVector<Value> nextRowInputs;
+        if (inRing) {
+          row.inputs = readRowInputSlots(
+              arith::RemUIOp::create(b, loc, it, c64(stages)));
+        } else {
+          row.inputs.assign(carried.begin() + numAcc + numRaw, carried.end());
+          nextRowInputs = loadRowInputs(minU(add(row.row, programs), lastRow));
+        }
 
         SmallVector<ChunkValues> fullVals =
             loadRow(row, carried.drop_front(numAcc));
@@ -154,8 +164,77 @@ Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
       .getResult();
 }
 
-/// One commit group: the row's whole chunks of every full input.
+bool ResidentKernelBuilder::rowInputsInRing() {
+  return plan.ringRowInputs && stages > 0 && !rowIn.empty();
+}
+
+void ResidentKernelBuilder::declareRowInputSlots(gpu::GPUFuncOp func) {
+  int64_t warps = plan.blockThreads() / 32;
+  int64_t count = stages * warps * int64_t(rowIn.size());
+  auto module = func->getParentOfType<gpu::GPUModuleOp>();
+  std::string name = (func.getName() + "_row_inputs").str();
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(f32, count),
+                           /*isConstant=*/false, LLVM::Linkage::Internal, name,
+                           Attribute(), kSharedAlignment, /*addrSpace=*/3);
+  }
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  rowInputSlots = LLVM::AddressOfOp::create(b, loc, ptr3, name);
+  warpInCTA = arith::DivUIOp::create(b, loc, tid, c64(32));
+  isWarpLeader =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                            arith::RemUIOp::create(b, loc, tid, c64(32)),
+                            c64(0));
+}
+
+/// Slot (stage, warp, j): 4 bytes at ((stage * warps) + warp) * J + j.
+Value ResidentKernelBuilder::rowInputSlot(Value stage, int64_t j) {
+  int64_t warps = plan.blockThreads() / 32, J = rowIn.size();
+  Value index = add(mul(add(mul(stage, c64(warps)), warpInCTA), c64(J)),
+                    c64(j));
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  return LLVM::GEPOp::create(b, loc, ptr3, f32, rowInputSlots,
+                             ValueRange{index})
+      .getResult();
+}
+
+/// Lane 0 of each warp: the row's inputs into the warp's slots of `stage`
+/// (in the row's commit group).
+void ResidentKernelBuilder::issueRowInputCopies(Value rowIndex, Value stage) {
+  ifThen(isWarpLeader, [&] {
+    for (auto [j, in] : llvm::enumerate(rowIn)) {
+      Value src = LLVM::GEPOp::create(b, loc, ptr,
+                                      elementTypeOf(op.getRow()[j]), in,
+                                      ValueRange{rowIndex});
+      NVVM::CpAsyncOp::create(
+          b, loc, rowInputSlot(stage, j), src, b.getI32IntegerAttr(4),
+          NVVM::LoadCacheModifierKindAttr::get(
+              b.getContext(), NVVM::LoadCacheModifierKind::CA),
+          Value());
+    }
+  });
+}
+
+/// After the wait for the row's group: the warp syncs (lane 0's copies
+/// become visible to its lanes) and every lane reads the row's inputs.
+SmallVector<Value> ResidentKernelBuilder::readRowInputSlots(Value stage) {
+  NVVM::SyncWarpOp::create(b, loc, allLanes());
+  SmallVector<Value> vals;
+  for (auto [j, in] : llvm::enumerate(op.getRow())) {
+    Type elem = elementTypeOf(in);
+    vals.push_back(
+        LLVM::LoadOp::create(b, loc, elem, rowInputSlot(stage, j), 4));
+  }
+  return vals;
+}
+
+/// One commit group: the row's whole chunks of every full input (and its
+/// row inputs where they ride the ring).
 void ResidentKernelBuilder::issueAsyncCopies(Value rowIndex, Value stage) {
+  if (rowInputSlots)
+    issueRowInputCopies(rowIndex, stage);
   for (auto [k, chunk] : llvm::enumerate(ArrayRef(owned).take_front(K)))
     for (auto [i, in] : llvm::enumerate(fullIn)) {
       Type elem = elementTypeOf(op.getFull()[i]);

@@ -75,11 +75,14 @@ ResidentTierAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          BoolAttr singleLaunch, int64_t asyncStages,
                          int64_t finalThreads, int64_t dynamicSharedBytes,
                          bool peel, bool prefetch, bool scalarPrefetch,
-                         int64_t asyncRingOffset) {
+                         int64_t asyncRingOffset, bool ringRowInputs) {
   if (failed(verifyKernelShape(emitError, "resident_tier", vector,
                                threadsPerRow, rowsPerCta, block, asyncStages,
                                finalThreads, dynamicSharedBytes)))
     return failure();
+  if (ringRowInputs && asyncStages < 2)
+    return emitError() << "resident_tier: ring_row_inputs needs a cp.async "
+                          "ring (async_stages >= 2)";
   if (chunksPerThread < 1)
     return emitError() << "resident_tier: chunks_per_thread must be >= 1 "
                           "(a tier is register-resident), got "
@@ -108,8 +111,8 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool dependentLaunch, bool peel, bool prefetch,
                        bool scalarPrefetch, bool sharedAccumulators,
                        bool twoCtasPerSm, int64_t asyncRingOffset,
-                       int64_t bulkRingOffset, bool stridedRows,
-                       ArrayAttr tiers) {
+                       bool ringRowInputs, int64_t bulkRingOffset,
+                       bool stridedRows, ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -132,6 +135,9 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "ring and no CTA-combined partials";
   if (splitSharedBytes % 4 != 0)
     return emitError() << "kernel_plan: shared-memory sizes are f32 counts";
+  if (ringRowInputs && asyncStages < 2)
+    return emitError() << "kernel_plan: ring_row_inputs needs a cp.async "
+                          "ring (async_stages >= 2)";
   if (clusterCtas < 1 || clusterCtas > 16 || !llvm::isPowerOf2_64(clusterCtas))
     return emitError() << "kernel_plan: cluster_ctas must be 1, 2, 4, 8 or "
                           "16, got "

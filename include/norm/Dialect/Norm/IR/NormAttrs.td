@@ -50,7 +50,9 @@ def Norm_ResidentTierAttr : AttrDef<Norm_Dialect, "ResidentTier"> {
     DefaultValuedParameter<"bool", "false",
                            "the scalar kernel's prefetch">:$scalar_prefetch,
     DefaultValuedParameter<"int64_t", "0",
-                           "first byte of the cp.async ring">:$async_ring_offset
+                           "first byte of the cp.async ring">:$async_ring_offset,
+    DefaultValuedParameter<"bool", "false",
+                           "row inputs ride the cp.async ring">:$ring_row_inputs
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -110,7 +112,12 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     (a looped plan's column accumulators in shared memory),
     `two_ctas_per_sm` (the looped vector kernel asks ptxas for two CTAs per
     SM), `async_ring_offset` / `bulk_ring_offset` (the first byte of the
-    cp.async / bulk ring in the dynamic shared memory) and `strided_rows`
+    cp.async / bulk ring in the dynamic shared memory), `ring_row_inputs`
+    (the row inputs, 4 bytes each, ride the cp.async ring: lane 0 of each
+    warp copies its row's into the warp's slots of static shared memory
+    with the row's full inputs, and the warp reads them back after its
+    wait, instead of a load carried a row ahead in a register) and
+    `strided_rows`
     (a channels-first op's strided kernel: `threads_per_row / 32` warps
     split N, `chunks_per_thread` columns per warp held in registers, 0 for
     none; `rows_per_cta` groups whose partials the CTA combines); each
@@ -161,6 +168,8 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
                            "looped: two CTAs per SM">:$two_ctas_per_sm,
     DefaultValuedParameter<"int64_t", "0",
                            "first byte of the cp.async ring">:$async_ring_offset,
+    DefaultValuedParameter<"bool", "false",
+                           "row inputs ride the cp.async ring">:$ring_row_inputs,
     DefaultValuedParameter<"int64_t", "0",
                            "first byte of the bulk ring">:$bulk_ring_offset,
     DefaultValuedParameter<"bool", "false",
