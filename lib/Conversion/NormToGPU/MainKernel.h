@@ -164,6 +164,9 @@ protected:
   /// The static shared array of the cluster's slots (reduceAcrossCluster)
   /// and a cluster barrier (arrive with release, wait with acquire).
   void declareClusterSlots(gpu::GPUFuncOp func);
+  /// A kernel-private array of `count` f32 in static shared memory, named
+  /// after the kernel plus `suffix`; its address.
+  Value sharedF32Array(gpu::GPUFuncOp func, StringRef suffix, int64_t count);
   void clusterBarrier();
 
   //===--------------------------------------------------------------===//

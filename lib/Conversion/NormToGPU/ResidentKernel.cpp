@@ -170,18 +170,8 @@ bool ResidentKernelBuilder::rowInputsInRing() {
 
 void ResidentKernelBuilder::declareRowInputSlots(gpu::GPUFuncOp func) {
   int64_t warps = plan.blockThreads() / 32;
-  int64_t count = stages * warps * int64_t(rowIn.size());
-  auto module = func->getParentOfType<gpu::GPUModuleOp>();
-  std::string name = (func.getName() + "_row_inputs").str();
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(f32, count),
-                           /*isConstant=*/false, LLVM::Linkage::Internal, name,
-                           Attribute(), kSharedAlignment, /*addrSpace=*/3);
-  }
-  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  rowInputSlots = LLVM::AddressOfOp::create(b, loc, ptr3, name);
+  rowInputSlots = sharedF32Array(func, "_row_inputs",
+                                 stages * warps * int64_t(rowIn.size()));
   warpInCTA = arith::DivUIOp::create(b, loc, tid, c64(32));
   isWarpLeader =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,

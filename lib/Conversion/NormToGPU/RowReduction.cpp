@@ -92,9 +92,14 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
 /// of row it + 1, which no CTA reaches before it has read the set (so one
 /// barrier per exchange).
 void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
+  clusterSlots = sharedF32Array(func, "_cluster_sums",
+                                2 * op.getRowStages().size() * maxSums);
+}
+
+Value MainKernelBuilder::sharedF32Array(gpu::GPUFuncOp func,
+                                        StringRef suffix, int64_t count) {
   auto module = func->getParentOfType<gpu::GPUModuleOp>();
-  int64_t count = 2 * op.getRowStages().size() * maxSums;
-  std::string name = (func.getName() + "_cluster_sums").str();
+  std::string name = (func.getName() + suffix).str();
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
@@ -103,7 +108,7 @@ void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
                            Attribute(), kSharedAlignment, /*addrSpace=*/3);
   }
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  clusterSlots = LLVM::AddressOfOp::create(b, loc, ptr3, name);
+  return LLVM::AddressOfOp::create(b, loc, ptr3, name);
 }
 
 void MainKernelBuilder::clusterBarrier() {
