@@ -259,7 +259,7 @@ private:
   /// of each warp copies its row's into the warp's slots with the row's
   /// full inputs, and the warp reads them back after the row's copies
   /// landed (perf-notes, "Row inputs ahead").
-  bool rowInputsInRing();
+  bool rowInputsInRing() const;
   void declareRowInputSlots(gpu::GPUFuncOp func);
   Value rowInputSlot(Value stage, int64_t j);
   void issueRowInputCopies(Value rowIndex, Value stage);

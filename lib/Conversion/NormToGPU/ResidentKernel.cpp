@@ -46,7 +46,8 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   // Row loading: the cp.async ring (vector kernel), else the register
   // prefetch of the next row (when the plan has room for it), else plain.
   stages = V > 1 ? plan.asyncStages : 0;
-  if (rowInputsInRing())
+  bool inRing = rowInputsInRing();
+  if (inRing)
     declareRowInputSlots(func);
   if (stages > 0)
     startAsyncRing(func);
@@ -59,7 +60,6 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   // The row inputs (mean, rstd) ride the ring, or are loaded one row ahead
   // and carried: each row's first use of them would otherwise wait a full
   // memory latency (perf-notes, "Row inputs ahead").
-  bool inRing = rowInputsInRing();
   if (!inRing)
     llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
 
@@ -164,7 +164,7 @@ Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
       .getResult();
 }
 
-bool ResidentKernelBuilder::rowInputsInRing() {
+bool ResidentKernelBuilder::rowInputsInRing() const {
   return plan.ringRowInputs && stages > 0 && !rowIn.empty();
 }
 

@@ -211,3 +211,27 @@ func.func @builder_fields() attributes {
 func.func @bad_ring_offset() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 16, rows_per_cta = 16, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 131072, async_ring_offset = 8>} {
   return
 }
+
+// -----
+
+// Row inputs in the cp.async ring round-trip (printed only when true).
+// CHECK-LABEL: func.func @ring_row_inputs
+// CHECK: async_ring_offset = 65536, ring_row_inputs = true>
+func.func @ring_row_inputs() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 163840, async_ring_offset = 65536, ring_row_inputs = true>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: ring_row_inputs needs a cp.async ring (async_stages >= 2)}}
+func.func @ring_row_inputs_no_ring() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 32768, ring_row_inputs = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{resident_tier: ring_row_inputs needs a cp.async ring (async_stages >= 2)}}
+// expected-error @+1 {{failed to parse Norm_KernelPlanAttr parameter 'tiers'}}
+func.func @tier_ring_row_inputs_no_ring() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0, ring_row_inputs = true>]>} {
+  return
+}
