@@ -7,8 +7,9 @@
 // leaves it: one CTA's registers hold at most 8192 columns (256 lanes of
 // 32), so on sm_90 a thread-block cluster of 4 CTAs shares each row: CTA r
 // keeps the r-th quarter in registers, and the row sum goes through
-// distributed shared memory (thread 0 writes the CTA's part, a cluster
-// barrier, every thread adds the 4 parts in rank order).
+// distributed shared memory: lane r' < 4 of each CTA pushes the CTA's part
+// into CTA r''s slot of its rank and arrives on r''s mbarrier; every thread
+// waits on its own CTA's mbarrier and adds the 4 slots in rank order.
 
 // CHECK-LABEL: func.func @rms_wide
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_wide_0", vector = 4,
@@ -16,8 +17,10 @@
 // CHECK-SAME:      single_launch = false,
 // CHECK-SAME:      column_groups = 0, split_column_groups = 0
 // CHECK-SAME:      cluster_ctas = 4, dependent_launch = true>
-// Two slot sets of the one stage's one sum, per CTA.
-// CHECK:       llvm.mlir.global internal @rms_wide_0_main_cluster_sums() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<2 x f32>
+// Two slot sets (row parity) of the one stage: a slot per rank for its one
+// sum, and an mbarrier (8 bytes) per set.
+// CHECK-DAG:   llvm.mlir.global internal @rms_wide_0_main_cluster_sums() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<8 x f32>
+// CHECK-DAG:   llvm.mlir.global internal @rms_wide_0_main_cluster_barriers() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<4 x f32>
 // CHECK:       gpu.func @rms_wide_0_main(
 // CHECK-SAME:    nvvm.cluster_dim = array<i32: 4, 1, 1>
 // The CTA's rank, its cluster (the program), the clusters, and its
@@ -28,25 +31,48 @@
 // CHECK:         %[[PART:.*]] = arith.ceildivui %{{.*}}, %c4_i64{{.*}} : i64
 // CHECK:         arith.muli %[[RANK]], %[[PART]] : i64
 // CHECK:         %[[SLOTS:.*]] = llvm.mlir.addressof @rms_wide_0_main_cluster_sums : !llvm.ptr<3>
-// CHECK:         scf.for
+// CHECK:         %[[BARS:.*]] = llvm.mlir.addressof @rms_wide_0_main_cluster_barriers : !llvm.ptr<3>
+// Thread 0 initialises the two mbarriers (4 arrivals each); the cluster
+// barrier that orders that before any peer's arrival is split around the
+// first row's loads.
+// CHECK:         scf.if
+// CHECK-COUNT-2:   nvvm.mbarrier.init %{{.*}}, %c4_i32 : !llvm.ptr<3>, i32
+// CHECK-NEXT:      nvvm.fence.mbarrier.init
+// CHECK:         nvvm.cluster.arrive.relaxed {aligned}
+// CHECK:         llvm.load {{.*}} -> vector<4xf32>
+// CHECK:         nvvm.cluster.wait {aligned}
+// CHECK-NEXT:    scf.for %[[IT:arg[0-9]+]] =
 // The row sum: within the warp, across the CTA's warps, then the cluster.
 // CHECK:           gpu.shuffle  xor
 // CHECK:           gpu.barrier
-// CHECK:           scf.if
-// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<3>
-// CHECK:           nvvm.cluster.arrive {aligned}
-// CHECK-NEXT:      nvvm.cluster.wait {aligned}
-// CHECK:           %[[SLOT:.*]] = llvm.getelementptr %[[SLOTS]][%{{.*}}] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, f32
-// CHECK:           %[[R0:.*]] = nvvm.mapa %[[SLOT]], %c0_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK:           %[[S0:.*]] = llvm.load %[[R0]] {alignment = 4 : i64} : !llvm.ptr<7> -> f32
-// CHECK:           %[[R1:.*]] = nvvm.mapa %[[SLOT]], %c1_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK:           %[[S1:.*]] = llvm.load %[[R1]] {alignment = 4 : i64} : !llvm.ptr<7> -> f32
+// CHECK:           gpu.barrier
+// CHECK:           %[[PARITY:.*]] = arith.remui %[[IT]], %c2_i64{{.*}} : i64
+// CHECK:           %[[SET:.*]] = arith.addi
+// CHECK:           %[[BAR:.*]] = llvm.getelementptr %[[BARS]][%[[SET]]] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, i64
+// CHECK:           %[[PUSHER:.*]] = arith.cmpi ult, %{{.*}}, %c4_i64{{.*}} : i64
+// CHECK:           scf.if %[[PUSHER]] {
+// CHECK:             %[[PEER:.*]] = arith.trunci %{{.*}} : i64 to i32
+// CHECK:             %[[MINE:.*]] = llvm.getelementptr %[[SLOTS]][%{{.*}}] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, f32
+// CHECK:             %[[THEIRS:.*]] = nvvm.mapa %[[MINE]], %[[PEER]] : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK:             llvm.store %{{.*}}, %[[THEIRS]] {alignment = 4 : i64} : f32, !llvm.ptr<7>
+// CHECK:             %[[THEIRBAR:.*]] = nvvm.mapa %[[BAR]], %[[PEER]] : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK:             nvvm.mbarrier.arrive %[[THEIRBAR]] {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK:           }
+// Phase parity (it / 2) % 2 of the set's mbarrier.
+// CHECK:           %[[USE:.*]] = arith.divui %[[IT]], %c2_i64{{.*}} : i64
+// CHECK:           %[[PHASE:.*]] = arith.remui %[[USE]], %c2_i64{{.*}} : i64
+// CHECK:           %[[P32:.*]] = arith.trunci %[[PHASE]] : i64 to i32
+// CHECK:           scf.while
+// CHECK:             nvvm.mbarrier.try_wait %[[BAR]], %[[P32]] {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<3>, i32 -> i1
+// The four slots of this CTA, in rank order.
+// CHECK:           %[[S0:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK:           %[[S1:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK:           %[[A01:.*]] = arith.addf %[[S0]], %[[S1]] : f32
-// CHECK:           nvvm.mapa %[[SLOT]], %c2_i32
-// CHECK:           %[[A012:.*]] = arith.addf %[[A01]], %{{.*}} : f32
-// CHECK:           nvvm.mapa %[[SLOT]], %c3_i32
-// CHECK:           arith.addf %[[A012]], %{{.*}} : f32
-// After the row loop: no CTA leaves while a peer may read its slots.
+// CHECK:           %[[S2:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK:           %[[A012:.*]] = arith.addf %[[A01]], %[[S2]] : f32
+// CHECK:           %[[S3:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// CHECK:           arith.addf %[[A012]], %[[S3]] : f32
+// After the row loop: no CTA leaves while a peer may still push to it.
 // CHECK:         nvvm.cluster.arrive {aligned}
 // CHECK-NEXT:    nvvm.cluster.wait {aligned}
 // CHECK:       gpu.func @rms_wide_0_main_scalar(

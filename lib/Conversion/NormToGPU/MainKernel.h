@@ -156,17 +156,24 @@ protected:
   /// The warps of a row (G > 32): lane 0 of each writes the program's
   /// slots, every lane reads its program's slots in warp order.
   void reduceAcrossWarps(SmallVector<Value> &sums);
-  /// The CTAs of a cluster (plan.clusterCTAs > 1): thread 0 of each writes
-  /// its part's sums to its slots, every thread adds the cluster's slots in
-  /// rank order through distributed shared memory.
+  /// The CTAs of a cluster (plan.clusterCTAs > 1): each pushes its part's
+  /// sums into every CTA's slots (distributed shared memory) and arrives on
+  /// their mbarriers; every thread waits on its CTA's and adds the slots in
+  /// rank order.
   void reduceAcrossCluster(SmallVector<Value> &sums, Value iteration,
                            int64_t stageIndex);
-  /// The static shared array of the cluster's slots (reduceAcrossCluster)
-  /// and a cluster barrier (arrive with release, wait with acquire).
+  /// The static shared arrays of the cluster's slots and mbarriers
+  /// (reduceAcrossCluster); thread 0 initialises the mbarriers, then the
+  /// CTA arrives at a cluster barrier that waitForClusterSlots completes
+  /// (before the row loop).
   void declareClusterSlots(gpu::GPUFuncOp func);
+  void waitForClusterSlots();
+  /// The mbarrier of slot set `set` ([row parity][row stage]).
+  Value clusterBarrierAt(Value set);
   /// A kernel-private array of `count` f32 in static shared memory, named
   /// after the kernel plus `suffix`; its address.
   Value sharedF32Array(gpu::GPUFuncOp func, StringRef suffix, int64_t count);
+  /// A cluster barrier (arrive with release, wait with acquire).
   void clusterBarrier();
 
   //===--------------------------------------------------------------===//
@@ -232,6 +239,7 @@ protected:
   int64_t maxSums = 1; // row results per stage, at most
   Value smem;          // warp slots (G > 32)
   Value clusterSlots;  // cluster: the CTA's row-sum slots (!llvm.ptr<3>)
+  Value clusterBarriers; // cluster: the mbarriers of the slot sets
   Value clusterRank;   // cluster: the CTA's rank in it
   Value accSmem;       // dynamic shared memory as f32
 };

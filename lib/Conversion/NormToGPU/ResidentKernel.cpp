@@ -63,6 +63,8 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   if (!inRing)
     llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
 
+  if (plan.clusterCTAs > 1)
+    waitForClusterSlots();
   auto rowLoop = scf::ForOp::create(
       b, loc, zero64, iters, one64, loopInit,
       [&](OpBuilder &, Location, Value it, ValueRange carried) {

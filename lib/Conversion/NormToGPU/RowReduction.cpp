@@ -87,13 +87,45 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
   sums = totals;
 }
 
-/// Slots [set][sum] of f32 per CTA, two sets per row stage: a set written
-/// at row `it` is written again at row it + 2, after the cluster barrier
-/// of row it + 1, which no CTA reaches before it has read the set (so one
-/// barrier per exchange).
+/// Slots [set][rank][sum] of f32 and one mbarrier per set, a set per row
+/// stage and row parity. Rank r's sums reach every CTA's [set][r] slots by
+/// a push (a store into the peer's shared memory, then an arrival with
+/// release at cluster scope on the peer's mbarrier of the set), so a CTA
+/// waits only for the C arrivals on its own mbarrier and reads its own
+/// shared memory: no cluster barrier and no remote read per row. A set
+/// written at row `it` is written again at row it + 2, which no peer
+/// reaches before this CTA's arrival at row it + 1, after every thread of
+/// it has read the set (the cross-warp barrier of row it + 1).
 void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
-  clusterSlots = sharedF32Array(func, "_cluster_sums",
-                                2 * op.getRowStages().size() * maxSums);
+  int64_t sets = 2 * op.getRowStages().size();
+  clusterSlots =
+      sharedF32Array(func, "_cluster_sums", sets * plan.clusterCTAs * maxSums);
+  // 8 bytes per mbarrier (two f32 slots; the array is 16-byte aligned).
+  clusterBarriers = sharedF32Array(func, "_cluster_barriers", 2 * sets);
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                                        c64(0));
+  ifThen(isFirst, [&] {
+    Value count =
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(plan.clusterCTAs));
+    for (int64_t set = 0; set < sets; ++set)
+      NVVM::MBarrierInitOp::create(b, loc, clusterBarrierAt(c64(set)), count,
+                                   Value());
+    NVVM::FenceMbarrierInitOp::create(b, loc);
+  });
+  // No peer arrives on a mbarrier before its CTA has initialised it: the
+  // arrival here, the wait (waitForClusterSlots) after the first loads are
+  // issued, so the barrier's latency hides behind theirs.
+  NVVM::ClusterArriveRelaxedOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+}
+
+void MainKernelBuilder::waitForClusterSlots() {
+  NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+}
+
+Value MainKernelBuilder::clusterBarrierAt(Value set) {
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  return LLVM::GEPOp::create(b, loc, ptr3, b.getI64Type(), clusterBarriers,
+                             ValueRange{set});
 }
 
 Value MainKernelBuilder::sharedF32Array(gpu::GPUFuncOp func,
@@ -120,30 +152,62 @@ void MainKernelBuilder::reduceAcrossCluster(SmallVector<Value> &sums,
                                             Value iteration,
                                             int64_t stageIndex) {
   int64_t stages = op.getRowStages().size();
-  Value parity = arith::RemUIOp::create(b, loc, iteration, c64(2));
-  Value first = mul(add(mul(parity, c64(stages)), c64(stageIndex)),
-                    c64(maxSums));
+  int64_t C = plan.clusterCTAs;
+  Value set = add(mul(arith::RemUIOp::create(b, loc, iteration, c64(2)),
+                      c64(stages)),
+                  c64(stageIndex));
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
   Type ptr7 = LLVM::LLVMPointerType::get(b.getContext(), 7);
-  auto slot = [&](unsigned j) {
+  auto slot = [&](Value rank, unsigned j) {
+    Value index = add(mul(add(mul(set, c64(C)), rank), c64(maxSums)), c64(j));
     return LLVM::GEPOp::create(b, loc, ptr3, f32, clusterSlots,
-                               ValueRange{add(first, c64(j))})
+                               ValueRange{index})
         .getResult();
   };
-  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
-                                        c64(0));
-  ifThen(isFirst, [&] {
-    for (auto [j, s] : llvm::enumerate(sums))
-      LLVM::StoreOp::create(b, loc, s, slot(j), /*alignment=*/4);
+  Value barrier = clusterBarrierAt(set);
+  // G > 32: the cross-warp barrier has ordered every read of the set's
+  // last use before the push (see declareClusterSlots); a warp-wide row
+  // needs its own.
+  if (G <= 32)
+    NVVM::SyncWarpOp::create(b, loc, allLanes());
+  // Every lane holds the CTA's sums: lane r < C pushes them to rank r.
+  Value pusher = ult(tid, c64(C));
+  ifThen(pusher, [&] {
+    Value peer = arith::TruncIOp::create(b, loc, i32, tid);
+    for (auto [j, s] : llvm::enumerate(sums)) {
+      Value remote =
+          NVVM::MapaOp::create(b, loc, ptr7, slot(clusterRank, j), peer);
+      LLVM::StoreOp::create(b, loc, s, remote, /*alignment=*/4);
+    }
+    Value remoteBarrier = NVVM::MapaOp::create(b, loc, ptr7, barrier, peer);
+    NVVM::MBarrierArriveOp::create(b, loc, Type(), remoteBarrier, Value(),
+                                   NVVM::MemScopeKind::CLUSTER,
+                                   /*relaxed=*/false);
   });
-  clusterBarrier();
+  // Use it / 2 of the set: phase parity (it / 2) % 2.
+  Value parity = arith::TruncIOp::create(
+      b, loc, i32,
+      arith::RemUIOp::create(
+          b, loc, arith::DivUIOp::create(b, loc, iteration, c64(2)), c64(2)));
+  auto spin = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+  b.createBlock(&spin.getBefore());
+  Value done = NVVM::MBarrierTryWaitOp::create(
+      b, loc, b.getI1Type(), barrier, parity, Value(),
+      NVVM::MemScopeKind::CLUSTER, /*relaxed=*/false);
+  Value waiting = arith::XOrIOp::create(
+      b, loc, done,
+      arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+  scf::ConditionOp::create(b, loc, waiting, ValueRange{});
+  b.createBlock(&spin.getAfter());
+  scf::YieldOp::create(b, loc);
+  b.setInsertionPointAfter(spin);
+  // The slots in rank order (the order of the sums does not depend on
+  // which push came first).
   for (auto [j, s] : llvm::enumerate(sums)) {
-    Value local = slot(j);
     Value total;
-    for (int64_t r = 0; r < plan.clusterCTAs; ++r) {
-      Value rank = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(r));
-      Value remote = NVVM::MapaOp::create(b, loc, ptr7, local, rank);
-      Value part = LLVM::LoadOp::create(b, loc, f32, remote, /*alignment=*/4);
+    for (int64_t r = 0; r < C; ++r) {
+      Value part = LLVM::LoadOp::create(b, loc, f32, slot(c64(r), j),
+                                        /*alignment=*/4);
       total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
                     : part;
     }
