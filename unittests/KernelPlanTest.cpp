@@ -56,10 +56,12 @@ const Case kCases[] = {
     {"rms", "bf16", 8192, "sm_90a", {8, 256, 1, 4, 3, false, false, true, 0, 0, 98304, 0}},
     // Looped 16-bit rows: column groups and the split kernels for few rows;
     // on sm_90a the bulk ring behind the accumulators, as deep as fits 224
-    // KiB (RMSNorm 12288: 3 stages of 48 KiB; 16384: 2 of 64 KiB).
+    // KiB (RMSNorm 12288: 3 stages of 48 KiB), for rows under 64 KiB.
     {"rms", "bf16", 12288, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 196656, 12288, 1, 3}},
-    {"rms", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 196640, 16384, 1, 2}},
     {"layer", "bf16", 12288, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 196640, 24576, 1, 2}},
+    // Rows of 64 KiB (N = 16384) take a cluster of 4 parts of 128 lanes
+    // (two CTAs per SM) instead of the ring's 2 stages.
+    {"rms", "bf16", 16384, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 4}},
     // Odd N (the scalar kernel) and 32-bit rows past one CTA: clusters of
     // resident CTAs (4 of 256 lanes for 17389: 8695 columns would need 34
     // per lane at 256).
@@ -77,8 +79,9 @@ const Case kCases[] = {
     {"layer", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 8}},
     {"layer", "bf16", 32768, "sm_80", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
-    // Two column groups: each CTA stages the whole row (the row sums).
-    {"layer", "bf16", 16384, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 2, 4, 196640, 32768, 1, 2}},
+    // Looped, it would take two column groups, each CTA staging the whole
+    // row (the row sums): a cluster of 4 instead.
+    {"layer", "bf16", 16384, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 4}},
     // Rows of 128 lanes: two per CTA, partials combined in the CTA.
     {"layer", "f32", 4096, "sm_90a", {4, 128, 2, 8, 0, false, true, true, 0, 0, 65536, 0}},
     {"rms", "bf16", 4096, "sm_90a", {8, 128, 2, 4, 0, true, true, true, 0, 0, 32768, 0}},
@@ -350,7 +353,8 @@ TEST_P(KernelPlanTest, PeelsExactlyWhereRowsMisalign) {
 }
 
 // Long 16-bit rows over the space of N past one CTA: the looped kernel
-// where its bulk ring stages whole rows (sm_90+), else a cluster of parts
+// where its bulk ring stages whole rows of under 64 KiB (sm_90+), else a
+// cluster of parts
 // of at most 128 lanes (two CTAs per SM) with a cp.async ring of at most 2
 // rows, where a cluster holds the row with at most a tenth of its lanes'
 // chunks idle (N = 24576, 32768: none; 20000: 19%, looped); looped
@@ -375,7 +379,8 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       EXPECT_FALSE(plan.resident());
       continue;
     }
-    if (looped.bulkStages >= 2) {
+    // x and dy: 4 bytes a column.
+    if (looped.bulkStages >= 2 && 4 * n < 64 * 1024) {
       EXPECT_EQ(plan.clusterCTAs, 1);
       EXPECT_EQ(plan.bulkStages, looped.bulkStages);
     } else if (plan.clusterCTAs > 1) {

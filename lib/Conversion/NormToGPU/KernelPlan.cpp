@@ -63,6 +63,15 @@ constexpr int64_t kMaxClusterLanes16 = 128;
 /// The cp.async ring of a cluster's part, at most (perf-notes, "cp.async
 /// ring": 2 stages 111.9 us, 3 stages 116.4 at LayerNorm bf16 1024x32768).
 constexpr int64_t kMaxClusterAsyncStages = 2;
+/// 16-bit vector rows whose full inputs take at least this many bytes
+/// take a cluster plan even where the looped kernel's bulk ring holds them
+/// (longRowsInClusters): with the row sums pushed through distributed
+/// shared memory (no cluster barrier per row), clusters of 128-lane parts
+/// beat the ring's two stages of such rows (perf-notes, "Cluster rows":
+/// N = 16384, LayerNorm bf16 2048x16384 105.5 -> 100.8 us, RMSNorm
+/// 256x16384 27.4 -> 24.0), not the rings of shorter ones (LayerNorm
+/// 4096x12288 132.0 -> 143.9).
+constexpr int64_t kClusterOverBulkRowBytes = 64 * 1024;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
 
@@ -159,7 +168,8 @@ private:
     return longRowsInClusters(planWith(n, tier, /*peel=*/false));
   }
   /// 16-bit vector rows stay looped (pickCluster) while the looped kernel
-  /// stages whole rows in its bulk ring; longer rows (N = 32768: two
+  /// stages whole rows of under kClusterOverBulkRowBytes in its bulk ring;
+  /// longer rows (N = 32768: two
   /// stages do not fit beside the accumulators) re-read each row from
   /// global memory, at 0.54-0.67 of the floor, and take a cluster of
   /// narrow parts instead where one holds the row with at most a tenth of
@@ -167,8 +177,11 @@ private:
   /// chunk); at N = 20000 (19% idle) RMSNorm was 14% slower than looped
   /// (perf-notes, "Cluster rows").
   KernelPlan longRowsInClusters(KernelPlan looped) {
-    if (looped.resident() || looped.bulkStages > 0 || looped.vector == 1 ||
-        widest >= 4 || !looped.staticCols || !target.hasClusters)
+    if (looped.resident() || looped.vector == 1 || widest >= 4 ||
+        !looped.staticCols || !target.hasClusters)
+      return looped;
+    if (looped.bulkStages > 0 &&
+        fullRowBytes(*looped.staticCols) < kClusterOverBulkRowBytes)
       return looped;
     clusters16 = true;
     KernelPlan clustered = planWith(looped.staticCols, /*tier=*/false,
@@ -178,6 +191,13 @@ private:
                     clustered.chunksPerThread * clustered.vector;
     bool filled = 10 * *looped.staticCols >= 9 * slots;
     return clustered.clusterCTAs > 1 && filled ? clustered : looped;
+  }
+  /// The bytes of one row of every full input.
+  int64_t fullRowBytes(int64_t n) {
+    int64_t bytes = 0;
+    for (Value v : op.getFull())
+      bytes += elementBytes(v.getType()) * n;
+    return bytes;
   }
   KernelPlan planWith(std::optional<int64_t> n, bool tier, bool allowPeel) {
     plan = KernelPlan();
