@@ -374,6 +374,10 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
     noClusters.maxClusterCTAs = 1;
     KernelPlan looped = planKernel(op, noClusters, target);
     EXPECT_FALSE(looped.resident());
+    // The clusters' st.async needs PTX 8.1.
+    KernelPlanOptions ptx80;
+    ptx80.features = "+ptx80";
+    EXPECT_EQ(planKernel(op, ptx80, target).clusterCTAs, 1);
     if (!target.hasClusters) {
       EXPECT_EQ(plan.clusterCTAs, 1);
       EXPECT_FALSE(plan.resident());

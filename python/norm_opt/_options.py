@@ -16,12 +16,13 @@ GPU_OPTIONS = (
               "sm_90a, sm_100, sm_100a, ..., sm_121f); the kernels are "
               "checked against its limits (threads and shared memory per "
               "block)"),
-    GpuOption("features", "features", str, "+ptx80",
+    GpuOption("features", "features", str, "+ptx81",
               "PTX ISA features for the NVPTX back end "
               "(nvvm-attach-target): empty (the chip's minimum PTX "
               "version), or one +ptxNN at least the chip's minimum (sm_90a: "
               "+ptx80; sm_100a: +ptx86, so chip sm_100a needs features "
-              "+ptx86 or empty)"),
+              "+ptx86 or empty); the cluster plans need +ptx81 or newer "
+              "(st.async), else long rows are looped"),
     GpuOption("opt-level", "opt_level", int, 3,
               "LLVM and ptxas optimisation level of the kernels (0-3)"),
     GpuOption("threads-per-row", "threads_per_row", int, 0,

@@ -2,14 +2,17 @@
 // RUN: norm-opt %s --convert-norm-to-gpu="remarks=true" -split-input-file -verify-diagnostics -o /dev/null
 // RUN: norm-opt %s --convert-norm-to-gpu="chip=sm_80 remarks=true" -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=SM80
 // RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1" -split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: norm-opt %s --convert-norm-to-gpu="features=+ptx80" -split-input-file | FileCheck %s --check-prefix=OFF
 
 // RMSNorm backward, f32, N = 32768 (static), as --norm-fuse-mixed-reductions
 // leaves it: one CTA's registers hold at most 8192 columns (256 lanes of
 // 32), so on sm_90 a thread-block cluster of 4 CTAs shares each row: CTA r
 // keeps the r-th quarter in registers, and the row sum goes through
-// distributed shared memory: lane r' < 4 of each CTA pushes the CTA's part
-// into CTA r''s slot of its rank and arrives on r''s mbarrier; every thread
-// waits on its own CTA's mbarrier and adds the 4 slots in rank order.
+// distributed shared memory: lane r' < 4 of each CTA stores the CTA's part
+// into CTA r''s slot of its rank with st.async, completing on r''s mbarrier
+// of the slot set; every thread waits on its own CTA's mbarrier and adds
+// the 4 slots in rank order; thread 0 arms the set for its next use.
+// Without PTX 8.1 (st.async) the looped kernels.
 
 // CHECK-LABEL: func.func @rms_wide
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_wide_0", vector = 4,
@@ -32,13 +35,18 @@
 // CHECK:         arith.muli %[[RANK]], %[[PART]] : i64
 // CHECK:         %[[SLOTS:.*]] = llvm.mlir.addressof @rms_wide_0_main_cluster_sums : !llvm.ptr<3>
 // CHECK:         %[[BARS:.*]] = llvm.mlir.addressof @rms_wide_0_main_cluster_barriers : !llvm.ptr<3>
-// Thread 0 initialises the two mbarriers (4 arrivals each); the cluster
-// barrier that orders that before any peer's arrival is split around the
-// first row's loads.
+// Thread 0 initialises the two mbarriers (one arrival a phase: its own),
+// then, after a CTA barrier, arms their first phases with the 4 CTAs' 4
+// bytes; the cluster barrier that orders that before any peer's push is
+// split around the first row's loads.
 // CHECK:         scf.if
-// CHECK-COUNT-2:   nvvm.mbarrier.init %{{.*}}, %c4_i32 : !llvm.ptr<3>, i32
+// CHECK-COUNT-2:   nvvm.mbarrier.init %{{.*}}, %c1_i32 : !llvm.ptr<3>, i32
 // CHECK-NEXT:      nvvm.fence.mbarrier.init
-// CHECK:         nvvm.cluster.arrive.relaxed {aligned}
+// CHECK:         gpu.barrier
+// CHECK:         scf.if
+// CHECK:           nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16_i32 : !llvm.ptr<3>, i32
+// CHECK:           nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16_i32{{.*}} : !llvm.ptr<3>, i32
+// CHECK:         nvvm.cluster.arrive {aligned}
 // CHECK:         llvm.load {{.*}} -> vector<4xf32>
 // CHECK:         nvvm.cluster.wait {aligned}
 // CHECK-NEXT:    scf.for %[[IT:arg[0-9]+]] =
@@ -52,18 +60,18 @@
 // CHECK:           %[[PUSHER:.*]] = arith.cmpi ult, %{{.*}}, %c4_i64{{.*}} : i64
 // CHECK:           scf.if %[[PUSHER]] {
 // CHECK:             %[[PEER:.*]] = arith.trunci %{{.*}} : i64 to i32
+// CHECK:             %[[THEIRBAR:.*]] = nvvm.mapa %[[BAR]], %[[PEER]] : !llvm.ptr<3> -> !llvm.ptr<7>
 // CHECK:             %[[MINE:.*]] = llvm.getelementptr %[[SLOTS]][%{{.*}}] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, f32
 // CHECK:             %[[THEIRS:.*]] = nvvm.mapa %[[MINE]], %[[PEER]] : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK:             llvm.store %{{.*}}, %[[THEIRS]] {alignment = 4 : i64} : f32, !llvm.ptr<7>
-// CHECK:             %[[THEIRBAR:.*]] = nvvm.mapa %[[BAR]], %[[PEER]] : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK:             nvvm.mbarrier.arrive %[[THEIRBAR]] {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK:             nvvm.inline_ptx "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [$0], $1, [$2];" ro(%[[THEIRS]], %{{.*}}, %[[THEIRBAR]] : !llvm.ptr<7>, f32, !llvm.ptr<7>)
 // CHECK:           }
-// Phase parity (it / 2) % 2 of the set's mbarrier.
+// Phase parity (it / 2) % 2 of the set's mbarrier; thread 0 re-arms it.
 // CHECK:           %[[USE:.*]] = arith.divui %[[IT]], %c2_i64{{.*}} : i64
 // CHECK:           %[[PHASE:.*]] = arith.remui %[[USE]], %c2_i64{{.*}} : i64
 // CHECK:           %[[P32:.*]] = arith.trunci %[[PHASE]] : i64 to i32
-// CHECK:           scf.while
-// CHECK:             nvvm.mbarrier.try_wait %[[BAR]], %[[P32]] {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<3>, i32 -> i1
+// CHECK:           nvvm.mbarrier.try_wait.parity %[[BAR]], %[[P32]], %{{.*}} : !llvm.ptr<3>, i32, i32
+// CHECK:           scf.if
+// CHECK:             nvvm.mbarrier.arrive.expect_tx %[[BAR]], %c16_i32{{.*}} : !llvm.ptr<3>, i32
 // The four slots of this CTA, in rank order.
 // CHECK:           %[[S0:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK:           %[[S1:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32

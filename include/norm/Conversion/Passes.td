@@ -94,11 +94,12 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "newer, case-sensitive (sm_80, sm_86, sm_87, sm_89, sm_90, "
            "sm_90a, sm_100, sm_100a, ..., sm_121f); the kernels are checked "
            "against its limits (threads and shared memory per block)">,
-    Option<"features", "features", "std::string", /*default=*/"\"+ptx80\"",
+    Option<"features", "features", "std::string", /*default=*/"\"+ptx81\"",
            "PTX ISA features for the NVPTX back end (nvvm-attach-target): "
            "empty (the chip's minimum PTX version), or one +ptxNN at least "
            "the chip's minimum (sm_90a: +ptx80; sm_100a: +ptx86, so chip "
-           "sm_100a needs features +ptx86 or empty)">,
+           "sm_100a needs features +ptx86 or empty); the cluster plans "
+           "need +ptx81 or newer (st.async), else long rows are looped">,
     Option<"optLevel", "opt-level", "int", /*default=*/"3",
            "LLVM and ptxas optimisation level of the kernels (0-3)">,
     Option<"threadsPerRow", "threads-per-row", "int64_t", /*default=*/"0",

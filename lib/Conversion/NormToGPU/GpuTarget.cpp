@@ -103,3 +103,17 @@ std::optional<GpuTarget> mlir::norm::lookupGpuTarget(llvm::StringRef chip) {
       return makeTarget(row);
   return std::nullopt;
 }
+
+int64_t mlir::norm::ptxVersionOf(llvm::StringRef features,
+                                 const GpuTarget &target) {
+  int64_t newest = 0;
+  llvm::SmallVector<llvm::StringRef> items;
+  features.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    llvm::StringRef name = item.trim();
+    int64_t version;
+    if (name.consume_front("+ptx") && !name.getAsInteger(10, version))
+      newest = std::max(newest, version);
+  }
+  return newest ? newest : target.minPTXVersion;
+}

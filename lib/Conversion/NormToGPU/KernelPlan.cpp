@@ -178,7 +178,7 @@ private:
   /// (perf-notes, "Cluster rows").
   KernelPlan longRowsInClusters(KernelPlan looped) {
     if (looped.resident() || looped.vector == 1 || widest >= 4 ||
-        !looped.staticCols || !target.hasClusters)
+        !looped.staticCols || !clustersAvailable())
       return looped;
     if (looped.bulkStages > 0 &&
         fullRowBytes(*looped.staticCols) < kClusterOverBulkRowBytes)
@@ -191,6 +191,11 @@ private:
                     clustered.chunksPerThread * clustered.vector;
     bool filled = 10 * *looped.staticCols >= 9 * slots;
     return clustered.clusterCTAs > 1 && filled ? clustered : looped;
+  }
+  /// Thread-block clusters on the chip, and st.async in the PTX version.
+  bool clustersAvailable() const {
+    return target.hasClusters &&
+           ptxVersionOf(options.features, target) >= kClusterMinPTXVersion;
   }
   /// The bytes of one row of every full input.
   int64_t fullRowBytes(int64_t n) {
@@ -372,7 +377,7 @@ void KernelPlanner::pickRowGroup() {
 /// fast as parts of 128 lanes); 32-bit rows and the scalar kernel (odd N)
 /// gain (0.60-0.85 -> 0.85-0.94 of the floor; 29 x 17389 18 -> 15 us).
 void KernelPlanner::pickCluster() {
-  if (plan.resident() || !cols || plan.tierCols || !target.hasClusters ||
+  if (plan.resident() || !cols || plan.tierCols || !clustersAvailable() ||
       options.rowsPerCTA > 1 ||
       (widest < 4 && plan.vector > 1 && !clusters16))
     return;

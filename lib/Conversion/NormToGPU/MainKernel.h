@@ -157,9 +157,9 @@ protected:
   /// slots, every lane reads its program's slots in warp order.
   void reduceAcrossWarps(SmallVector<Value> &sums);
   /// The CTAs of a cluster (plan.clusterCTAs > 1): each pushes its part's
-  /// sums into every CTA's slots (distributed shared memory) and arrives on
-  /// their mbarriers; every thread waits on its CTA's and adds the slots in
-  /// rank order.
+  /// sums into every CTA's slots (st.async into distributed shared memory,
+  /// completing on their mbarriers); every thread waits on its CTA's and
+  /// adds the slots in rank order.
   void reduceAcrossCluster(SmallVector<Value> &sums, Value iteration,
                            int64_t stageIndex);
   /// The static shared arrays of the cluster's slots and mbarriers
@@ -170,6 +170,9 @@ protected:
   void waitForClusterSlots();
   /// The mbarrier of slot set `set` ([row parity][row stage]).
   Value clusterBarrierAt(Value set);
+  /// Thread 0: the next phase of a set's mbarrier expects the C CTAs'
+  /// sums of its row stage (bytes), with this CTA's one arrival.
+  void armClusterSet(Value barrier, int64_t stageIndex);
   /// A kernel-private array of `count` f32 in static shared memory, named
   /// after the kernel plus `suffix`; its address.
   Value sharedF32Array(gpu::GPUFuncOp func, StringRef suffix, int64_t count);

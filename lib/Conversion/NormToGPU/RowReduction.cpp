@@ -89,15 +89,19 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
 
 /// Slots [set][rank][sum] of f32 and one mbarrier per set, a set per row
 /// stage and row parity. Rank r's sums reach every CTA's [set][r] slots by
-/// a push (a store into the peer's shared memory, then an arrival with
-/// release at cluster scope on the peer's mbarrier of the set), so a CTA
-/// waits only for the C arrivals on its own mbarrier and reads its own
-/// shared memory: no cluster barrier and no remote read per row. A set
-/// written at row `it` is written again at row it + 2, which no peer
-/// reaches before this CTA's arrival at row it + 1, after every thread of
-/// it has read the set (the cross-warp barrier of row it + 1).
+/// `st.async`, each store completing its bytes on the receiver's mbarrier
+/// of the set; the receiver's thread 0 has armed the phase with the bytes
+/// of all C CTAs (arrive.expect_tx, the one arrival a phase), so a CTA
+/// waits only on its own mbarrier and reads its own shared memory. No
+/// cluster barrier, no remote read and no cluster-scope fence per row: an
+/// acquire at cluster scope invalidated the whole L1 at every row
+/// (`CCTL.IVALL`: 37-48% of the stall samples, perf-notes "Cluster rows").
+/// A set is written again two rows later, which no peer does before this
+/// CTA's push of the row between, after every thread of it has read the
+/// set and thread 0 has re-armed it (the cross-warp barrier of that row).
 void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
-  int64_t sets = 2 * op.getRowStages().size();
+  int64_t stages = op.getRowStages().size();
+  int64_t sets = 2 * stages;
   clusterSlots =
       sharedF32Array(func, "_cluster_sums", sets * plan.clusterCTAs * maxSums);
   // 8 bytes per mbarrier (two f32 slots; the array is 16-byte aligned).
@@ -105,17 +109,35 @@ void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
   Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
                                         c64(0));
   ifThen(isFirst, [&] {
-    Value count =
-        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(plan.clusterCTAs));
+    Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
     for (int64_t set = 0; set < sets; ++set)
-      NVVM::MBarrierInitOp::create(b, loc, clusterBarrierAt(c64(set)), count,
+      NVVM::MBarrierInitOp::create(b, loc, clusterBarrierAt(c64(set)), one,
                                    Value());
     NVVM::FenceMbarrierInitOp::create(b, loc);
   });
-  // No peer arrives on a mbarrier before its CTA has initialised it: the
-  // arrival here, the wait (waitForClusterSlots) after the first loads are
-  // issued, so the barrier's latency hides behind theirs.
-  NVVM::ClusterArriveRelaxedOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+  // The CTA barrier orders the inits before the first phases' arming (for
+  // compute-sanitizer's racecheck too: ptxas issues the inits on the
+  // uniform datapath).
+  gpu::BarrierOp::create(b, loc);
+  ifThen(isFirst, [&] {
+    for (int64_t set = 0; set < sets; ++set)
+      armClusterSet(clusterBarrierAt(c64(set)), set % stages);
+  });
+  // No peer pushes to a mbarrier before its CTA has initialised and armed
+  // it: the arrival here (release), the wait (waitForClusterSlots) after
+  // the first loads are issued, so the barrier's latency hides behind
+  // theirs.
+  NVVM::ClusterArriveOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+}
+
+void MainKernelBuilder::armClusterSet(Value barrier, int64_t stageIndex) {
+  Region &stage = op.getRowStages()[stageIndex];
+  int64_t bytes = plan.clusterCTAs * 4 *
+                  int64_t(stage.front().getTerminator()->getNumOperands());
+  NVVM::MBarrierArriveExpectTxOp::create(
+      b, loc, Type(), barrier,
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(bytes)),
+      NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
 }
 
 void MainKernelBuilder::waitForClusterSlots() {
@@ -166,41 +188,38 @@ void MainKernelBuilder::reduceAcrossCluster(SmallVector<Value> &sums,
   };
   Value barrier = clusterBarrierAt(set);
   // G > 32: the cross-warp barrier has ordered every read of the set's
-  // last use before the push (see declareClusterSlots); a warp-wide row
-  // needs its own.
+  // last use, and its re-arming, before the push (see declareClusterSlots);
+  // a warp-wide row needs its own.
   if (G <= 32)
     NVVM::SyncWarpOp::create(b, loc, allLanes());
   // Every lane holds the CTA's sums: lane r < C pushes them to rank r.
   Value pusher = ult(tid, c64(C));
   ifThen(pusher, [&] {
     Value peer = arith::TruncIOp::create(b, loc, i32, tid);
+    Value remoteBarrier = NVVM::MapaOp::create(b, loc, ptr7, barrier, peer);
     for (auto [j, s] : llvm::enumerate(sums)) {
       Value remote =
           NVVM::MapaOp::create(b, loc, ptr7, slot(clusterRank, j), peer);
-      LLVM::StoreOp::create(b, loc, s, remote, /*alignment=*/4);
+      NVVM::InlinePtxOp::create(
+          b, loc, TypeRange{}, ValueRange{remote, s, remoteBarrier},
+          ValueRange{},
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 "
+          "[$0], $1, [$2];",
+          Value());
     }
-    Value remoteBarrier = NVVM::MapaOp::create(b, loc, ptr7, barrier, peer);
-    NVVM::MBarrierArriveOp::create(b, loc, Type(), remoteBarrier, Value(),
-                                   NVVM::MemScopeKind::CLUSTER,
-                                   /*relaxed=*/false);
   });
-  // Use it / 2 of the set: phase parity (it / 2) % 2.
+  // Use it / 2 of the set: phase parity (it / 2) % 2. The suspend-time
+  // hint of each try (ns); the op loops until the phase completes.
   Value parity = arith::TruncIOp::create(
       b, loc, i32,
       arith::RemUIOp::create(
           b, loc, arith::DivUIOp::create(b, loc, iteration, c64(2)), c64(2)));
-  auto spin = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
-  b.createBlock(&spin.getBefore());
-  Value done = NVVM::MBarrierTryWaitOp::create(
-      b, loc, b.getI1Type(), barrier, parity, Value(),
-      NVVM::MemScopeKind::CLUSTER, /*relaxed=*/false);
-  Value waiting = arith::XOrIOp::create(
-      b, loc, done,
-      arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
-  scf::ConditionOp::create(b, loc, waiting, ValueRange{});
-  b.createBlock(&spin.getAfter());
-  scf::YieldOp::create(b, loc);
-  b.setInsertionPointAfter(spin);
+  NVVM::MBarrierTryWaitParityOp::create(
+      b, loc, barrier, parity,
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1000000)));
+  // Thread 0 arms the set's next phase (row it + 2).
+  ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c64(0)),
+         [&] { armClusterSet(barrier, stageIndex); });
   // The slots in rank order (the order of the sums does not depend on
   // which push came first).
   for (auto [j, s] : llvm::enumerate(sums)) {

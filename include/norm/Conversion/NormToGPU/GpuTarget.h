@@ -35,9 +35,17 @@ struct GpuTarget {
   int64_t maxCTAsPerSM = 32;         // resident CTAs per multiprocessor
   bool hasAsyncCopy = false;   // cp.async (sm_80+)
   bool hasBulkCopy = false;    // cp.async.bulk / TMA (sm_90+)
-  bool hasClusters = false;    // thread-block clusters, DSMEM (sm_90+)
+  bool hasClusters = false;    // thread-block clusters, DSMEM (sm_90+;
+                               // the cluster plans also need PTX 8.1)
   bool hasDependentLaunch = false; // griddepcontrol (sm_90+)
 };
+
+/// The cluster plans' row sums travel by `st.async` (PTX 8.1).
+constexpr int64_t kClusterMinPTXVersion = 81;
+
+/// The PTX ISA version the kernels are emitted for: the newest +ptxNN of
+/// `features` (a comma-separated list), else the chip's minimum.
+int64_t ptxVersionOf(llvm::StringRef features, const GpuTarget &target);
 
 /// The description of `chip` (exact, case-sensitive NVPTX name: "sm_80",
 /// "sm_90a", ...), or nullopt when the chip is not one of knownGpuChips()
