@@ -97,10 +97,11 @@ GPU_OPTIONS = (
               "A static N too long for one CTA's registers: the most CTAs "
               "of a thread-block cluster that share a row, each keeping its "
               "part in registers and exchanging the row sums through "
-              "distributed shared memory (sm_90+; the plan takes the fewest "
-              "that hold the row; 16-bit vector rows only where the looped "
-              "kernel's bulk ring does not hold them, in parts of at most "
-              "128 lanes); 1, 2, 4 or 8, and 1 for none (the looped variant)"),
+              "distributed shared memory (sm_90+ and +ptx81; the plan takes "
+              "the fewest that hold the row; 16-bit vector rows only where "
+              "the looped kernel's bulk ring does not hold them or they "
+              "take 64 KiB or more, in parts of at most 128 lanes); 1, 2, 4 "
+              "or 8, and 1 for none (the looped variant)"),
     GpuOption("remarks", "remarks", bool, False,
               "Emit a remark per op with the chosen kernel shape"),
 )

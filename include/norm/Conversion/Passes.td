@@ -43,8 +43,10 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
       form clusters (`.reqnctapercluster`); CTA r of a cluster owns the
       r-th contiguous part of every row it walks, and the row sums of
       the parts are added in rank order through distributed shared memory
-      (`mapa`, cluster barriers), so every CTA of the cluster gets the same
-      sum. A cluster is a program: its CTAs write one partial row.
+      (each CTA's sums stored into every CTA's slots by `st.async`,
+      completing on the receiver's mbarrier; PTX 8.1, so the cluster plans
+      need `features` +ptx81 or newer), so every CTA of the cluster gets
+      the same sum. A cluster is a program: its CTAs write one partial row.
     - `_main_split`, `_main_split_scalar` (looped plans whose accumulators
       fit in fewer than 4 column groups): the same with 4 CTAs per row,
       for few rows.
@@ -172,10 +174,11 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "A static N too long for one CTA's registers: the most CTAs of a "
            "thread-block cluster that share a row, each keeping its part in "
            "registers and exchanging the row sums through distributed shared "
-           "memory (sm_90+; the plan takes the fewest that hold the row; "
-           "16-bit vector rows only where the looped kernel's bulk ring "
-           "does not hold them, in parts of at most 128 lanes); 1, 2, 4 or "
-           "8, and 1 for none (the looped variant)">,
+           "memory (sm_90+ and +ptx81; the plan takes the fewest that hold "
+           "the row; 16-bit vector rows only where the looped kernel's bulk "
+           "ring does not hold them or they take 64 KiB or more, in parts "
+           "of at most 128 lanes); 1, 2, 4 or 8, and 1 for none (the looped "
+           "variant)">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

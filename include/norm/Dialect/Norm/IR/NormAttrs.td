@@ -76,7 +76,8 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     `cluster_ctas` (a resident plan on sm_90+, printed only when not 1):
     the CTAs of one thread-block cluster share each row, each keeping a
     contiguous part of it in registers; they exchange the row sums through
-    distributed shared memory. The kernels carry the cluster shape
+    distributed shared memory (`st.async` into every CTA's slots, an
+    mbarrier per slot set). The kernels carry the cluster shape
     (`.reqnctapercluster`); the grid is a multiple of it.
 
     `bulk_stages` (a looped plan on sm_90+ with a static N, printed only
