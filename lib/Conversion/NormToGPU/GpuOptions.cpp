@@ -82,7 +82,6 @@ LogicalResult mlir::norm::validateGpuOptions(
 
   // Features: empty, or +name items NVPTX knows; the PTX version (+ptxNN)
   // must be at least the chip's minimum.
-  int64_t ptx = 0;
   bool featuresOk = true;
   SmallVector<StringRef> items;
   StringRef(options.features).split(items, ',', -1, /*KeepEmpty=*/false);
@@ -101,11 +100,9 @@ LogicalResult mlir::norm::validateGpuOptions(
       featuresOk = false;
       break;
     }
-    int64_t version;
-    if (name.consume_front("ptx") && !name.getAsInteger(10, version))
-      ptx = std::max(ptx, version);
   }
-  if (featuresOk && target && ptx != 0 && ptx < target->minPTXVersion)
+  int64_t ptx = target ? ptxVersionOf(options.features, *target) : 0;
+  if (featuresOk && target && ptx < target->minPTXVersion)
     bad("features", options.features,
         "PTX " + Twine(ptx / 10) + "." + Twine(ptx % 10) +
             " does not support " + target->chip + "; it needs +ptx" +

@@ -537,13 +537,11 @@ void KernelPlanner::pickBulkRing() {
   if (!target.hasBulkCopy || plan.resident() || !plan.staticCols ||
       plan.vector == 1 || plan.rowsPerCTA != 1 || options.bulkStages < 2)
     return;
-  int64_t perStage = 0;
-  for (Value v : op.getFull()) {
-    int64_t bytes = elementBytes(v.getType());
-    if (bytes * plan.vector != 16)
-      return;
-    perStage += bytes * *cols;
-  }
+  if (llvm::any_of(op.getFull(), [&](Value v) {
+        return elementBytes(v.getType()) * plan.vector != 16;
+      }))
+    return;
+  int64_t perStage = fullRowBytes(*cols);
   int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
   for (int64_t s = options.bulkStages; s >= 2; --s) {
     int64_t bytes = offset + s * (perStage + kBulkBarrierBytes);

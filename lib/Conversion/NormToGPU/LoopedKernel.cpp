@@ -135,11 +135,6 @@ void LoopedKernelBuilder::startBulkRing(gpu::GPUFuncOp func) {
     issueBulkRow(c64(j));
 }
 
-Value LoopedKernelBuilder::isThreadZero() {
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
-                               c64(0));
-}
-
 /// Orders this thread's (and, after a barrier, the CTA's) generic accesses
 /// to shared memory before its later async-proxy ones (bulk copies).
 void LoopedKernelBuilder::fenceProxyAsyncShared() {
@@ -202,14 +197,8 @@ void LoopedKernelBuilder::stageRow(Value it) {
   gpu::BarrierOp::create(b, loc);
   issueBulkRow(add(it, c64(bulkStages - 1)));
   Value stage = arith::RemUIOp::create(b, loc, it, c64(bulkStages));
-  Value use = arith::DivUIOp::create(b, loc, it, c64(bulkStages));
-  Value parity = arith::TruncIOp::create(
-      b, loc, i32, arith::RemUIOp::create(b, loc, use, c64(2)));
-  // The suspend-time hint of each try (ns); the op loops until the phase
-  // completes.
-  Value ticks = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1000000));
-  NVVM::MBarrierTryWaitParityOp::create(b, loc, bulkBarrier(stage), parity,
-                                        ticks);
+  waitForPhase(bulkBarrier(stage),
+               arith::DivUIOp::create(b, loc, it, c64(bulkStages)));
   rowStage = bulkAt(mul(stage, c64(bulkStageBytes)));
 }
 

@@ -358,6 +358,20 @@ void MainKernelBuilder::emitSingleLaunchTail(gpu::GPUFuncOp func,
 // Epilogue
 //===----------------------------------------------------------------------===//
 
+Value MainKernelBuilder::isThreadZero() {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                               c64(0));
+}
+
+void MainKernelBuilder::waitForPhase(Value barrier, Value use) {
+  Value parity = arith::TruncIOp::create(
+      b, loc, i32, arith::RemUIOp::create(b, loc, use, c64(2)));
+  // The suspend-time hint of each try (ns); the op loops until the phase
+  // completes.
+  Value ticks = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1000000));
+  NVVM::MBarrierTryWaitParityOp::create(b, loc, barrier, parity, ticks);
+}
+
 void MainKernelBuilder::signalDependents() {
   // At the end, not on entry: signalled on entry, the final kernel's CTAs
   // took the SMs' free slots and waited there for the whole main kernel,

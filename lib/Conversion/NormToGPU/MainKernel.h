@@ -105,6 +105,12 @@ protected:
   /// before it reads (FinalKernelBuilder).
   void signalDependents();
 
+  /// tid == 0.
+  Value isThreadZero();
+  /// Every thread waits until phase `use` of the mbarrier completes
+  /// (parity use % 2).
+  void waitForPhase(Value barrier, Value use);
+
   //===--------------------------------------------------------------===//
   // Loads
   //===--------------------------------------------------------------===//
@@ -322,7 +328,6 @@ private:
   void issueBulkRow(Value j);
   void stageRow(Value it);
   ChunkValues loadRowChunk(const RowState &row, const Chunk &chunk);
-  Value isThreadZero();
   void fenceProxyAsyncShared();
   Value bulkAt(Value byteOffset);
   Value bulkBarrier(Value stage);

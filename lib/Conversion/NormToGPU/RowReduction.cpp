@@ -106,8 +106,7 @@ void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
       sharedF32Array(func, "_cluster_sums", sets * plan.clusterCTAs * maxSums);
   // 8 bytes per mbarrier (two f32 slots; the array is 16-byte aligned).
   clusterBarriers = sharedF32Array(func, "_cluster_barriers", 2 * sets);
-  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
-                                        c64(0));
+  Value isFirst = isThreadZero();
   ifThen(isFirst, [&] {
     Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
     for (int64_t set = 0; set < sets; ++set)
@@ -208,18 +207,9 @@ void MainKernelBuilder::reduceAcrossCluster(SmallVector<Value> &sums,
           Value());
     }
   });
-  // Use it / 2 of the set: phase parity (it / 2) % 2. The suspend-time
-  // hint of each try (ns); the op loops until the phase completes.
-  Value parity = arith::TruncIOp::create(
-      b, loc, i32,
-      arith::RemUIOp::create(
-          b, loc, arith::DivUIOp::create(b, loc, iteration, c64(2)), c64(2)));
-  NVVM::MBarrierTryWaitParityOp::create(
-      b, loc, barrier, parity,
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1000000)));
-  // Thread 0 arms the set's next phase (row it + 2).
-  ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c64(0)),
-         [&] { armClusterSet(barrier, stageIndex); });
+  // The set's use it / 2; thread 0 then arms its next phase (row it + 2).
+  waitForPhase(barrier, arith::DivUIOp::create(b, loc, iteration, c64(2)));
+  ifThen(isThreadZero(), [&] { armClusterSet(barrier, stageIndex); });
   // The slots in rank order (the order of the sums does not depend on
   // which push came first).
   for (auto [j, s] : llvm::enumerate(sums)) {
