@@ -122,3 +122,103 @@ func.func @rms_wide(%arg0: tensor<?x32768xf32>, %arg1: tensor<?x32768xf32>, %arg
   } -> full(tensor<?x32768xf32>) col(tensor<32768xf32>)
   return %full_results, %col_results : tensor<?x32768xf32>, tensor<32768xf32>
 }
+
+// -----
+
+// 16-bit rows of 48 KiB (N = 12288) with one column result (RMSNorm's dW)
+// take a cluster of 4 parts of 128 lanes instead of the bulk ring; with two
+// (LayerNorm's dW and dB, next case) they keep the ring.
+// CHECK-LABEL: func.func @rms_bf16_48k
+// CHECK:         cluster_ctas = 4
+// CHECK:         nvvm.cluster_dim = array<i32: 4, 1, 1>
+// SM80: remark: GPU kernels rms_bf16_48k_0: looped, 512 lanes per row
+// OFF-LABEL: func.func @rms_bf16_48k
+// OFF-NOT:     cluster_ctas
+// OFF:         bulk_stages = 3
+func.func @rms_bf16_48k(%arg0: tensor<?x12288xbf16>, %arg1: tensor<?x12288xbf16>, %arg2: tensor<?xf32>, %arg3: tensor<12288xbf16>) -> (tensor<?x12288xbf16>, tensor<12288xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %cst_0 = arith.constant 1.228800e+04 : f32
+  %0 = tensor.empty() : tensor<12288xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<12288xf32>) -> tensor<12288xf32>
+  // expected-remark @below {{GPU kernels rms_bf16_48k_0: resident, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 3, clusters of 4 CTAs per row, cp.async ring of 2 rows, dependent final launch, ~160 registers, CTAs per SM: occupancy}}
+  %full_results, %col_results = norm.mixed_reduction full(%arg1, %arg0 : tensor<?x12288xbf16>, tensor<?x12288xbf16>) row(%arg2 : tensor<?xf32>) col(%arg3 : tensor<12288xbf16>) col_init(%1 : tensor<12288xf32>) row_stages {
+  ^bb0(%arg4: bf16, %arg5: bf16, %arg6: f32, %arg7: bf16):
+    %4 = arith.extf %arg4 : bf16 to f32
+    %5 = arith.mulf %4, %arg6 : f32
+    %6 = arith.extf %arg5 : bf16 to f32
+    %7 = arith.extf %arg7 : bf16 to f32
+    %8 = arith.mulf %6, %7 : f32
+    %9 = arith.mulf %5, %8 : f32
+    norm.yield %9 : f32
+  } elementwise {
+  ^bb0(%arg4: bf16, %arg5: bf16, %arg6: f32, %arg7: bf16, %arg8: f32):
+    %4 = arith.extf %arg4 : bf16 to f32
+    %5 = arith.mulf %4, %arg6 : f32
+    %6 = arith.extf %arg5 : bf16 to f32
+    %7 = arith.extf %arg7 : bf16 to f32
+    %8 = arith.mulf %6, %7 : f32
+    %9 = arith.divf %arg8, %cst_0 : f32
+    %10 = arith.mulf %5, %9 : f32
+    %11 = arith.subf %8, %10 : f32
+    %12 = arith.mulf %11, %arg6 : f32
+    %13 = arith.truncf %12 : f32 to bf16
+    norm.yield %13 : bf16
+  } columns {
+  ^bb0(%arg4: bf16, %arg5: bf16, %arg6: f32, %arg7: bf16, %arg8: f32):
+    %4 = arith.extf %arg5 : bf16 to f32
+    %5 = arith.extf %arg4 : bf16 to f32
+    %6 = arith.mulf %5, %arg6 : f32
+    %7 = arith.mulf %4, %6 : f32
+    norm.yield %7 : f32
+  } -> full(tensor<?x12288xbf16>) col(tensor<12288xf32>)
+  return %full_results, %col_results : tensor<?x12288xbf16>, tensor<12288xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @layer_bf16_48k
+// CHECK-NOT:     cluster_ctas
+// CHECK:         bulk_stages = 2
+func.func @layer_bf16_48k(%arg0: tensor<?x12288xbf16>, %arg1: tensor<?x12288xbf16>, %arg2: tensor<?xf32>, %arg3: tensor<?xf32>, %arg4: tensor<12288xbf16>) -> (tensor<?x12288xbf16>, tensor<12288xf32>, tensor<12288xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %cst_0 = arith.constant 1.228800e+04 : f32
+  %0 = tensor.empty() : tensor<12288xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<12288xf32>) -> tensor<12288xf32>
+  // expected-remark @below {{GPU kernels layer_bf16_48k_0: looped, 512 lanes per row, 1 rows per CTA, vector 8, chunks per lane 0, shared-memory accumulators, cp.async.bulk ring of 2 rows, dependent final launch, ~64 registers, CTAs per SM: occupancy}}
+  %full_results, %col_results:2 = norm.mixed_reduction full(%arg1, %arg0 : tensor<?x12288xbf16>, tensor<?x12288xbf16>) row(%arg2, %arg3 : tensor<?xf32>, tensor<?xf32>) col(%arg4 : tensor<12288xbf16>) col_init(%1, %1 : tensor<12288xf32>, tensor<12288xf32>) row_stages {
+  ^bb0(%arg6: bf16, %arg7: bf16, %arg8: f32, %arg9: f32, %arg10: bf16):
+    %8 = arith.extf %arg6 : bf16 to f32
+    %9 = arith.subf %8, %arg8 : f32
+    %10 = arith.mulf %9, %arg9 : f32
+    %11 = arith.extf %arg7 : bf16 to f32
+    %12 = arith.extf %arg10 : bf16 to f32
+    %13 = arith.mulf %11, %12 : f32
+    %14 = arith.mulf %10, %13 : f32
+    norm.yield %14, %13 : f32, f32
+  } elementwise {
+  ^bb0(%arg6: bf16, %arg7: bf16, %arg8: f32, %arg9: f32, %arg10: bf16, %arg11: f32, %arg12: f32):
+    %8 = arith.extf %arg6 : bf16 to f32
+    %9 = arith.subf %8, %arg8 : f32
+    %10 = arith.mulf %9, %arg9 : f32
+    %11 = arith.extf %arg7 : bf16 to f32
+    %12 = arith.extf %arg10 : bf16 to f32
+    %13 = arith.mulf %11, %12 : f32
+    %14 = arith.divf %arg11, %cst_0 : f32
+    %15 = arith.mulf %10, %14 : f32
+    %16 = arith.divf %arg12, %cst_0 : f32
+    %17 = arith.addf %15, %16 : f32
+    %18 = arith.subf %13, %17 : f32
+    %19 = arith.mulf %18, %arg9 : f32
+    %20 = arith.truncf %19 : f32 to bf16
+    norm.yield %20 : bf16
+  } columns {
+  ^bb0(%arg6: bf16, %arg7: bf16, %arg8: f32, %arg9: f32, %arg10: bf16, %arg11: f32, %arg12: f32):
+    %8 = arith.extf %arg7 : bf16 to f32
+    %9 = arith.extf %arg6 : bf16 to f32
+    %10 = arith.subf %9, %arg8 : f32
+    %11 = arith.mulf %10, %arg9 : f32
+    %12 = arith.mulf %8, %11 : f32
+    norm.yield %12, %8 : f32, f32
+  } -> full(tensor<?x12288xbf16>) col(tensor<12288xf32>, tensor<12288xf32>)
+  return %full_results, %col_results#0, %col_results#1 : tensor<?x12288xbf16>, tensor<12288xf32>, tensor<12288xf32>
+}

@@ -70,8 +70,12 @@ constexpr int64_t kMaxClusterAsyncStages = 2;
 /// beat the ring's two stages of such rows (perf-notes, "Cluster rows":
 /// N = 16384, LayerNorm bf16 2048x16384 105.5 -> 100.8 us, RMSNorm
 /// 256x16384 27.4 -> 24.0), not the rings of shorter ones (LayerNorm
-/// 4096x12288 132.0 -> 143.9).
+/// 4096x12288 132.0 -> 143.9). With one column result (RMSNorm's dW: half
+/// the accumulators a lane) rows of 48 KiB too (N = 12288: RMSNorm bf16
+/// 4096x12288 122.2 -> 116.6 us, 4-15% faster at 256-8192 rows; LayerNorm
+/// only at <= 1024 rows, 8% slower at 8192).
 constexpr int64_t kClusterOverBulkRowBytes = 64 * 1024;
+constexpr int64_t kClusterOverBulkRowBytesOneColumn = 48 * 1024;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
 
@@ -168,7 +172,8 @@ private:
     return longRowsInClusters(planWith(n, tier, /*peel=*/false));
   }
   /// 16-bit vector rows stay looped (pickCluster) while the looped kernel
-  /// stages whole rows of under kClusterOverBulkRowBytes in its bulk ring;
+  /// stages whole rows of under kClusterOverBulkRowBytes (one column
+  /// result: kClusterOverBulkRowBytesOneColumn) in its bulk ring;
   /// longer rows (N = 32768: two
   /// stages do not fit beside the accumulators) re-read each row from
   /// global memory, at 0.54-0.67 of the floor, and take a cluster of
@@ -180,8 +185,10 @@ private:
     if (looped.resident() || looped.vector == 1 || widest >= 4 ||
         !looped.staticCols || !clustersAvailable())
       return looped;
-    if (looped.bulkStages > 0 &&
-        fullRowBytes(*looped.staticCols) < kClusterOverBulkRowBytes)
+    int64_t overBulk = op.getColResults().size() == 1
+                           ? kClusterOverBulkRowBytesOneColumn
+                           : kClusterOverBulkRowBytes;
+    if (looped.bulkStages > 0 && fullRowBytes(*looped.staticCols) < overBulk)
       return looped;
     clusters16 = true;
     KernelPlan clustered = planWith(looped.staticCols, /*tier=*/false,
