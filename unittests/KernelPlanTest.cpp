@@ -78,14 +78,15 @@ const Case kCases[] = {
     // N = 32768: two stages of a whole row do not fit beside the
     // accumulators (128 KiB, or a part of 128 KiB): no bulk ring, so a
     // cluster of 8 parts of 128 lanes (two CTAs per SM), the cp.async ring
-    // at most 2 deep; on sm_80 the looped kernels without the bulk ring.
+    // at most 2 deep, 3 for LayerNorm's row sums a row ahead (two sums); on
+    // sm_80 the looped kernels without the bulk ring.
     {"rms", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 8}},
-    {"layer", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 8}},
+    {"layer", "bf16", 32768, "sm_90a", {8, 128, 1, 4, 3, false, false, false, 0, 0, 49152, 0, 8}},
     {"layer", "bf16", 32768, "sm_80", {8, 512, 1, 0, 0, false, false, false, 2, 4, 131072, 65536}},
     {"layer", "bf16", 2048, "sm_90a", {8, 64, 4, 4, 3, false, true, true, 0, 0, 163840, 0}},
     // Looped, it would take two column groups, each CTA staging the whole
     // row (the row sums): a cluster of 4 instead.
-    {"layer", "bf16", 16384, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 4}},
+    {"layer", "bf16", 16384, "sm_90a", {8, 128, 1, 4, 3, false, false, false, 0, 0, 49152, 0, 4}},
     // Rows of 128 lanes: two per CTA, partials combined in the CTA.
     {"layer", "f32", 4096, "sm_90a", {4, 128, 2, 8, 0, false, true, true, 0, 0, 65536, 0}},
     {"rms", "bf16", 4096, "sm_90a", {8, 128, 2, 4, 0, true, true, true, 0, 0, 32768, 0}},
@@ -225,6 +226,8 @@ void expectSameForBuilders(const KernelPlan &a, const KernelPlan &b) {
   EXPECT_EQ(a.bulkStages, b.bulkStages);
   EXPECT_EQ(a.bulkRingOffset, b.bulkRingOffset);
   EXPECT_EQ(a.clusterCTAs, b.clusterCTAs);
+  EXPECT_EQ(a.clusterSumsAhead, b.clusterSumsAhead);
+  EXPECT_EQ(a.ringRowInputs, b.ringRowInputs);
   EXPECT_EQ(a.peel, b.peel);
   EXPECT_EQ(a.tierCols, b.tierCols);
   EXPECT_EQ(a.stridedRows, b.stridedRows);
@@ -397,7 +400,17 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
     } else if (plan.clusterCTAs > 1) {
       EXPECT_TRUE(plan.resident());
       EXPECT_LE(plan.threadsPerRow, 128);
-      EXPECT_LE(plan.asyncStages, 2);
+      // LayerNorm's two row sums go a row ahead, with a third ring row.
+      bool twoSums = std::string(c.kind) == "layer";
+      EXPECT_EQ(plan.clusterSumsAhead, twoSums);
+      EXPECT_EQ(plan.asyncStages, twoSums ? 3 : 2);
+      // Without room for the third row (async-stages=2): the sums wait in
+      // their own row.
+      KernelPlanOptions twoStages;
+      twoStages.asyncStages = 2;
+      KernelPlan shallow = planKernel(op, twoStages, target);
+      EXPECT_EQ(shallow.asyncStages, 2);
+      EXPECT_FALSE(shallow.clusterSumsAhead);
       int64_t slots = plan.clusterCTAs * plan.threadsPerRow *
                       plan.chunksPerThread * plan.vector;
       EXPECT_GE(slots, n);

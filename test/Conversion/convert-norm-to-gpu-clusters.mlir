@@ -222,3 +222,79 @@ func.func @layer_bf16_48k(%arg0: tensor<?x12288xbf16>, %arg1: tensor<?x12288xbf1
   } -> full(tensor<?x12288xbf16>) col(tensor<12288xf32>, tensor<12288xf32>)
   return %full_results, %col_results#0, %col_results#1 : tensor<?x12288xbf16>, tensor<12288xf32>, tensor<12288xf32>
 }
+
+// -----
+
+// LayerNorm's row stage yields two sums: the vector kernel pushes row
+// it + 1's sums (read from the ring) before it waits for row it's, with a
+// ring of 3 rows and four slot sets (mbarriers) per row stage; the scalar
+// fallback (no ring) keeps two and waits in its own row.
+// CHECK-LABEL: func.func @layer_bf16_ahead
+// CHECK:         async_stages = 3
+// CHECK-SAME:    cluster_ctas = 4
+// CHECK-SAME:    cluster_sums_ahead = true
+// CHECK:       llvm.mlir.global internal @layer_bf16_ahead_0_main_scalar_cluster_barriers(){{.*}} : !llvm.array<4 x f32>
+// CHECK:       llvm.mlir.global internal @layer_bf16_ahead_0_main_cluster_barriers(){{.*}} : !llvm.array<8 x f32>
+// CHECK-LABEL: gpu.func @layer_bf16_ahead_0_main(
+// Row 0's sums go out once the peers' mbarriers are armed.
+// CHECK:         nvvm.cluster.wait
+// CHECK-NEXT:    nvvm.cp.async.wait.group 1
+// CHECK:         nvvm.inline_ptx "st.async
+// CHECK:         scf.for %[[IT:[a-z0-9]+]] =
+// Row it + 2's copies, row it + 1 landed, its sums pushed (but past the
+// last row), then row it's awaited (use it / 4 of its set).
+// CHECK:           nvvm.cp.async.wait.group 1
+// CHECK-NEXT:      %[[NEXT:.*]] = arith.addi %[[IT]], %{{.*}} : i64
+// CHECK-NEXT:      %[[MORE:.*]] = arith.cmpi ult, %[[NEXT]], %{{.*}} : i64
+// CHECK-NEXT:      scf.if %[[MORE]] {
+// CHECK:             nvvm.inline_ptx "st.async
+// CHECK:           %[[USE:.*]] = arith.divui %[[IT]], %c4_i64{{.*}} : i64
+// CHECK:           arith.remui %[[USE]], %c2_i64
+// CHECK:           nvvm.mbarrier.try_wait.parity
+// CHECK:           nvvm.mbarrier.arrive.expect_tx
+// CHECK:           scf.yield
+// CHECK:         nvvm.cp.async.wait.group 0
+// CHECK-NEXT:    nvvm.cluster.arrive
+func.func @layer_bf16_ahead(%arg0: tensor<?x16384xbf16>, %arg1: tensor<?x16384xbf16>, %arg2: tensor<?xf32>, %arg3: tensor<?xf32>, %arg4: tensor<16384xbf16>) -> (tensor<?x16384xbf16>, tensor<16384xf32>, tensor<16384xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %cst_0 = arith.constant 1.638400e+04 : f32
+  %0 = tensor.empty() : tensor<16384xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<16384xf32>) -> tensor<16384xf32>
+  // expected-remark @below {{GPU kernels layer_bf16_ahead_0: resident, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 4, clusters of 4 CTAs per row, cp.async ring of 3 rows, row sums a row ahead, dependent final launch, ~232 registers, CTAs per SM: occupancy}}
+  %full_results, %col_results:2 = norm.mixed_reduction full(%arg1, %arg0 : tensor<?x16384xbf16>, tensor<?x16384xbf16>) row(%arg2, %arg3 : tensor<?xf32>, tensor<?xf32>) col(%arg4 : tensor<16384xbf16>) col_init(%1, %1 : tensor<16384xf32>, tensor<16384xf32>) row_stages {
+  ^bb0(%arg6: bf16, %arg7: bf16, %arg8: f32, %arg9: f32, %arg10: bf16):
+    %8 = arith.extf %arg6 : bf16 to f32
+    %9 = arith.subf %8, %arg8 : f32
+    %10 = arith.mulf %9, %arg9 : f32
+    %11 = arith.extf %arg7 : bf16 to f32
+    %12 = arith.extf %arg10 : bf16 to f32
+    %13 = arith.mulf %11, %12 : f32
+    %14 = arith.mulf %10, %13 : f32
+    norm.yield %14, %13 : f32, f32
+  } elementwise {
+  ^bb0(%arg6: bf16, %arg7: bf16, %arg8: f32, %arg9: f32, %arg10: bf16, %arg11: f32, %arg12: f32):
+    %8 = arith.extf %arg6 : bf16 to f32
+    %9 = arith.subf %8, %arg8 : f32
+    %10 = arith.mulf %9, %arg9 : f32
+    %11 = arith.extf %arg7 : bf16 to f32
+    %12 = arith.extf %arg10 : bf16 to f32
+    %13 = arith.mulf %11, %12 : f32
+    %14 = arith.divf %arg11, %cst_0 : f32
+    %15 = arith.mulf %10, %14 : f32
+    %16 = arith.divf %arg12, %cst_0 : f32
+    %17 = arith.addf %15, %16 : f32
+    %18 = arith.subf %13, %17 : f32
+    %19 = arith.mulf %18, %arg9 : f32
+    %20 = arith.truncf %19 : f32 to bf16
+    norm.yield %20 : bf16
+  } columns {
+  ^bb0(%arg6: bf16, %arg7: bf16, %arg8: f32, %arg9: f32, %arg10: bf16, %arg11: f32, %arg12: f32):
+    %8 = arith.extf %arg7 : bf16 to f32
+    %9 = arith.extf %arg6 : bf16 to f32
+    %10 = arith.subf %9, %arg8 : f32
+    %11 = arith.mulf %10, %arg9 : f32
+    %12 = arith.mulf %8, %11 : f32
+    norm.yield %12, %8 : f32, f32
+  } -> full(tensor<?x16384xbf16>) col(tensor<16384xf32>, tensor<16384xf32>)
+  return %full_results, %col_results#0, %col_results#1 : tensor<?x16384xbf16>, tensor<16384xf32>, tensor<16384xf32>
+}

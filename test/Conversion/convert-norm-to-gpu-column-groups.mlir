@@ -8,12 +8,14 @@
 // looped kernel's bulk ring (two stages of a whole row do not fit beside
 // the accumulators), so a cluster of 8 CTAs of 128 lanes shares each row,
 // each CTA keeping 4096 columns in registers (two CTAs per SM), with a
-// cp.async ring of at most 2 rows (perf-notes, "Cluster rows"); sm_80: looped.
-// CLREMARK: remark: GPU kernels layer_wide_0: resident, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 4, clusters of 8 CTAs per row, cp.async ring of 2 rows
+// cp.async ring of 3 rows and the row sums a row ahead (LayerNorm's two
+// sums; perf-notes, "Cluster rows"); sm_80: looped.
+// CLREMARK: remark: GPU kernels layer_wide_0: resident, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 4, clusters of 8 CTAs per row, cp.async ring of 3 rows, row sums a row ahead
 // CLUSTER8: norm.gpu = #norm.kernel_plan<kernel = "layer_wide_0", vector = 8,
 // CLUSTER8-SAME:  threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4,
-// CLUSTER8-SAME:  async_stages = 2, column_groups = 0,
+// CLUSTER8-SAME:  async_stages = 3, column_groups = 0,
 // CLUSTER8-SAME:  cluster_ctas = 8,
+// CLUSTER8-SAME:  cluster_sums_ahead = true
 // CLUSTER8:     gpu.func @layer_wide_0_main(
 // CLUSTER8-SAME:  nvvm.cluster_dim = array<i32: 8, 1, 1>
 // SM80:         norm.gpu = #norm.kernel_plan<kernel = "layer_wide_0", vector = 8,

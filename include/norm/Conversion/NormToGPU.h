@@ -99,6 +99,11 @@ struct KernelPlan {
   // contiguous part of the row's chunks (chunksPerThread counts the part);
   // the cluster is the program, writing one partial row.
   int64_t clusterCTAs = 1;
+  // Cluster rows with a cp.async ring of >= 3 rows and one row stage: row
+  // it + 1's sums are pushed to the cluster before row it's are awaited,
+  // and the vector kernel reads each row from the ring twice (sums, then
+  // the elementwise part) instead of holding it.
+  bool clusterSumsAhead = false;
   // Resident vector plan of one CTA per row: a `_main_peel` kernel for
   // rows that need not start on a 16-byte boundary (a static N not a
   // multiple of `vector`, which then has no `_main` kernel, or a tier's

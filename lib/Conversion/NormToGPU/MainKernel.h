@@ -168,6 +168,17 @@ protected:
   /// adds the slots in rank order.
   void reduceAcrossCluster(SmallVector<Value> &sums, Value iteration,
                            int64_t stageIndex);
+  /// reduceAcrossCluster's halves, on the slot set of a row stage's use
+  /// `use` (its row's iteration; clusterSetOf) and its mbarrier: the push
+  /// of this CTA's sums, and the wait for the C CTAs' sums, added in rank
+  /// order.
+  void pushClusterSums(ArrayRef<Value> sums, Value set, Value barrier);
+  SmallVector<Value> collectClusterSums(unsigned count, Value use, Value set,
+                                        Value barrier, int64_t stageIndex);
+  /// The slot set of a use: [use % clusterSetsPerStage][row stage].
+  Value clusterSetOf(Value use, int64_t stageIndex);
+  /// Slot j of rank `rank` in set `set`.
+  Value clusterSlot(Value set, Value rank, unsigned j);
   /// The static shared arrays of the cluster's slots and mbarriers
   /// (reduceAcrossCluster); thread 0 initialises the mbarriers, then the
   /// CTA arrives at a cluster barrier that waitForClusterSlots completes
@@ -250,6 +261,9 @@ protected:
   Value clusterSlots;  // cluster: the CTA's row-sum slots (!llvm.ptr<3>)
   Value clusterBarriers; // cluster: the mbarriers of the slot sets
   Value clusterRank;   // cluster: the CTA's rank in it
+  // cluster: slot sets per row stage, used in turn by consecutive rows (4
+  // with the sums a row ahead, see ResidentKernelBuilder::rowLoopSumsAhead)
+  int64_t clusterSetsPerStage = 2;
   Value accSmem;       // dynamic shared memory as f32
 };
 
@@ -284,6 +298,14 @@ private:
   SmallVector<Value> loadRawRow(Value rowIndex);  // of the carried chunks
   SmallVector<ChunkValues> loadRow(const RowState &row, ValueRange current);
   void reduceRowStages(RowState &row, ArrayRef<ChunkValues> fullVals);
+  /// Cluster rows with one row stage and the ring: the row loop with row
+  /// it + 1's sums pushed before row it's are awaited.
+  bool sumsAhead();
+  scf::ForOp rowLoopHeld(bool inRing);
+  scf::ForOp rowLoopSumsAhead(ValueRange accInit);
+  /// Row it's sums within the CTA (from the ring), pushed to the cluster.
+  void pushRowSums(Value it);
+  RowState rowAt(Value it);
   void finishChunks(const RowState &row, ArrayRef<ChunkValues> fullVals,
                     SmallVector<Value> &accs);
   // Partials: combined in the CTA, or one partial row per program.

@@ -132,6 +132,8 @@ struct ConvertNormToGPUPass
                                      : "");
     if (plan.asyncStages)
       os << ", cp.async ring of " << plan.asyncStages << " rows";
+    if (plan.clusterSumsAhead)
+      os << ", row sums a row ahead";
     if (plan.bulkStages)
       os << ", cp.async.bulk ring of " << plan.bulkStages << " rows";
     os << (plan.singleLaunch ? ", single launch" : "")

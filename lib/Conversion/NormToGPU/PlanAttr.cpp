@@ -74,8 +74,7 @@ KernelPlanAttr mlir::norm::kernelPlanAttr(MLIRContext *ctx, StringRef prefix,
       plan.clusterCTAs, plan.bulkStages, plan.dependentLaunch, plan.peel,
       plan.prefetch, plan.scalarPrefetch, plan.sharedAccumulators,
       plan.twoCTAsPerSM, plan.asyncRingOffset, plan.ringRowInputs,
-      plan.bulkRingOffset,
-      plan.stridedRows, tiers);
+      plan.bulkRingOffset, plan.clusterSumsAhead, plan.stridedRows, tiers);
 }
 
 FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
@@ -95,6 +94,7 @@ FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
   plan.sharedAccumulators = attr.getSharedAccumulators();
   plan.twoCTAsPerSM = attr.getTwoCtasPerSm();
   plan.bulkRingOffset = attr.getBulkRingOffset();
+  plan.clusterSumsAhead = attr.getClusterSumsAhead();
   plan.stridedRows = attr.getStridedRows();
   if (!ShapedType::isDynamic(op.getStaticCols()))
     plan.staticCols = op.getStaticCols();

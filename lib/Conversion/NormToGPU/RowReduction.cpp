@@ -101,7 +101,7 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
 /// set and thread 0 has re-armed it (the cross-warp barrier of that row).
 void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
   int64_t stages = op.getRowStages().size();
-  int64_t sets = 2 * stages;
+  int64_t sets = clusterSetsPerStage * stages;
   clusterSlots =
       sharedF32Array(func, "_cluster_sums", sets * plan.clusterCTAs * maxSums);
   // 8 bytes per mbarrier (two f32 slots; the array is 16-byte aligned).
@@ -169,36 +169,48 @@ void MainKernelBuilder::clusterBarrier() {
   NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
 }
 
+Value MainKernelBuilder::clusterSetOf(Value use, int64_t stageIndex) {
+  int64_t stages = op.getRowStages().size();
+  return add(mul(arith::RemUIOp::create(b, loc, use, c64(clusterSetsPerStage)),
+                 c64(stages)),
+             c64(stageIndex));
+}
+
+Value MainKernelBuilder::clusterSlot(Value set, Value rank, unsigned j) {
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  Value index = add(mul(add(mul(set, c64(plan.clusterCTAs)), rank),
+                        c64(maxSums)),
+                    c64(j));
+  return LLVM::GEPOp::create(b, loc, ptr3, f32, clusterSlots,
+                             ValueRange{index})
+      .getResult();
+}
+
 void MainKernelBuilder::reduceAcrossCluster(SmallVector<Value> &sums,
                                             Value iteration,
                                             int64_t stageIndex) {
-  int64_t stages = op.getRowStages().size();
-  int64_t C = plan.clusterCTAs;
-  Value set = add(mul(arith::RemUIOp::create(b, loc, iteration, c64(2)),
-                      c64(stages)),
-                  c64(stageIndex));
-  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  Type ptr7 = LLVM::LLVMPointerType::get(b.getContext(), 7);
-  auto slot = [&](Value rank, unsigned j) {
-    Value index = add(mul(add(mul(set, c64(C)), rank), c64(maxSums)), c64(j));
-    return LLVM::GEPOp::create(b, loc, ptr3, f32, clusterSlots,
-                               ValueRange{index})
-        .getResult();
-  };
+  Value set = clusterSetOf(iteration, stageIndex);
   Value barrier = clusterBarrierAt(set);
+  pushClusterSums(sums, set, barrier);
+  sums = collectClusterSums(sums.size(), iteration, set, barrier, stageIndex);
+}
+
+void MainKernelBuilder::pushClusterSums(ArrayRef<Value> sums, Value set,
+                                        Value barrier) {
+  Type ptr7 = LLVM::LLVMPointerType::get(b.getContext(), 7);
   // G > 32: the cross-warp barrier has ordered every read of the set's
   // last use, and its re-arming, before the push (see declareClusterSlots);
   // a warp-wide row needs its own.
   if (G <= 32)
     NVVM::SyncWarpOp::create(b, loc, allLanes());
   // Every lane holds the CTA's sums: lane r < C pushes them to rank r.
-  Value pusher = ult(tid, c64(C));
+  Value pusher = ult(tid, c64(plan.clusterCTAs));
   ifThen(pusher, [&] {
     Value peer = arith::TruncIOp::create(b, loc, i32, tid);
     Value remoteBarrier = NVVM::MapaOp::create(b, loc, ptr7, barrier, peer);
     for (auto [j, s] : llvm::enumerate(sums)) {
-      Value remote =
-          NVVM::MapaOp::create(b, loc, ptr7, slot(clusterRank, j), peer);
+      Value remote = NVVM::MapaOp::create(
+          b, loc, ptr7, clusterSlot(set, clusterRank, j), peer);
       NVVM::InlinePtxOp::create(
           b, loc, TypeRange{}, ValueRange{remote, s, remoteBarrier},
           ValueRange{},
@@ -207,19 +219,27 @@ void MainKernelBuilder::reduceAcrossCluster(SmallVector<Value> &sums,
           Value());
     }
   });
-  // The set's use it / 2; thread 0 then arms its next phase (row it + 2).
-  waitForPhase(barrier, arith::DivUIOp::create(b, loc, iteration, c64(2)));
+}
+
+SmallVector<Value>
+MainKernelBuilder::collectClusterSums(unsigned count, Value use, Value set,
+                                      Value barrier, int64_t stageIndex) {
+  // The set's use / S-th phase; thread 0 then arms its next (use + S).
+  waitForPhase(barrier,
+               arith::DivUIOp::create(b, loc, use, c64(clusterSetsPerStage)));
   ifThen(isThreadZero(), [&] { armClusterSet(barrier, stageIndex); });
   // The slots in rank order (the order of the sums does not depend on
   // which push came first).
-  for (auto [j, s] : llvm::enumerate(sums)) {
+  SmallVector<Value> totals;
+  for (unsigned j = 0; j < count; ++j) {
     Value total;
-    for (int64_t r = 0; r < C; ++r) {
-      Value part = LLVM::LoadOp::create(b, loc, f32, slot(c64(r), j),
+    for (int64_t r = 0; r < plan.clusterCTAs; ++r) {
+      Value part = LLVM::LoadOp::create(b, loc, f32, clusterSlot(set, c64(r), j),
                                         /*alignment=*/4);
       total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
                     : part;
     }
-    s = total;
+    totals.push_back(total);
   }
+  return totals;
 }

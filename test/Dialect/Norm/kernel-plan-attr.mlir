@@ -235,3 +235,26 @@ func.func @ring_row_inputs_no_ring() attributes {norm.gpu = #norm.kernel_plan<ke
 func.func @tier_ring_row_inputs_no_ring() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, tiers = [#norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4, block = 128, combine_in_cta = false, single_launch = true, async_stages = 0, final_threads = 128, dynamic_shared_bytes = 0, ring_row_inputs = true>]>} {
   return
 }
+
+// -----
+
+// The row sums a row ahead round-trip on a cluster plan with a ring of 3.
+// CHECK-LABEL: func.func @cluster_sums_ahead
+// CHECK: async_stages = 3,{{.*}}cluster_ctas = 8,{{.*}}cluster_sums_ahead = true>
+func.func @cluster_sums_ahead() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4, programs_per_sm = 0, block = 128, combine_in_cta = false, single_launch = false, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 128, dynamic_shared_bytes = 49152, cluster_ctas = 8, ring_row_inputs = true, cluster_sums_ahead = true>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: cluster_sums_ahead needs a cluster (cluster_ctas > 1) and a cp.async ring of at least 3 rows}}
+func.func @cluster_sums_ahead_two_stages() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4, programs_per_sm = 0, block = 128, combine_in_cta = false, single_launch = false, async_stages = 2, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 128, dynamic_shared_bytes = 32768, cluster_ctas = 8, cluster_sums_ahead = true>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: cluster_sums_ahead needs a cluster (cluster_ctas > 1) and a cp.async ring of at least 3 rows}}
+func.func @cluster_sums_ahead_no_cluster() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 163840, cluster_sums_ahead = true>} {
+  return
+}

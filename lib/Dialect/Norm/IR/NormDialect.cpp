@@ -112,7 +112,8 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool scalarPrefetch, bool sharedAccumulators,
                        bool twoCtasPerSm, int64_t asyncRingOffset,
                        bool ringRowInputs, int64_t bulkRingOffset,
-                       bool stridedRows, ArrayAttr tiers) {
+                       bool clusterSumsAhead, bool stridedRows,
+                       ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -150,6 +151,10 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "kernel_plan: peel needs a resident vector plan "
                           "of one CTA per row and at least `vector` threads "
                           "per row";
+  if (clusterSumsAhead && (clusterCtas < 2 || asyncStages < 3))
+    return emitError() << "kernel_plan: cluster_sums_ahead needs a cluster "
+                          "(cluster_ctas > 1) and a cp.async ring of at "
+                          "least 3 rows";
   if (bulkStages < 0 || bulkStages == 1)
     return emitError() << "kernel_plan: bulk_stages must be 0 (none) or at "
                           "least 2, got "

@@ -117,8 +117,12 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     (the row inputs, 4 bytes each, ride the cp.async ring: lane 0 of each
     warp copies its row's into the warp's slots of static shared memory
     with the row's full inputs, and the warp reads them back after its
-    wait, instead of a load carried a row ahead in a register) and
-    `strided_rows`
+    wait, instead of a load carried a row ahead in a register),
+    `cluster_sums_ahead` (a cluster plan with a cp.async ring of at least
+    3 rows and one row stage: the vector kernel pushes row it + 1's sums
+    to the cluster before it waits for row it's, reading each row from the
+    ring twice, for the sums and for the elementwise part; four slot sets
+    per row stage) and `strided_rows`
     (a channels-first op's strided kernel: `threads_per_row / 32` warps
     split N, `chunks_per_thread` columns per warp held in registers, 0 for
     none; `rows_per_cta` groups whose partials the CTA combines); each
@@ -173,6 +177,8 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
                            "row inputs ride the cp.async ring">:$ring_row_inputs,
     DefaultValuedParameter<"int64_t", "0",
                            "first byte of the bulk ring">:$bulk_ring_offset,
+    DefaultValuedParameter<"bool", "false",
+                           "cluster: the row sums a row ahead">:$cluster_sums_ahead,
     DefaultValuedParameter<"bool", "false",
                            "channels-first: the strided kernel">:$strided_rows,
     OptionalParameter<"::mlir::ArrayAttr",
