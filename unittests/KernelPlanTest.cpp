@@ -56,13 +56,14 @@ const Case kCases[] = {
     {"rms", "bf16", 8192, "sm_90a", {8, 256, 1, 4, 3, false, false, true, 0, 0, 98304, 0}},
     // Looped 16-bit rows: column groups and the split kernels for few rows;
     // on sm_90a the bulk ring behind the accumulators, as deep as fits 224
-    // KiB, for rows under 64 KiB (LayerNorm 12288: 2 stages of 48 KiB);
-    // with one column result (RMSNorm) for rows under 48 KiB (on sm_80,
-    // 12288 stays looped without the ring).
+    // KiB (RMSNorm 10240: 3 stages of 40 KiB), for rows under 48 KiB (N <
+    // 12288; on sm_80 without the ring).
     {"rms", "bf16", 12288, "sm_80", {8, 512, 1, 0, 0, false, false, false, 1, 4, 49152, 12288}},
-    {"layer", "bf16", 12288, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 196640, 24576, 1, 2}},
-    // RMSNorm 12288 (48 KiB) in a cluster of 4 parts of 128 lanes.
+    {"rms", "bf16", 10240, "sm_90a", {8, 512, 1, 0, 0, false, false, false, 1, 4, 163888, 10240, 1, 3}},
+    // 12288 (48 KiB) in a cluster of 4 parts of 128 lanes; LayerNorm's two
+    // row sums a row ahead with a ring of 3.
     {"rms", "bf16", 12288, "sm_90a", {8, 128, 1, 3, 2, false, false, false, 0, 0, 24576, 0, 4}},
+    {"layer", "bf16", 12288, "sm_90a", {8, 128, 1, 3, 3, false, false, false, 0, 0, 36864, 0, 4}},
     // Rows of 64 KiB (N = 16384) take a cluster of 4 parts of 128 lanes
     // (two CTAs per SM) instead of the ring's 2 stages.
     {"rms", "bf16", 16384, "sm_90a", {8, 128, 1, 4, 2, false, false, false, 0, 0, 32768, 0, 4}},
@@ -360,8 +361,7 @@ TEST_P(KernelPlanTest, PeelsExactlyWhereRowsMisalign) {
 }
 
 // Long 16-bit rows over the space of N past one CTA: the looped kernel
-// where its bulk ring stages whole rows of under 64 KiB (48 KiB with one
-// column result; sm_90+), else a
+// where its bulk ring stages whole rows of under 48 KiB (sm_90+), else a
 // cluster of parts
 // of at most 128 lanes (two CTAs per SM) with a cp.async ring of at most 2
 // rows, where a cluster holds the row with at most a tenth of its lanes'
@@ -391,10 +391,8 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       EXPECT_FALSE(plan.resident());
       continue;
     }
-    // x and dy: 4 bytes a column; one column result (RMSNorm): under 48
-    // KiB.
-    int64_t overBulk = std::string(c.kind) == "rms" ? 48 * 1024 : 64 * 1024;
-    if (looped.bulkStages >= 2 && 4 * n < overBulk) {
+    // x and dy: 4 bytes a column.
+    if (looped.bulkStages >= 2 && 4 * n < 48 * 1024) {
       EXPECT_EQ(plan.clusterCTAs, 1);
       EXPECT_EQ(plan.bulkStages, looped.bulkStages);
     } else if (plan.clusterCTAs > 1) {
@@ -505,12 +503,11 @@ TEST_P(KernelPlanTierTest, TiersAreTheStaticPlans) {
       << "N = " << beyond.n;
   KernelPlan clustered = planKernel(beyondOp, options, target);
   // Only a cluster holds it: 32-bit rows on sm_90+ (16-bit rows stay
-  // looped, see pickCluster, but for RMSNorm's rows of 48 KiB: N = 12288
-  // in 4 parts of 128 lanes).
+  // looped, see pickCluster, but for rows of 48 KiB: N = 12288 in 4 parts
+  // of 128 lanes).
   bool wide = std::string(dynamic.config) == "f32";
-  bool rmsOver48K = std::string(dynamic.kind) == "rms" && !wide &&
-                    4 * beyond.n >= 48 * 1024;
-  EXPECT_EQ(clustered.resident(), target.hasClusters && (wide || rmsOver48K))
+  bool over48K = !wide && 4 * beyond.n >= 48 * 1024;
+  EXPECT_EQ(clustered.resident(), target.hasClusters && (wide || over48K))
       << "N = " << beyond.n;
   EXPECT_EQ(clustered.clusterCTAs,
             !clustered.resident() ? 1 : wide ? 2 : 4);

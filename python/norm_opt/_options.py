@@ -100,9 +100,8 @@ GPU_OPTIONS = (
               "distributed shared memory (sm_90+ and +ptx81; the plan takes "
               "the fewest that hold the row; 16-bit vector rows only where "
               "the looped kernel's bulk ring does not hold them or they "
-              "take 64 KiB or more (48 KiB with one column result), in "
-              "parts of at most 128 lanes); 1, 2, 4 or 8, and 1 for none "
-              "(the looped variant)"),
+              "take 48 KiB or more, in parts of at most 128 lanes); 1, 2, 4 "
+              "or 8, and 1 for none (the looped variant)"),
     GpuOption("remarks", "remarks", bool, False,
               "Emit a remark per op with the chosen kernel shape"),
 )

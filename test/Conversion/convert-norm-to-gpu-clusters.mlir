@@ -125,9 +125,9 @@ func.func @rms_wide(%arg0: tensor<?x32768xf32>, %arg1: tensor<?x32768xf32>, %arg
 
 // -----
 
-// 16-bit rows of 48 KiB (N = 12288) with one column result (RMSNorm's dW)
-// take a cluster of 4 parts of 128 lanes instead of the bulk ring; with two
-// (LayerNorm's dW and dB, next case) they keep the ring.
+// 16-bit rows of 48 KiB (N = 12288) take a cluster of 4 parts of 128
+// lanes instead of the bulk ring (RMSNorm here, LayerNorm in the next
+// case, with its two row sums a row ahead).
 // CHECK-LABEL: func.func @rms_bf16_48k
 // CHECK:         cluster_ctas = 4
 // CHECK:         nvvm.cluster_dim = array<i32: 4, 1, 1>
@@ -177,14 +177,18 @@ func.func @rms_bf16_48k(%arg0: tensor<?x12288xbf16>, %arg1: tensor<?x12288xbf16>
 // -----
 
 // CHECK-LABEL: func.func @layer_bf16_48k
-// CHECK-NOT:     cluster_ctas
-// CHECK:         bulk_stages = 2
+// CHECK:         async_stages = 3
+// CHECK-SAME:    cluster_ctas = 4
+// CHECK-SAME:    cluster_sums_ahead = true
+// OFF-LABEL: func.func @layer_bf16_48k
+// OFF-NOT:     cluster_ctas
+// OFF:         bulk_stages = 2
 func.func @layer_bf16_48k(%arg0: tensor<?x12288xbf16>, %arg1: tensor<?x12288xbf16>, %arg2: tensor<?xf32>, %arg3: tensor<?xf32>, %arg4: tensor<12288xbf16>) -> (tensor<?x12288xbf16>, tensor<12288xf32>, tensor<12288xf32>) {
   %cst = arith.constant 0.000000e+00 : f32
   %cst_0 = arith.constant 1.228800e+04 : f32
   %0 = tensor.empty() : tensor<12288xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<12288xf32>) -> tensor<12288xf32>
-  // expected-remark @below {{GPU kernels layer_bf16_48k_0: looped, 512 lanes per row, 1 rows per CTA, vector 8, chunks per lane 0, shared-memory accumulators, cp.async.bulk ring of 2 rows, dependent final launch, ~64 registers, CTAs per SM: occupancy}}
+  // expected-remark @below {{GPU kernels layer_bf16_48k_0: resident, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 3, clusters of 4 CTAs per row, cp.async ring of 3 rows, row sums a row ahead, dependent final launch, ~184 registers, CTAs per SM: occupancy}}
   %full_results, %col_results:2 = norm.mixed_reduction full(%arg1, %arg0 : tensor<?x12288xbf16>, tensor<?x12288xbf16>) row(%arg2, %arg3 : tensor<?xf32>, tensor<?xf32>) col(%arg4 : tensor<12288xbf16>) col_init(%1, %1 : tensor<12288xf32>, tensor<12288xf32>) row_stages {
   ^bb0(%arg6: bf16, %arg7: bf16, %arg8: f32, %arg9: f32, %arg10: bf16):
     %8 = arith.extf %arg6 : bf16 to f32

@@ -65,17 +65,14 @@ constexpr int64_t kMaxClusterLanes16 = 128;
 constexpr int64_t kMaxClusterAsyncStages = 2;
 /// 16-bit vector rows whose full inputs take at least this many bytes
 /// take a cluster plan even where the looped kernel's bulk ring holds them
-/// (longRowsInClusters): with the row sums pushed through distributed
-/// shared memory (no cluster barrier per row), clusters of 128-lane parts
-/// beat the ring's two stages of such rows (perf-notes, "Cluster rows":
-/// N = 16384, LayerNorm bf16 2048x16384 105.5 -> 100.8 us, RMSNorm
-/// 256x16384 27.4 -> 24.0), not the rings of shorter ones (LayerNorm
-/// 4096x12288 132.0 -> 143.9). With one column result (RMSNorm's dW: half
-/// the accumulators a lane) rows of 48 KiB too (N = 12288: RMSNorm bf16
-/// 4096x12288 122.2 -> 116.6 us, 4-15% faster at 256-8192 rows; LayerNorm
-/// only at <= 1024 rows, 8% slower at 8192).
-constexpr int64_t kClusterOverBulkRowBytes = 64 * 1024;
-constexpr int64_t kClusterOverBulkRowBytesOneColumn = 48 * 1024;
+/// (longRowsInClusters): with the row sums stored into every CTA's shared
+/// memory (no cluster barrier per row; LayerNorm's a row ahead), clusters
+/// of 128-lane parts beat the ring's two or three stages of such rows
+/// (perf-notes, "Cluster rows"): N = 16384, LayerNorm bf16 2048x16384
+/// 105.5 -> 100.8 us, RMSNorm 256x16384 27.4 -> 24.0; N = 12288 (48 KiB),
+/// RMSNorm 4096x12288 124.2 -> 117.5 us, LayerNorm (sums ahead) 130.9 ->
+/// 122.2, both faster at 256-8192 rows.
+constexpr int64_t kClusterOverBulkRowBytes = 48 * 1024;
 /// Cluster plans whose one row stage yields two sums or more (LayerNorm's
 /// sum(dy w x-hat), sum(dy w)) push row it + 1's sums before they wait for
 /// row it's, with a ring of this many rows (rows it and it + 1 held while
@@ -179,8 +176,7 @@ private:
     return longRowsInClusters(planWith(n, tier, /*peel=*/false));
   }
   /// 16-bit vector rows stay looped (pickCluster) while the looped kernel
-  /// stages whole rows of under kClusterOverBulkRowBytes (one column
-  /// result: kClusterOverBulkRowBytesOneColumn) in its bulk ring;
+  /// stages whole rows of under kClusterOverBulkRowBytes in its bulk ring;
   /// longer rows (N = 32768: two
   /// stages do not fit beside the accumulators) re-read each row from
   /// global memory, at 0.54-0.67 of the floor, and take a cluster of
@@ -192,10 +188,8 @@ private:
     if (looped.resident() || looped.vector == 1 || widest >= 4 ||
         !looped.staticCols || !clustersAvailable())
       return looped;
-    int64_t overBulk = op.getColResults().size() == 1
-                           ? kClusterOverBulkRowBytesOneColumn
-                           : kClusterOverBulkRowBytes;
-    if (looped.bulkStages > 0 && fullRowBytes(*looped.staticCols) < overBulk)
+    if (looped.bulkStages > 0 &&
+        fullRowBytes(*looped.staticCols) < kClusterOverBulkRowBytes)
       return looped;
     clusters16 = true;
     KernelPlan clustered = planWith(looped.staticCols, /*tier=*/false,
