@@ -62,12 +62,14 @@ import traceback
 SCENARIOS = ["default", "first-call", "growth", "two-streams", "legacy",
              "compile"]
 # name: (kind, config, N, rows). Cooperative single launch where every CTA
-# fits; looped column groups for N = 32768; the split kernels for few rows.
+# fits; clusters for N = 32768 (f32, and bf16 LayerNorm with its row sums a
+# row ahead), few rows among them.
 CASES = {
     "rms_bf16_4096": ("rms", "bf16", 4096, 8192),
     "layer_bf16_8192": ("layer", "bf16", 8192, 4096),
     "rms_f32_32768": ("rms", "f32", 32768, 1024),
     "layer_f32_32768_few": ("layer", "f32", 32768, 16),
+    "layer_bf16_32768": ("layer", "bf16", 32768, 1024),
 }
 NORMRT_ERROR_CAPTURE = 10
 
