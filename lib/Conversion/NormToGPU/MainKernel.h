@@ -284,6 +284,10 @@ private:
   // Row loading: plain loads, a register prefetch of the next row, or the
   // cp.async ring (plan.asyncStages).
   void startAsyncRing(gpu::GPUFuncOp func);
+  /// The ring's stage of row iteration `it` (it mod S).
+  Value ringStage(Value it);
+  /// Row it + S - 1's copies into the stage row it - 1 used.
+  void refillRing(const RowState &row);
   void issueAsyncCopies(Value rowIndex, Value stage);
   Value asyncSlot(Value stage, int64_t k, int64_t i);
   /// plan.ringRowInputs: the row inputs (mean, rstd) ride the ring: lane 0

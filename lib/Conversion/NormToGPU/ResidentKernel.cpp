@@ -94,28 +94,18 @@ scf::ForOp ResidentKernelBuilder::rowLoopHeld(bool inRing) {
   auto rowLoop = scf::ForOp::create(
       b, loc, zero64, iters, one64, loopInit,
       [&](OpBuilder &, Location, Value it, ValueRange carried) {
-        RowState row;
-        row.iteration = it;
-        row.row = add(mul(it, rowPrograms), progRow);
-        row.valid = ult(row.row, rows);
-        row.clamped = minU(row.row, lastRow);
+        RowState row = rowAt(it);
         SmallVector<Value> nextRaw =
             loadRawRow(minU(add(row.row, programs), lastRow));
         if (stages > 0) {
-          // Row it + stages - 1 into the stage row it - 1 used; then wait
-          // until this row's group (stages - 1 groups ago) has landed.
-          Value ahead = add(row.row, mul(c64(stages - 1), programs));
-          if (inRing) // the warp's reads of that stage are done
-            NVVM::SyncWarpOp::create(b, loc, allLanes());
-          issueAsyncCopies(minU(ahead, lastRow),
-                           arith::RemUIOp::create(
-                               b, loc, add(it, c64(stages - 1)), c64(stages)));
+          // Then wait until this row's group (stages - 1 groups ago) has
+          // landed.
+          refillRing(row);
           NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 1);
         }
         SmallVector<Value> nextRowInputs;
         if (inRing) {
-          row.inputs = readRowInputSlots(
-              arith::RemUIOp::create(b, loc, it, c64(stages)));
+          row.inputs = readRowInputSlots(ringStage(it));
         } else {
           row.inputs.assign(carried.begin() + numAcc + numRaw, carried.end());
           nextRowInputs = loadRowInputs(minU(add(row.row, programs), lastRow));
@@ -153,12 +143,23 @@ RowState ResidentKernelBuilder::rowAt(Value it) {
   return row;
 }
 
+Value ResidentKernelBuilder::ringStage(Value it) {
+  return arith::RemUIOp::create(b, loc, it, c64(stages));
+}
+
+void ResidentKernelBuilder::refillRing(const RowState &row) {
+  Value ahead = add(row.row, mul(c64(stages - 1), programs));
+  if (rowInputSlots) // the warp's reads of that stage are done
+    NVVM::SyncWarpOp::create(b, loc, allLanes());
+  issueAsyncCopies(minU(ahead, lastRow),
+                   ringStage(add(row.iteration, c64(stages - 1))));
+}
+
 void ResidentKernelBuilder::pushRowSums(Value it) {
   Region &stage = op.getRowStages().front();
   RowState row = rowAt(it);
   if (rowInputSlots)
-    row.inputs =
-        readRowInputSlots(arith::RemUIOp::create(b, loc, it, c64(stages)));
+    row.inputs = readRowInputSlots(ringStage(it));
   SmallVector<ChunkValues> fullVals = loadRow(row, ValueRange{});
   SmallVector<Value> sums(stage.front().getTerminator()->getNumOperands(),
                           zeroF32());
@@ -190,19 +191,13 @@ scf::ForOp ResidentKernelBuilder::rowLoopSumsAhead(ValueRange accInit) {
       b, loc, zero64, iters, one64, accInit,
       [&](OpBuilder &, Location, Value it, ValueRange carried) {
         RowState row = rowAt(it);
-        if (rowInputSlots) // the warp's reads of that stage are done
-          NVVM::SyncWarpOp::create(b, loc, allLanes());
-        Value ahead = add(row.row, mul(c64(stages - 1), programs));
-        issueAsyncCopies(minU(ahead, lastRow),
-                         arith::RemUIOp::create(
-                             b, loc, add(it, c64(stages - 1)), c64(stages)));
+        refillRing(row);
         NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 2);
         Value next = add(it, one64);
         ifThen(ult(next, iters), [&] { pushRowSums(next); });
 
         if (rowInputSlots)
-          row.inputs = readRowInputSlots(
-              arith::RemUIOp::create(b, loc, it, c64(stages)));
+          row.inputs = readRowInputSlots(ringStage(it));
         Value set = clusterSetOf(it, /*stageIndex=*/0);
         SmallVector<Value> totals =
             collectClusterSums(yieldTypes.size(), it, set,
@@ -370,7 +365,7 @@ SmallVector<ChunkValues> ResidentKernelBuilder::loadRow(const RowState &row,
   SmallVector<ChunkValues> fullVals;
   Value stage;
   if (stages > 0)
-    stage = arith::RemUIOp::create(b, loc, row.iteration, c64(stages));
+    stage = ringStage(row.iteration);
   for (auto [k, chunk] : llvm::enumerate(owned)) {
     ChunkValues vals;
     if (carried(k)) {
