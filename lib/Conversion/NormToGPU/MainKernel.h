@@ -159,6 +159,9 @@ protected:
   /// Butterfly (shuffle xor) inside the warp: every lane ends with the
   /// same sum, in a fixed order.
   void reduceWithinWarp(SmallVector<Value> &sums);
+  /// reduceWithinWarp, then reduceAcrossWarps (G > 32): every lane of the
+  /// program holds its sums.
+  void reduceWithinProgram(SmallVector<Value> &sums);
   /// The warps of a row (G > 32): lane 0 of each writes the program's
   /// slots, every lane reads its program's slots in warp order.
   void reduceAcrossWarps(SmallVector<Value> &sums);
@@ -302,6 +305,9 @@ private:
   SmallVector<Value> loadRawRow(Value rowIndex);  // of the carried chunks
   SmallVector<ChunkValues> loadRow(const RowState &row, ValueRange current);
   void reduceRowStages(RowState &row, ArrayRef<ChunkValues> fullVals);
+  /// A row stage's sums within the thread, over its owned chunks.
+  SmallVector<Value> laneSums(Region &stage, const RowState &row,
+                              ArrayRef<ChunkValues> fullVals);
   /// Cluster rows with one row stage and the ring: the row loop with row
   /// it + 1's sums pushed before row it's are awaited.
   bool sumsAhead();

@@ -12,8 +12,11 @@
 //     row loop (RowState):
 //       next row's loads    register prefetch / ring copies / row inputs
 //       loadRow             this row's full inputs into registers
-//       reduceRowStages     per stage: within thread, warp, across warps
+//       reduceRowStages     per stage: within thread (laneSums), warp,
+//                           across warps (reduceWithinProgram), cluster
 //       finishChunks        elementwise results, column contributions
+//     (rowLoopSumsAhead, cluster rows of plan.clusterSumsAhead: row it + 1's
+//      sums from the ring pushed before row it's wait, row it re-read)
 //     combinePartialsInCTA  R > 1: the CTA's programs add in shared memory
 //     | writePartials       else: one partial row per program
 //     single-launch tail
@@ -160,14 +163,9 @@ void ResidentKernelBuilder::pushRowSums(Value it) {
   RowState row = rowAt(it);
   if (rowInputSlots)
     row.inputs = readRowInputSlots(ringStage(it));
-  SmallVector<ChunkValues> fullVals = loadRow(row, ValueRange{});
-  SmallVector<Value> sums(stage.front().getTerminator()->getNumOperands(),
-                          zeroF32());
-  for (auto [k, chunk] : llvm::enumerate(owned))
-    accumulateStage(stage, row, chunk, fullVals[k], sums);
-  reduceWithinWarp(sums);
-  if (G > 32)
-    reduceAcrossWarps(sums);
+  SmallVector<Value> sums =
+      laneSums(stage, row, loadRow(row, ValueRange{}));
+  reduceWithinProgram(sums);
   Value set = clusterSetOf(it, /*stageIndex=*/0);
   pushClusterSums(sums, set, clusterBarrierAt(set));
 }
@@ -393,13 +391,18 @@ SmallVector<ChunkValues> ResidentKernelBuilder::loadRow(const RowState &row,
 
 void ResidentKernelBuilder::reduceRowStages(RowState &row,
                                             ArrayRef<ChunkValues> fullVals) {
-  for (Region &stage : op.getRowStages()) {
-    SmallVector<Value> sums(stage.front().getTerminator()->getNumOperands(),
-                            zeroF32());
-    for (auto [k, chunk] : llvm::enumerate(owned))
-      accumulateStage(stage, row, chunk, fullVals[k], sums);
-    finishStage(stage, sums, row);
-  }
+  for (Region &stage : op.getRowStages())
+    finishStage(stage, laneSums(stage, row, fullVals), row);
+}
+
+SmallVector<Value>
+ResidentKernelBuilder::laneSums(Region &stage, const RowState &row,
+                                ArrayRef<ChunkValues> fullVals) {
+  SmallVector<Value> sums(stage.front().getTerminator()->getNumOperands(),
+                          zeroF32());
+  for (auto [k, chunk] : llvm::enumerate(owned))
+    accumulateStage(stage, row, chunk, fullVals[k], sums);
+  return sums;
 }
 
 /// Per owned chunk: the elementwise results (stored), and the column

@@ -36,15 +36,19 @@ void MainKernelBuilder::accumulateStage(Region &stage, const RowState &row,
 void MainKernelBuilder::finishStage(Region &stage, SmallVector<Value> sums,
                                     RowState &row) {
   TypeRange yieldTypes = stage.front().getTerminator()->getOperandTypes();
-  reduceWithinWarp(sums);
-  if (G > 32)
-    reduceAcrossWarps(sums);
+  reduceWithinProgram(sums);
   if (plan.clusterCTAs > 1)
     reduceAcrossCluster(sums, row.iteration,
                         stage.getRegionNumber() -
                             op.getRowStages().front().getRegionNumber());
   for (auto [total, type] : llvm::zip(sums, yieldTypes))
     row.results.push_back(fromF32(total, type));
+}
+
+void MainKernelBuilder::reduceWithinProgram(SmallVector<Value> &sums) {
+  reduceWithinWarp(sums);
+  if (G > 32)
+    reduceAcrossWarps(sums);
 }
 
 void MainKernelBuilder::reduceWithinWarp(SmallVector<Value> &sums) {
