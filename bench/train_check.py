@@ -17,28 +17,23 @@ Also: torch.library.opcheck on both custom ops, and one direct comparison
 of each op's outputs with torch's autograd. Exit status 0 when every check
 passes; one line per check.
 
-Self-contained on the GPU machine (no norm-opt there): the kernels come
-from .carry/norm_opt_libs, built on the build machine with
-  NORM_OPT=build/bin/norm-opt PYTHONPATH=python python3 -m norm_opt.kernels \\
-      --out .carry/norm_opt_libs \\
-      --chip sm_90a --kind layer,rms --hidden 512 --dtype f32,bf16
-and the package from python/ of this checkout (PYTHONPATH, README.md).
-Run from the repo root:
-  PYTHONPATH=python:test/lib-python python3 bench/train_check.py
-      [--steps 50] [--modes eager,compile,graphs] [--dtypes f32,bf16]
+On the GPU machine (no LLVM there) the kernels are compiled on first use
+by the wheel's bundled norm-opt (scripts/dev.sh wheel; pip install the
+wheel), or come from $NORM_OPT_LIBRARY_PATH where it is set (compiled
+ahead of time with `python3 -m norm_opt.kernels --out DIR ...`). Run with
+the installed wheel:
+  python3 bench/train_check.py [--steps 50] [--modes eager,compile,graphs]
+      [--dtypes f32,bf16]
+or from this checkout's python/ with libraries compiled ahead of time:
+  PYTHONPATH=python NORM_OPT_LIBRARY_PATH=DIR python3 bench/train_check.py
 """
 
 import argparse
 import copy
 import math
 import os
-import pathlib
 import sys
 import time
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-os.environ.setdefault("NORM_OPT_LIBRARY_PATH",
-                      str(ROOT / ".carry" / "norm_opt_libs"))
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -238,9 +233,13 @@ def main():
     args = p.parse_args()
     dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
     results = Results()
+    import norm_opt
+    info = norm_opt.info()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, "
           f"chip {nt.chip_of(torch.device('cuda'))}, libraries from "
-          f"{os.environ['NORM_OPT_LIBRARY_PATH']}", flush=True)
+          f"{info['library_path'] or 'nowhere ahead of time'}, else compiled "
+          f"by {info['norm_opt']} ({info['norm_opt_origin']}) into "
+          f"{info['cache']}", flush=True)
     start = time.time()
     for name in args.dtypes.split(","):
         dtype = dtypes[name]

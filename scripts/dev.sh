@@ -9,10 +9,18 @@
 #        scripts/dev.sh sanitize  the ASan + UBSan build (clang-22) in
 #                                 build-asan/: unit tests, lit, the replay
 #                                 of the saved corpus and a 60 s fuzz run
+#        scripts/dev.sh wheel     the self-contained build (static LLVM/MLIR)
+#                                 in build-static/ and the Python wheel in
+#                                 dist/ (norm_opt-<v>-py3-none-<platform>.whl)
+#        scripts/dev.sh wheel-test  the wheel, installed into a fresh venv:
+#                                 the Python tests against it, the bundled
+#                                 norm-opt's CLI, a C host on its CMake package
 #
 # Environment: NORM_BUILD_DIR (default: build/), NORM_ASAN_BUILD_DIR
-# (default: build-asan/), NORM_SANITIZE=0 (test: without the sanitizer
-# job), NORM_FUZZ_SECONDS (default 60), MLIR_DIR, CUDAToolkit_ROOT.
+# (default: build-asan/), NORM_STATIC_BUILD_DIR (default: build-static/),
+# NORM_SANITIZE=0 (test: without the sanitizer job), NORM_WHEEL=0 (test:
+# without the wheel job), NORM_FUZZ_SECONDS (default 60), MLIR_DIR,
+# CUDAToolkit_ROOT.
 # Re-running is fast and quiet when everything is already in place.
 #===----------------------------------------------------------------------===#
 set -euo pipefail
@@ -20,7 +28,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${NORM_BUILD_DIR:-$root/build}
 packages=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-          cmake ninja-build g++ libgtest-dev python3 clang-22 libclang-rt-22-dev)
+          cmake ninja-build g++ libgtest-dev python3 clang-22 libclang-rt-22-dev
+          zlib1g-dev libzstd-dev python3-build python3-venv)
 
 # Each step with the time since the start (CI's budget: docs/reliability.md).
 log() { printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
@@ -170,14 +179,74 @@ sanitize() {
   rm -rf "$work"
 }
 
+# The self-contained build and the wheel (docs/embedding.md, "The wheel").
+static=${NORM_STATIC_BUILD_DIR:-$root/build-static}
+wheel() {
+  if [ ! -f "$static/build.ninja" ]; then
+    log "configuring $static (self-contained: static LLVM/MLIR, NVPTX + host)"
+    mkdir -p "$static"
+    local args=(-G Ninja -S "$root" -B "$static" -DCMAKE_BUILD_TYPE=Release
+                -DNORM_OPT_STATIC_LLVM=ON -DBUILD_TESTING=OFF)
+    [ -n "${MLIR_DIR:-}" ] && args+=(-DMLIR_DIR="$MLIR_DIR")
+    [ -n "${CUDAToolkit_ROOT:-}" ] && args+=(-DCUDAToolkit_ROOT="$CUDAToolkit_ROOT")
+    cmake "${args[@]}" >"$static/configure.log" 2>&1 ||
+      { cat "$static/configure.log"; exit 1; }
+  fi
+  log "building $static (norm-opt, the runtime)"
+  local out
+  out=$(ninja -C "$static" --quiet norm-opt NormRuntime NormRuntimeStatic 2>&1) ||
+    { printf '%s\n' "$out"; exit 1; }
+  log "wheel: staging and checking the self-contained files"
+  "$root/scripts/stage_wheel.sh" "$static" "$static/wheel"
+  rm -f "$root"/dist/norm_opt-*.whl
+  # Debian's python3-build, no isolation: nothing is fetched.
+  /usr/bin/python3 -m build --wheel --no-isolation --outdir "$root/dist" \
+    "$static/wheel" >"$static/wheel.log" 2>&1 || { cat "$static/wheel.log"; exit 1; }
+  log "wheel: $(cd "$root" && ls dist/norm_opt-*.whl) ($(du -k "$root"/dist/norm_opt-*.whl | cut -f1) KiB)"
+}
+
+# The wheel installed offline into a fresh venv, then used from outside the
+# source tree: no $NORM_OPT, no $NORM_OPT_LIBRARY_PATH, no PYTHONPATH.
+wheel_test() {
+  local venv="$static/venv" work="$static/wheel-test"
+  rm -rf "$venv" "$work"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --no-index --no-cache-dir "$root"/dist/norm_opt-*.whl
+  mkdir -p "$work"
+  cp -r "$root/python/tests" "$work/tests"
+  log "wheel-test: the CLI of the installed package"
+  (cd "$work" && env -u NORM_OPT -u NORM_OPT_LIBRARY_PATH -u PYTHONPATH \
+     NORM_OPT_CACHE_DIR="$work/cache" \
+     "$root/scripts/check_wheel_cli.sh" "$venv" "$root/examples/rms_norm_backward.mlir" \
+     "$root/examples/embedding/wheel-host")
+  log "wheel-test: the Python tests against the installed package"
+  local bundled
+  bundled=$("$venv/bin/python" -c 'import norm_opt; print(norm_opt.find_norm_opt())')
+  (cd "$work" && env -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1 \
+     NORM_OPT_TEST_INSTALLED=1 NORM_OPT="$bundled" \
+     NORM_OPT_CACHE_DIR="$work/cache" NORM_OPT_TEST_TMP="$work/tmp" \
+     NORMRT_TEST_SCENARIO=no-driver NORMRT_LIBCUDA=/nonexistent/libcuda.so.1 \
+     sh -c '"$1/bin/python" -m norm_opt.kernels --out libs --chip sm_90a --kind layer --hidden 256 --dtype bf16 >/dev/null &&
+            "$1/bin/python" -m norm_opt.kernels --out libs --chip sm_90a --kind rms --hidden 256 --dtype f32 >/dev/null &&
+            NORM_OPT_LIBRARY_PATH=$PWD/libs "$1/bin/python" -m unittest -q \
+              tests.test_signature tests.test_compile tests.test_reference tests.test_kernels \
+              tests.test_library' sh "$venv" 2>&1) |
+    tee "$work/unittest.log" | tail -n 3
+  grep -q '^OK' "$work/unittest.log" || { cat "$work/unittest.log"; exit 1; }
+  ! grep -q 'skipped' "$work/unittest.log" || { log "wheel-test: a test was skipped"; exit 1; }
+}
+
 cmd=${1:-}
 case "$cmd" in
   example) install_missing; configure_and_build; run_examples ;;
   test)    install_missing; configure_and_build
            log "ctest on $build"
            ctest --test-dir "$build" --output-on-failure
+           [ "${NORM_WHEEL:-1}" = 0 ] || { wheel; wheel_test; }
            [ "${NORM_SANITIZE:-1}" = 0 ] || sanitize ;;
+  wheel)   install_missing; wheel ;;
+  wheel-test) install_missing; wheel; wheel_test ;;
   sanitize) install_missing; sanitize ;;
   build)   install_missing; configure_and_build ;;
-  *) sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

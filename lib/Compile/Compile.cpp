@@ -26,6 +26,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -35,6 +36,8 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::norm;
@@ -117,6 +120,46 @@ FailureOr<std::string> findProgram(ModuleOp module, StringRef given,
   }
   return module.emitError() << "compile: cannot find " << what << " '" << name
                             << "' (pass its path with --" << what << "=)";
+}
+
+/// ptxas is the user's (the CUDA toolkit's): --ptxas, else the toolkit
+/// norm-opt was built against, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH and
+/// /usr/local/cuda/bin, in that order. A self-contained norm-opt (the
+/// Python wheel) runs where its build's toolkit path may not exist.
+FailureOr<std::string> findPtxas(ModuleOp module, StringRef given) {
+  if (!given.empty())
+    return findProgram(module, given, given, "ptxas");
+  SmallVector<std::string> looked;
+  auto inDir = [&](const char *dir) -> std::optional<std::string> {
+    if (!dir || !*dir)
+      return std::nullopt;
+    SmallString<256> path(dir);
+    llvm::sys::path::append(path, "bin", "ptxas");
+    looked.push_back(path.str().str());
+    if (llvm::sys::fs::can_execute(path))
+      return path.str().str();
+    return std::nullopt;
+  };
+  StringRef builtWith = NORM_DEFAULT_PTXAS;
+  if (llvm::sys::path::is_absolute(builtWith)) {
+    looked.push_back(builtWith.str());
+    if (llvm::sys::fs::can_execute(builtWith))
+      return builtWith.str();
+  }
+  for (const char *env : {"CUDA_HOME", "CUDA_PATH"})
+    if (auto found = inDir(std::getenv(env)))
+      return *found;
+  looked.push_back("ptxas on PATH");
+  if (auto found = llvm::sys::findProgramByName("ptxas"))
+    return *found;
+  if (auto found = inDir("/usr/local/cuda"))
+    return *found;
+  auto diag = module.emitError()
+              << "compile: cannot find ptxas, the CUDA toolkit's PTX "
+                 "assembler (--emit=cubin and --emit=lib need it); looked for ";
+  llvm::interleaveComma(looked, diag);
+  diag << ". Install the CUDA toolkit, set CUDA_HOME, or pass --ptxas=PATH";
+  return failure();
 }
 
 std::string replaceExtension(StringRef path, StringRef ext) {
@@ -298,8 +341,7 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
     return writeFile(module, options.output, *ptx);
 
   // ptxas: PTX -> cubin for the chip.
-  FailureOr<std::string> ptxas =
-      findProgram(module, options.ptxas, NORM_DEFAULT_PTXAS, "ptxas");
+  FailureOr<std::string> ptxas = findPtxas(module, options.ptxas);
   if (failed(ptxas))
     return failure();
   SmallString<128> ptxPath;

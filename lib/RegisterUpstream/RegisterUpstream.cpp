@@ -9,7 +9,20 @@
 
 #include "norm/RegisterUpstream.h"
 
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ComplexToLLVM/ComplexToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUCommon/GPUToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Conversion/TosaToLinalg/TosaToLinalg.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Affine/IR/ValueBoundsOpInterfaceImpl.h"
@@ -71,7 +84,6 @@
 #include "mlir/Dialect/Vector/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/Transforms/SubsetOpInterfaceImpl.h"
 #include "mlir/IR/DialectRegistry.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -125,21 +137,34 @@ void mlir::norm::registerUpstreamDialects(DialectRegistry &registry) {
   registerLLVMDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
 
-  // Extensions (convert-to-llvm interfaces, func inliner, transform ops):
-  // they apply only to dialects that are loaded, so taking all is harmless.
-  registerAllExtensions(registry);
+  // Extensions: the convert-to-llvm interfaces of the dialects our
+  // pipelines lower (gpu-to-llvm and convert-to-llvm find patterns through
+  // them) and the func inliner. Named one by one, not registerAllExtensions:
+  // that one links every dialect's transform ops and conversions, which a
+  // self-contained norm-opt (NORM_OPT_STATIC_LLVM) would carry whole.
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  func::registerInlinerExtension(registry);
+  gpu::registerConvertGpuToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+  registerConvertComplexToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
 }
 
 void mlir::norm::registerUpstreamPasses() {
+  // Whole groups of the dialects the input and the pipelines use.
   registerTransformsPasses();
-  registerConversionPasses();
   affine::registerAffinePasses();
   arith::registerArithPasses();
   bufferization::registerBufferizationPasses();
   bufferization::registerBufferizationPipelines();
   func::registerFuncPasses();
-  registerGPUPasses();
-  gpu::registerGPUToNVVMPipeline();
   registerLinalgPasses();
   LLVM::registerLLVMPasses();
   math::registerMathPasses();
@@ -149,4 +174,43 @@ void mlir::norm::registerUpstreamPasses() {
   tosa::registerTosaPasses();
   tosa::registerTosaToLinalgPipelines();
   vector::registerVectorPasses();
+
+  // GPU: the NVVM path only (the ROCDL, SPIR-V and XeVM target passes would
+  // bring their dialects).
+  registerGpuAsyncRegionPass();
+  registerGpuDecomposeMemrefsPass();
+  registerGpuEliminateBarriers();
+  registerGpuKernelOutliningPass();
+  registerGpuLaunchSinkIndexComputationsPass();
+  registerGpuMapParallelLoopsPass();
+  registerGpuModuleToBinaryPass();
+  registerGpuNVVMAttachTarget();
+  gpu::registerGPUToNVVMPipeline();
+
+  // Conversions: what takes linalg, SCF, the GPU dialect and the host code
+  // to the LLVM dialect and NVVM, and TOSA to linalg.
+  registerArithToLLVMConversionPass();
+  registerConvertBufferizationToMemRefPass();
+  registerConvertComplexToLLVMPass();
+  registerConvertComplexToStandardPass();
+  registerConvertControlFlowToLLVMPass();
+  registerConvertFuncToLLVMPass();
+  registerConvertGpuOpsToNVVMOps();
+  registerConvertIndexToLLVMPass();
+  registerConvertMathToLLVMPass();
+  registerConvertNVVMToLLVMPass();
+  registerConvertToLLVMPass();
+  registerConvertVectorToLLVMPass();
+  registerConvertVectorToSCF();
+  registerFinalizeMemRefToLLVMConversionPass();
+  registerGpuToLLVMConversionPass();
+  registerLowerAffinePass();
+  registerReconcileUnrealizedCastsPass();
+  registerSCFToControlFlowPass();
+  registerTosaToArithPass();
+  registerTosaToLinalg();
+  registerTosaToLinalgNamed();
+  registerTosaToSCFPass();
+  registerTosaToTensorPass();
+  registerUBToLLVMConversionPass();
 }

@@ -1,6 +1,8 @@
 #===- compiler.py - norm_opt.compile: run `norm-opt compile` --------------===#
 """compile(): `norm-opt compile` from Python. The executable comes from the
-`norm_opt=` argument, else $NORM_OPT, else `norm-opt` on PATH."""
+`norm_opt=` argument, else the one bundled with the package (the wheel's
+self-contained build, `norm_opt/_native/bin`), else $NORM_OPT, else
+`norm-opt` on PATH."""
 
 import os
 import pathlib
@@ -30,24 +32,74 @@ NON_PLAN_FLAGS = tuple("--" + argument for argument in _NOT_PLAN_OPTIONS) + (
 EMIT_KINDS = {"lib": ".so", "ptx": ".ptx", "cubin": ".cubin"}
 
 
+# The wheel's self-contained build (scripts/dev.sh wheel): the executable,
+# the runtime it links into libraries, the C headers and the CMake package.
+NATIVE_DIR = pathlib.Path(__file__).resolve().parent / "_native"
+BUNDLED_NORM_OPT = NATIVE_DIR / "bin" / "norm-opt"
+
+
+def locate_norm_opt(norm_opt=None):
+    """(path, origin) of the norm-opt to run: the argument, the bundled
+    executable, $NORM_OPT, then PATH. origin says which one it was."""
+    if norm_opt:
+        return _checked(norm_opt, "the norm_opt argument"), "argument"
+    if os.access(BUNDLED_NORM_OPT, os.X_OK):
+        return str(BUNDLED_NORM_OPT), "bundled"
+    env = os.environ.get("NORM_OPT")
+    if env:
+        return _checked(env, "$NORM_OPT"), "$NORM_OPT"
+    path = shutil.which("norm-opt")
+    if path and not _is_console_script(path):
+        return os.path.abspath(path), "PATH"
+    raise NormOptNotFoundError(
+        "norm-opt not found: pass norm_opt=PATH, set $NORM_OPT, or put "
+        "norm-opt on PATH (e.g. build/bin of a norm-opt build); the wheel "
+        "(scripts/dev.sh wheel) bundles one")
+
+
 def find_norm_opt(norm_opt=None):
     """The norm-opt executable to run (an absolute path)."""
-    for where, candidate in (("the norm_opt argument", norm_opt),
-                             ("$NORM_OPT", os.environ.get("NORM_OPT"))):
-        if not candidate:
-            continue
-        path = shutil.which(str(candidate))
-        if path:
-            return os.path.abspath(path)
-        raise NormOptNotFoundError(
-            f"norm-opt not found: {candidate!s} (from {where}) is not an "
-            "executable file")
-    path = shutil.which("norm-opt")
+    return locate_norm_opt(norm_opt)[0]
+
+
+def _checked(candidate, where):
+    path = shutil.which(str(candidate))
     if path:
         return os.path.abspath(path)
     raise NormOptNotFoundError(
-        "norm-opt not found: pass norm_opt=PATH, set $NORM_OPT, or put "
-        "norm-opt on PATH (e.g. build/bin of a norm-opt build)")
+        f"norm-opt not found: {candidate!s} (from {where}) is not an "
+        "executable file")
+
+
+def _is_console_script(path):
+    """Whether `path` is the package's own `norm-opt` entry point (a Python
+    script, which would only look for the executable again)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
+
+
+_versions = {}
+
+
+def norm_opt_version(norm_opt=None):
+    """`norm-opt --version` of the executable (first line: norm-opt's
+    version, then LLVM's), memoised by path, size and modification time."""
+    path = find_norm_opt(norm_opt)
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    if key not in _versions:
+        done = subprocess.run([path, "--version"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            raise CompileError(f"{path} --version failed (exit "
+                               f"{done.returncode}): {done.stdout.strip()}",
+                               [path, "--version"], done.returncode,
+                               done.stdout)
+        _versions[key] = " ".join(done.stdout.split())
+    return _versions[key]
 
 
 def _flag_value(key, value):

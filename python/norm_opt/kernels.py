@@ -7,14 +7,22 @@ by the source, the compile options and the chip.
 Lookup order for a library: the directories of $NORM_OPT_LIBRARY_PATH
 (os.pathsep-separated, read-only: libraries compiled ahead of time), the
 package's own prebuilt/ directory, then the cache ($NORM_OPT_CACHE_DIR, else
-~/.cache/norm_opt), compiling into the cache on a miss when norm-opt is
-available. Precompile a set ahead of time (for a machine without norm-opt):
+~/.cache/norm_opt), compiling into the cache on a miss. The compiler is the
+wheel's bundled norm-opt where the package came from the wheel, so a
+training machine with no LLVM compiles on first use (compiler.py says where
+else norm-opt is looked for). The cache has a folder per compiler (its
+`--version` and size): a new norm-opt never takes an older one's libraries.
+Concurrent first calls (DDP ranks) compile each library once: the others
+wait on a lock file and take it. Precompile a set ahead of time (for a
+machine without norm-opt):
 
     python3 -m norm_opt.kernels --out DIR --chip sm_90a \\
         --kind layer,rms --hidden 768,1024 --dtype bf16,f32
 """
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -26,6 +34,7 @@ import threading
 
 from . import __version__
 from .compiler import compile as _compile
+from .compiler import find_norm_opt, norm_opt_version
 from .errors import NormOptError, NormOptNotFoundError
 from .library import Library
 
@@ -104,10 +113,20 @@ def entry_name(kind, n, dtype, weight_dtype, chip, options):
 
 
 def cache_dir():
+    """The root of the disk cache (one folder per compiler under it)."""
     env = os.environ.get("NORM_OPT_CACHE_DIR")
     if env:
         return pathlib.Path(env)
     return pathlib.Path.home() / ".cache" / "norm_opt"
+
+
+def compiler_tag(norm_opt=None):
+    """The cache folder of one norm-opt: a hash of its `--version` and its
+    size (a rebuilt compiler of the same version gets a folder of its own
+    as soon as its size changes)."""
+    path = find_norm_opt(norm_opt)
+    blob = f"{norm_opt_version(path)}|{os.path.getsize(path)}"
+    return "compiler-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def search_path():
@@ -117,26 +136,44 @@ def search_path():
     return dirs
 
 
+@contextlib.contextmanager
+def _entry_lock(into, name):
+    """An exclusive lock per entry (flock on a file beside it): concurrent
+    first calls of one library, threads or processes, compile it once."""
+    pathlib.Path(into).mkdir(parents=True, exist_ok=True)
+    with open(pathlib.Path(into) / f".{name}.lock", "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def build(kind, n, dtype, weight_dtype, chip, options, into, norm_opt=None):
-    """Compiles one library into the directory `into`/<entry> (atomically:
-    a concurrent build of the same entry is harmless). Returns its path."""
+    """Compiles one library into the directory `into`/<entry> unless it is
+    there. Several builders of one entry take turns on a lock, and each
+    entry appears whole (compiled in a scratch folder, then renamed), so a
+    reader never sees half a library. Returns its path."""
     name = entry_name(kind, n, dtype, weight_dtype, chip, options)
     final = pathlib.Path(into) / name
     lib = final / f"lib{function_name(kind)}.so"
     if lib.is_file():
         return lib
-    pathlib.Path(into).mkdir(parents=True, exist_ok=True)
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}.", dir=into))
-    try:
-        _compile(source(kind, n, dtype, weight_dtype), chip=chip, emit="lib",
-                 output=scratch / lib.name, norm_opt=norm_opt, **options)
+    with _entry_lock(into, name):
+        if lib.is_file():  # compiled by whoever held the lock before us
+            return lib
+        scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}.", dir=into))
         try:
-            os.rename(scratch, final)
-        except OSError:
-            if not lib.is_file():  # not someone else's identical entry
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            _compile(source(kind, n, dtype, weight_dtype), chip=chip,
+                     emit="lib", output=scratch / lib.name,
+                     norm_opt=norm_opt, **options)
+            try:
+                os.rename(scratch, final)
+            except OSError:
+                if not lib.is_file():  # not someone else's identical entry
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return lib
 
 
@@ -147,19 +184,25 @@ def library(kind, n, dtype, weight_dtype=None, chip="sm_90a", options=None,
     options = dict(options or {})
     name = entry_name(kind, n, dtype, weight_dtype, chip, options)
     libname = f"lib{function_name(kind)}.so"
-    for d in search_path() + [cache_dir()]:
+    for d in search_path():
         if (d / name / libname).is_file():
             return Library(d / name / libname)
     try:
-        return Library(build(kind, n, dtype, weight_dtype, chip, options,
-                             cache_dir(), norm_opt))
+        cache = cache_dir() / compiler_tag(norm_opt)
     except NormOptNotFoundError as e:
+        # No compiler here: a library another norm-opt cached for this very
+        # source, options and chip is still the right code.
+        cached = sorted(cache_dir().glob(f"compiler-*/{name}/{libname}"))
+        if cached:
+            return Library(cached[-1])
         looked = ", ".join(str(d) for d in search_path() + [cache_dir()])
         raise NormOptNotFoundError(
             f"no compiled {function_name(kind)} for N={n}, "
             f"dtype={mlir_dtype(dtype)}, weight={mlir_dtype(weight_dtype or dtype)}, "
             f"chip={chip} (looked for {name}/ in {looked}), and it cannot be "
             f"compiled now: {e}") from None
+    return Library(build(kind, n, dtype, weight_dtype, chip, options, cache,
+                         norm_opt))
 
 
 class Specializing:

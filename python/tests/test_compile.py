@@ -66,6 +66,47 @@ class FindNormOpt(unittest.TestCase):
         require_env("NORM_OPT")
         cls.exe = os.path.abspath(os.environ["NORM_OPT"])
 
+    def setUp(self):
+        # The order below the bundled executable (a wheel install has one:
+        # test_bundled_first); the source tree has none.
+        patcher = mock.patch.object(norm_opt.compiler, "BUNDLED_NORM_OPT",
+                                    pathlib.Path("/nonexistent/_native/norm-opt"))
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_bundled_first(self):
+        """The bundled executable wins over $NORM_OPT and PATH; only the
+        argument wins over it."""
+        fake = scratch("bundled") / "bin" / "norm-opt"
+        fake.parent.mkdir()
+        fake.write_text("#!/bin/sh\nexit 0\n")
+        fake.chmod(0o755)
+        with mock.patch.object(norm_opt.compiler, "BUNDLED_NORM_OPT", fake), \
+                mock.patch.dict(os.environ, {"NORM_OPT": self.exe}):
+            self.assertEqual(norm_opt.locate_norm_opt(),
+                             (str(fake), "bundled"))
+            self.assertEqual(norm_opt.locate_norm_opt(self.exe),
+                             (self.exe, "argument"))
+        with mock.patch.dict(os.environ, {"NORM_OPT": self.exe}):
+            self.assertEqual(norm_opt.locate_norm_opt(),
+                             (self.exe, "$NORM_OPT"))
+
+    def test_installed_wheel_uses_its_own(self):
+        """Run against an installed wheel (NORM_OPT_TEST_INSTALLED=1, as
+        scripts/dev.sh wheel-test sets it): the package found its bundled
+        norm-opt, a self-contained build."""
+        if os.environ.get("NORM_OPT_TEST_INSTALLED") != "1":
+            return  # the source tree: nothing bundled to find
+        mock.patch.stopall()
+        path, origin = norm_opt.locate_norm_opt()
+        self.assertEqual(origin, "bundled")
+        self.assertNotIn(str(pathlib.Path(__file__).parents[1]), path)
+        info = norm_opt.info()
+        self.assertEqual(info["norm_opt"], path)
+        self.assertIn("self-contained", info["norm_opt_version"])
+        self.assertTrue(pathlib.Path(info["cmake_dir"],
+                                     "NormOptConfig.cmake").is_file())
+
     def test_argument_environment_path(self):
         with mock.patch.dict(os.environ, {"NORM_OPT": "/nonexistent/x"}):
             # The argument wins over the environment.

@@ -5,10 +5,13 @@ options and the chip; with neither a library nor norm-opt the error says
 what was looked for and where."""
 
 import os
+import pathlib
+import subprocess
+import sys
 import unittest
 from unittest import mock
 
-from norm_opt import NormOptNotFoundError, kernels
+from norm_opt import NormOptNotFoundError, compiler, kernels
 from tests.support import require_env, scratch
 
 
@@ -60,7 +63,9 @@ class Lookup(unittest.TestCase):
     def test_missing_everywhere(self):
         cache = scratch("no-cache")
         with mock.patch.dict(os.environ, {"NORM_OPT": "/nonexistent/norm-opt",
-                                          "NORM_OPT_CACHE_DIR": str(cache)}):
+                                          "NORM_OPT_CACHE_DIR": str(cache)}), \
+                mock.patch.object(compiler, "BUNDLED_NORM_OPT",
+                                  pathlib.Path("/nonexistent/norm-opt")):
             with self.assertRaisesRegex(
                     NormOptNotFoundError,
                     r"no compiled rms_norm_backward for N=320, dtype=f16, "
@@ -74,12 +79,50 @@ class Lookup(unittest.TestCase):
         cache = scratch("cache")
         with mock.patch.dict(os.environ, {"NORM_OPT_CACHE_DIR": str(cache)}):
             lib = kernels.library("rms", 64, "f32", chip="sm_90a")
-            self.assertEqual(lib.path.parent.parent, cache)
+            # One folder per compiler: its version and size.
+            self.assertEqual(lib.path.parent.parent,
+                             cache / kernels.compiler_tag())
+            self.assertIn(kernels.compiler_tag(),
+                          {p.name for p in cache.iterdir()})
             os.environ["NORM_OPT"] = "/nonexistent/norm-opt"
             again = kernels.library("rms", 64, "f32", chip="sm_90a")
         self.assertEqual(again.path, lib.path)
-        self.assertEqual([p.name for p in cache.iterdir()],
-                         [lib.path.parent.name])  # no scratch left behind
+        # No scratch left behind: the entry and its lock file.
+        entry = lib.path.parent.name
+        self.assertEqual(sorted(p.name for p in lib.path.parent.parent.iterdir()),
+                         sorted([entry, f".{entry}.lock"]))
+
+    def test_concurrent_first_calls_compile_once(self):
+        """Processes racing for one new library (DDP ranks): each gets the
+        same complete library, compiled once."""
+        cache = scratch("race")
+        # norm-opt behind a script that logs each compile it runs.
+        log = cache / "compiles.log"
+        wrapper = cache / "norm-opt"
+        wrapper.write_text(f"#!/bin/sh\ncase \"$1\" in compile) echo x >> "
+                           f"'{log}';; esac\nexec '{kernels.find_norm_opt()}' "
+                           "\"$@\"\n")
+        wrapper.chmod(0o755)
+        code = ("import sys; from norm_opt import kernels; "
+                "print(kernels.library('rms', 40, 'f32', chip='sm_90a', "
+                f"norm_opt='{wrapper}').path)")
+        env = dict(os.environ, NORM_OPT_CACHE_DIR=str(cache / "cache"),
+                   PYTHONPATH=os.pathsep.join(sys.path))
+        procs = [subprocess.Popen([sys.executable, "-c", code], env=env,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, err)
+        paths = {out.strip() for out, _ in outs}
+        self.assertEqual(len(paths), 1, paths)
+        lib = pathlib.Path(paths.pop())
+        self.assertTrue(lib.is_file() and lib.with_suffix(".json").is_file())
+        self.assertEqual(log.read_text().split(), ["x"])  # compiled once
+        # Nothing but the entry and its lock: no scratch, no second copy.
+        self.assertEqual(len([p for p in lib.parent.parent.iterdir()
+                              if not p.name.endswith(".lock")]), 1)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,13 @@ int main(int argc, char **argv) {
 
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "norm-opt " NORM_OPT_VERSION "\n"
-       << "  built with LLVM/MLIR " LLVM_VERSION_STRING "\n";
+       << "  built with LLVM/MLIR " LLVM_VERSION_STRING
+#ifdef NORM_OPT_STATIC_LLVM
+       << " (linked in: self-contained)"
+#else
+       << " (shared libraries)"
+#endif
+       << "\n";
   });
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(
