@@ -29,7 +29,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${NORM_BUILD_DIR:-$root/build}
 packages=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
           cmake ninja-build g++ libgtest-dev python3 clang-22 libclang-rt-22-dev
-          zlib1g-dev libzstd-dev python3-build python3-venv)
+          zlib1g-dev libzstd-dev lld-22 python3-build python3-venv)
 
 # Each step with the time since the start (CI's budget: docs/reliability.md).
 log() { printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }

@@ -44,6 +44,7 @@ function(norm_opt_add_kernel_library name)
   get_filename_component(source "${ARG_SOURCE}" ABSOLUTE)
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/${name}")
   set(lib "${dir}/lib${name}.so")
+  file(MAKE_DIRECTORY "${dir}")  # the include path exists before the build
   add_custom_command(
     OUTPUT "${lib}" "${dir}/lib${name}.h" "${dir}/lib${name}.json"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"

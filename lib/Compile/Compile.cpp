@@ -77,13 +77,16 @@ LogicalResult writeFile(ModuleOp module, StringRef path, StringRef text) {
   return success();
 }
 
-/// Runs `program args...`; on failure reports its output.
-LogicalResult run(ModuleOp module, StringRef program,
-                  ArrayRef<std::string> args, bool echoOutput) {
+/// Runs `program args...` with its stdout and stderr in `output`; returns
+/// its exit status (-1 when it could not run, with `error` set).
+int runTool(StringRef program, ArrayRef<std::string> args, std::string &output,
+            std::string &error) {
   SmallString<128> logPath;
   int fd;
-  if (llvm::sys::fs::createTemporaryFile("norm-opt-tool", "log", fd, logPath))
-    return module.emitError("compile: cannot create a temporary file");
+  if (llvm::sys::fs::createTemporaryFile("norm-opt-tool", "log", fd, logPath)) {
+    error = "cannot create a temporary file";
+    return -1;
+  }
   llvm::sys::Process::SafelyCloseFileDescriptor(fd);
   llvm::FileRemover removeLog(logPath);
 
@@ -92,11 +95,18 @@ LogicalResult run(ModuleOp module, StringRef program,
     argv.push_back(a);
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
                                           StringRef(logPath)};
-  std::string error;
   int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, redirects,
                                      0, 0, &error);
   auto log = llvm::MemoryBuffer::getFile(logPath);
-  StringRef text = log ? (*log)->getBuffer() : "";
+  output = log ? (*log)->getBuffer().str() : "";
+  return rc;
+}
+
+/// Runs `program args...`; on failure reports its output.
+LogicalResult run(ModuleOp module, StringRef program,
+                  ArrayRef<std::string> args, bool echoOutput) {
+  std::string text, error;
+  int rc = runTool(program, args, text, error);
   if (rc != 0) {
     auto diag = module.emitError() << "compile: '" << program << "' failed";
     if (!error.empty())
@@ -107,6 +117,15 @@ LogicalResult run(ModuleOp module, StringRef program,
   if (echoOutput)
     llvm::errs() << text;
   return success();
+}
+
+/// Whether this ptxas compiles the kernels of one PTX file on several
+/// threads (--split-compile, CUDA 12.x and newer; its --help says so). The
+/// SASS is the same either way (perf-notes, "First-call compile time").
+bool ptxasSplitsCompile(StringRef ptxas) {
+  std::string help, error;
+  return runTool(ptxas, {"--help"}, help, error) == 0 &&
+         StringRef(help).contains("--split-compile");
 }
 
 FailureOr<std::string> findProgram(ModuleOp module, StringRef given,
@@ -360,6 +379,10 @@ LogicalResult mlir::norm::compileNormModule(ModuleOp module,
                                      std::string(ptxPath), "-o", cubinPath};
   if (options.ptxasVerbose)
     ptxasArgs.insert(ptxasArgs.begin(), "-v");
+  // The kernels of the file on as many threads as there are CPUs: the
+  // first call of a new shape in a JIT waits for this.
+  if (ptxasSplitsCompile(*ptxas))
+    ptxasArgs.push_back("--split-compile=0");
   if (failed(run(module, *ptxas, ptxasArgs, options.ptxasVerbose)))
     return failure();
   if (options.emit == EmitKind::Cubin)
