@@ -219,6 +219,19 @@ wheel_test() {
      NORM_OPT_CACHE_DIR="$work/cache" \
      "$root/scripts/check_wheel_cli.sh" "$venv" "$root/examples/rms_norm_backward.mlir" \
      "$root/examples/embedding/wheel-host")
+  # The self-contained build is the same compiler: the same PTX as the
+  # shared-library build's, where that build is here (CI: always).
+  if [ -x "$build/bin/norm-opt" ]; then
+    local f n
+    for f in "$root"/examples/*.mlir; do
+      n=$(basename "$f" .mlir)
+      "$venv/bin/norm-opt" compile "$f" --emit=ptx -o "$work/$n.bundled.ptx" 2>"$work/$n.log"
+      "$build/bin/norm-opt" compile "$f" --emit=ptx -o "$work/$n.shared.ptx" 2>>"$work/$n.log"
+      cmp -s "$work/$n.bundled.ptx" "$work/$n.shared.ptx" ||
+        { log "wheel-test: $n: the bundled norm-opt's PTX differs from $build's"; exit 1; }
+    done
+    log "wheel-test: the bundled and the shared-library norm-opt write the same PTX ($(ls "$root"/examples/*.mlir | wc -l) examples)"
+  fi
   log "wheel-test: the Python tests against the installed package"
   local bundled
   bundled=$("$venv/bin/python" -c 'import norm_opt; print(norm_opt.find_norm_opt())')

@@ -141,8 +141,8 @@ FailureOr<std::string> findProgram(ModuleOp module, StringRef given,
                             << "' (pass its path with --" << what << "=)";
 }
 
-/// ptxas is the user's (the CUDA toolkit's): --ptxas, else the toolkit
-/// norm-opt was built against, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH and
+/// ptxas is the user's (the CUDA toolkit's): --ptxas, else $CUDA_HOME/bin,
+/// $CUDA_PATH/bin, the toolkit norm-opt was built against, PATH and
 /// /usr/local/cuda/bin, in that order. A self-contained norm-opt (the
 /// Python wheel) runs where its build's toolkit path may not exist.
 FailureOr<std::string> findPtxas(ModuleOp module, StringRef given) {
@@ -159,15 +159,15 @@ FailureOr<std::string> findPtxas(ModuleOp module, StringRef given) {
       return path.str().str();
     return std::nullopt;
   };
+  for (const char *env : {"CUDA_HOME", "CUDA_PATH"})
+    if (auto found = inDir(std::getenv(env)))
+      return *found;
   StringRef builtWith = NORM_DEFAULT_PTXAS;
   if (llvm::sys::path::is_absolute(builtWith)) {
     looked.push_back(builtWith.str());
     if (llvm::sys::fs::can_execute(builtWith))
       return builtWith.str();
   }
-  for (const char *env : {"CUDA_HOME", "CUDA_PATH"})
-    if (auto found = inDir(std::getenv(env)))
-      return *found;
   looked.push_back("ptxas on PATH");
   if (auto found = llvm::sys::findProgramByName("ptxas"))
     return *found;
