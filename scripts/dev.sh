@@ -9,16 +9,15 @@
 #        scripts/dev.sh sanitize  the ASan + UBSan build (clang-22) in
 #                                 build-asan/: unit tests, lit, the replay
 #                                 of the saved corpus and a 60 s fuzz run
-#        scripts/dev.sh wheel     the self-contained build (static LLVM/MLIR)
-#                                 in build-static/ and the Python wheel in
-#                                 dist/ (norm_opt-<v>-py3-none-<platform>.whl)
+#        scripts/dev.sh wheel     build, link the self-contained norm-opt
+#                                 (static LLVM/MLIR) and make the Python
+#                                 wheel dist/norm_opt-<v>-py3-none-<plat>.whl
 #        scripts/dev.sh wheel-test  the wheel, installed into a fresh venv:
 #                                 the Python tests against it, the bundled
 #                                 norm-opt's CLI, a C host on its CMake package
 #
 # Environment: NORM_BUILD_DIR (default: build/), NORM_ASAN_BUILD_DIR
-# (default: build-asan/), NORM_STATIC_BUILD_DIR (default: build-static/),
-# NORM_SANITIZE=0 (test: without the sanitizer job), NORM_WHEEL=0 (test:
+# (default: build-asan/), NORM_SANITIZE=0 (test: without the sanitizer job), NORM_WHEEL=0 (test:
 # without the wheel job), NORM_FUZZ_SECONDS (default 60), MLIR_DIR,
 # CUDAToolkit_ROOT.
 # Re-running is fast and quiet when everything is already in place.
@@ -179,36 +178,28 @@ sanitize() {
   rm -rf "$work"
 }
 
-# The self-contained build and the wheel (docs/embedding.md, "The wheel").
-static=${NORM_STATIC_BUILD_DIR:-$root/build-static}
+# The wheel (docs/embedding.md, "The wheel"): the self-contained norm-opt
+# linked from the plain build's own objects (target norm-opt-self-contained:
+# LLVM/MLIR from their static archives), the runtime, the package.
 wheel() {
-  if [ ! -f "$static/build.ninja" ]; then
-    log "configuring $static (self-contained: static LLVM/MLIR, NVPTX + host)"
-    mkdir -p "$static"
-    local args=(-G Ninja -S "$root" -B "$static" -DCMAKE_BUILD_TYPE=Release
-                -DNORM_OPT_STATIC_LLVM=ON -DBUILD_TESTING=OFF)
-    [ -n "${MLIR_DIR:-}" ] && args+=(-DMLIR_DIR="$MLIR_DIR")
-    [ -n "${CUDAToolkit_ROOT:-}" ] && args+=(-DCUDAToolkit_ROOT="$CUDAToolkit_ROOT")
-    cmake "${args[@]}" >"$static/configure.log" 2>&1 ||
-      { cat "$static/configure.log"; exit 1; }
-  fi
-  log "building $static (norm-opt, the runtime)"
+  configure_and_build
+  log "wheel: linking the self-contained norm-opt in $build"
   local out
-  out=$(ninja -C "$static" --quiet norm-opt NormRuntime NormRuntimeStatic 2>&1) ||
-    { printf '%s\n' "$out"; exit 1; }
+  out=$(ninja -C "$build" --quiet norm-opt-self-contained NormRuntime \
+        NormRuntimeStatic 2>&1) || { printf '%s\n' "$out"; exit 1; }
   log "wheel: staging and checking the self-contained files"
-  "$root/scripts/stage_wheel.sh" "$static" "$static/wheel"
+  "$root/scripts/stage_wheel.sh" "$build" "$build/wheel"
   rm -f "$root"/dist/norm_opt-*.whl
   # Debian's python3-build, no isolation: nothing is fetched.
   /usr/bin/python3 -m build --wheel --no-isolation --outdir "$root/dist" \
-    "$static/wheel" >"$static/wheel.log" 2>&1 || { cat "$static/wheel.log"; exit 1; }
+    "$build/wheel" >"$build/wheel.log" 2>&1 || { cat "$build/wheel.log"; exit 1; }
   log "wheel: $(cd "$root" && ls dist/norm_opt-*.whl) ($(du -k "$root"/dist/norm_opt-*.whl | cut -f1) KiB)"
 }
 
 # The wheel installed offline into a fresh venv, then used from outside the
 # source tree: no $NORM_OPT, no $NORM_OPT_LIBRARY_PATH, no PYTHONPATH.
 wheel_test() {
-  local venv="$static/venv" work="$static/wheel-test"
+  local venv="$build/wheel-venv" work="$build/wheel-test"
   rm -rf "$venv" "$work"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --no-index --no-cache-dir "$root"/dist/norm_opt-*.whl

@@ -2,7 +2,9 @@
 #===- scripts/stage_wheel.sh - the Python wheel's tree from a static build -===#
 #
 # usage: scripts/stage_wheel.sh BUILD STAGE
-#   BUILD: a build with -DNORM_OPT_STATIC_LLVM=ON (scripts/dev.sh wheel)
+#   BUILD: a build holding bin/norm-opt-self-contained (scripts/dev.sh
+#          wheel), or one configured with -DNORM_OPT_STATIC_LLVM=ON, whose
+#          bin/norm-opt is self-contained
 #   STAGE: filled with python/ and norm_opt/_native/ (bin/norm-opt stripped,
 #          lib/libnorm_runtime{.so,_static.a}, include/norm/Runtime, the
 #          CMake package), ready for `python3 -m build --wheel`.
@@ -22,7 +24,9 @@ cp -r "$root/python/norm_opt" "$stage/norm_opt"
 find "$stage" -name __pycache__ -prune -exec rm -rf {} +
 native="$stage/norm_opt/_native"
 mkdir -p "$native/bin" "$native/lib/cmake/NormOpt" "$native/include/norm/Runtime"
-strip --strip-all -o "$native/bin/norm-opt" "$build/bin/norm-opt"
+exe=$build/bin/norm-opt-self-contained
+[ -x "$exe" ] || exe=$build/bin/norm-opt
+strip --strip-all -o "$native/bin/norm-opt" "$exe"
 chmod 755 "$native/bin/norm-opt"
 strip --strip-unneeded -o "$native/lib/libnorm_runtime.so" "$build/lib/libnorm_runtime.so"
 strip --strip-debug -o "$native/lib/libnorm_runtime_static.a" "$build/lib/libnorm_runtime_static.a"

@@ -1,20 +1,51 @@
-#===- NormStaticLLVM.cmake - a self-contained norm-opt (-DNORM_OPT_STATIC_LLVM=ON)
+#===- NormStaticLLVM.cmake - LLVM/MLIR linked in: the wheel's norm-opt ----===#
 #
 # Debian's MLIR archives (libMLIR*.a) are exported as linking the LLVM dylib
 # (libLLVM.so): Debian builds LLVM with LLVM_LINK_LLVM_DYLIB. For a norm-opt
 # that runs where no LLVM is installed (the Python wheel, docs/embedding.md
-# "The wheel"), every MLIR archive links the static LLVM components instead,
-# and LLVMSupport links zlib and zstd statically and Z3 not at all. Only what
-# the tools reference is pulled out of the archives: the targets are NVPTX
-# (the kernels) and the host's (the launchers `--emit=lib` compiles in
-# process); a reference to any other target fails the link, so none slips in.
-# libstdc++ and libgcc are linked statically, and shared libraries keep those
-# archives' symbols local (--exclude-libs), so a process that loads its own
-# libstdc++ (torch) does not bind to ours.
+# "The wheel"), every MLIR archive links the static LLVM components instead
+# (the imported target NormStaticLLVM), and LLVMSupport links zlib and zstd
+# statically and Z3 not at all. Only what the tools reference is pulled out
+# of the archives: the targets are NVPTX (the kernels) and the host's (the
+# launchers `--emit=lib` compiles in process); a reference to any other
+# target fails the link, so none slips in. libstdc++ and libgcc are linked
+# statically.
+#
+# Two uses:
+#  * -DNORM_OPT_STATIC_LLVM=ON: the whole build links this way (norm-opt,
+#    the C API, the runtime), as a packager would build it;
+#  * otherwise (the shared-library build), the target
+#    norm-opt-self-contained links the same objects as norm-opt this way:
+#    scripts/dev.sh wheel takes it, so CI compiles the project once.
+# Sets NORM_STATIC_LLVM_AVAILABLE, and NORM_STATIC_EXE_LINK_OPTIONS for a
+# self-contained executable.
 #===----------------------------------------------------------------------===#
 
-set(MLIR_LINK_MLIR_DYLIB OFF)
-set(LLVM_LINK_LLVM_DYLIB OFF)
+set(NORM_STATIC_LLVM_AVAILABLE OFF)
+function(norm_static_llvm_missing what)
+  if(NORM_OPT_STATIC_LLVM)
+    message(FATAL_ERROR "NORM_OPT_STATIC_LLVM: ${what}")
+  endif()
+  message(STATUS "norm-opt-self-contained (the wheel's norm-opt) left out: ${what}")
+endfunction()
+
+# The archives it needs besides LLVM's: zlib and zstd (Debian: zlib1g-dev,
+# libzstd-dev), and lld for the size of the executable.
+find_library(NORM_ZLIB_STATIC NAMES libz.a)
+find_library(NORM_ZSTD_STATIC NAMES libzstd.a)
+find_program(NORM_LLD ld.lld HINTS "${LLVM_TOOLS_BINARY_DIR}" NO_DEFAULT_PATH)
+if(NOT EXISTS "${LLVM_LIBRARY_DIR}/libLLVMSupport.a" OR
+   NOT EXISTS "${LLVM_LIBRARY_DIR}/libMLIRIR.a")
+  norm_static_llvm_missing("no static LLVM/MLIR archives in ${LLVM_LIBRARY_DIR}")
+  return()
+elseif(NOT NORM_ZLIB_STATIC OR NOT NORM_ZSTD_STATIC)
+  norm_static_llvm_missing("needs libz.a and libzstd.a (apt-get install zlib1g-dev libzstd-dev)")
+  return()
+elseif(NOT NORM_LLD)
+  norm_static_llvm_missing("links with lld: ld.lld not in ${LLVM_TOOLS_BINARY_DIR} (apt-get install lld-22)")
+  return()
+endif()
+set(NORM_STATIC_LLVM_AVAILABLE ON)
 
 # Every static LLVM component (LLVMConfig's LLVM_AVAILABLE_LIBS) but the
 # targets other than NVPTX and the host.
@@ -42,7 +73,8 @@ add_library(NormStaticLLVM INTERFACE IMPORTED)
 set_target_properties(NormStaticLLVM PROPERTIES
   INTERFACE_LINK_LIBRARIES "${norm_llvm_static_libs}")
 
-# The MLIR archives: libLLVM.so -> the static components.
+# The MLIR archives: libLLVM.so -> the static components. (A shared-library
+# build links libMLIR.so, not these imported archives: nothing of it changes.)
 get_property(norm_mlir_libs GLOBAL PROPERTY MLIR_ALL_LIBS)
 foreach(lib IN LISTS norm_mlir_libs)
   if(NOT TARGET ${lib})
@@ -68,37 +100,32 @@ if(TARGET LLVMExtensions)
 endif()
 
 # LLVMSupport: no Z3 (only the static analyzer's solver uses it), zlib and
-# zstd from their archives (Debian: zlib1g-dev, libzstd-dev).
-find_library(NORM_ZLIB_STATIC NAMES libz.a)
-find_library(NORM_ZSTD_STATIC NAMES libzstd.a)
-if(NOT NORM_ZLIB_STATIC OR NOT NORM_ZSTD_STATIC)
-  message(FATAL_ERROR "NORM_OPT_STATIC_LLVM needs libz.a and libzstd.a "
-                      "(apt-get install zlib1g-dev libzstd-dev)")
-endif()
+# zstd from their archives.
 get_target_property(deps LLVMSupport INTERFACE_LINK_LIBRARIES)
 list(FILTER deps EXCLUDE REGEX "z3")
 list(TRANSFORM deps REPLACE "^ZLIB::ZLIB$" "${NORM_ZLIB_STATIC}")
 list(TRANSFORM deps REPLACE "^zstd::libzstd_(shared|static)$" "${NORM_ZSTD_STATIC}")
 set_target_properties(LLVMSupport PROPERTIES INTERFACE_LINK_LIBRARIES "${deps}")
 
-# The C++ runtime inside; nothing linked that is not needed (libz3, libxml2
-# and the like must not appear as NEEDED entries).
-add_link_options(-static-libstdc++ -static-libgcc LINKER:--as-needed)
-
-# The size of the executable (docs/embedding.md, "The wheel"): LLVM's lld
-# folds identical functions (--icf=all: 72.7 -> 59.0 MB stripped; the
-# archives' address-significance tables are gone, so --icf=safe folds
-# nothing), and a position-dependent executable has no dynamic relocations
-# (2.7 MB). lld-22 comes with the LLVM packages (apt-get install lld-22).
-find_program(NORM_LLD ld.lld HINTS "${LLVM_TOOLS_BINARY_DIR}" NO_DEFAULT_PATH)
-if(NOT NORM_LLD)
-  message(FATAL_ERROR "NORM_OPT_STATIC_LLVM links with lld: ld.lld not found in "
-                      "${LLVM_TOOLS_BINARY_DIR} (apt-get install lld-22)")
-endif()
+# A self-contained executable: the C++ runtime inside, nothing linked that is
+# not needed (libz3, libxml2 and the like must not appear as NEEDED), and
+# its size (docs/embedding.md, "The wheel"): lld folds identical functions
+# (--icf=all: 72.7 -> 58.8 MB stripped; the archives' address-significance
+# tables are gone, so --icf=safe folds nothing), and a position-dependent
+# executable has no dynamic relocations (2.7 MB).
 get_filename_component(norm_lld_dir "${NORM_LLD}" DIRECTORY)
-set(NORM_STATIC_EXE_LINK_OPTIONS -B${norm_lld_dir} -fuse-ld=lld
-    LINKER:--icf=all -no-pie)
-# Shared libraries keep the static archives' symbols to themselves.
-set(CMAKE_SHARED_LINKER_FLAGS "${CMAKE_SHARED_LINKER_FLAGS} -Wl,--exclude-libs,ALL")
-message(STATUS "NORM_OPT_STATIC_LLVM: static LLVM/MLIR (targets: "
-               "${norm_llvm_targets_kept}), static libstdc++ and libgcc")
+set(NORM_STATIC_EXE_LINK_OPTIONS -static-libstdc++ -static-libgcc
+    LINKER:--as-needed LINKER:--gc-sections
+    -B${norm_lld_dir} -fuse-ld=lld LINKER:--icf=all -no-pie)
+
+if(NORM_OPT_STATIC_LLVM)
+  # The whole build: our libraries' LINK_COMPONENTS and MLIR libraries name
+  # the static archives, every binary carries libstdc++, and shared
+  # libraries keep the archives' symbols to themselves.
+  set(MLIR_LINK_MLIR_DYLIB OFF)
+  set(LLVM_LINK_LLVM_DYLIB OFF)
+  add_link_options(-static-libstdc++ -static-libgcc LINKER:--as-needed)
+  set(CMAKE_SHARED_LINKER_FLAGS "${CMAKE_SHARED_LINKER_FLAGS} -Wl,--exclude-libs,ALL")
+endif()
+message(STATUS "Static LLVM/MLIR for the self-contained norm-opt (targets: "
+               "${norm_llvm_targets_kept}; lld: ${NORM_LLD})")
