@@ -15,6 +15,8 @@ with poisoned outputs (a comparison fails on NaN):
               compile, all the same complete library
   bitwise     dW/dB of two runs of each kernel equal bit for bit
   --self-check  a wrong reference must fail the comparison
+  --sanitize    only a small LayerNorm and RMSNorm case each (for a run
+                under compute-sanitizer: memcheck, racecheck, synccheck)
 
 Then bench/train_check.py and bench/compile_routing_check.py as
 subprocesses on a fresh cache each. A table is printed last; exit 0 when
@@ -245,7 +247,21 @@ def main():
     p.add_argument("--rows", type=int, default=8192)
     p.add_argument("--self-check", action="store_true")
     p.add_argument("--skip-subprocess-checks", action="store_true")
+    p.add_argument("--sanitize", action="store_true")
     args = p.parse_args()
+    if args.sanitize:  # the cache of the run before: only the kernels run
+        import torch
+        from norm_opt import kernels
+        for kind, n, dtype in (("layer", 4096, torch.bfloat16),
+                               ("rms", 1000, torch.float32)):
+            name = "bf16" if dtype == torch.bfloat16 else "f32"
+            fn = kernels.library(kind, n, name, chip="sm_90a")[
+                kernels.function_name(kind)]
+            a = inputs(kind, 300, n, dtype, seed=1)
+            ok, detail = compare(run_kernel(fn, kind, *a),
+                                 reference(kind, *a), TOL[name])
+            record(f"sanitize case {kind} 300x{n} {name}", ok, detail)
+        return 0 if not failures else 1
     os.environ["NORM_OPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="norm_opt_cache.")
     check_env()
     first_calls(args.rows, args.self_check)
