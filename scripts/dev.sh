@@ -233,7 +233,7 @@ wheel_test() {
      sh -c '"$1/bin/python" -m norm_opt.kernels --out libs --chip sm_90a --kind layer --hidden 256 --dtype bf16 >/dev/null &&
             "$1/bin/python" -m norm_opt.kernels --out libs --chip sm_90a --kind rms --hidden 256 --dtype f32 >/dev/null &&
             NORM_OPT_LIBRARY_PATH=$PWD/libs "$1/bin/python" -m unittest -q \
-              tests.test_signature tests.test_compile tests.test_reference tests.test_kernels \
+              tests.test_signature tests.test_compile tests.test_reference tests.test_kernels tests.test_fx_import \
               tests.test_library' sh "$venv" 2>&1) |
     tee "$work/unittest.log" | tail -n 3
   grep -q '^OK' "$work/unittest.log" || { cat "$work/unittest.log"; exit 1; }

@@ -221,6 +221,9 @@ private:
     // Results that leave the group, the group's last op, the users that
     // move after the fused op (in block order).
     SmallVector<Value> fullOuts, colOuts, colInits;
+    // The fused op's column results: [N], also where the group's were
+    // keepdim ([1, ..., N]: replaceGroup expands them back).
+    SmallVector<Type> colTypes;
     Operation *last = nullptr;
     SmallVector<Operation *> toMove;
     // The fused op's block arguments and the values read above it.
@@ -1092,6 +1095,13 @@ LogicalResult Analysis::planUsersToMove(const Group &group, FusionPlan &plan,
   return success();
 }
 
+/// Whether a column reduction's result type is [1, ..., 1, N] or another
+/// shape with one dim that is not a unit dim (keepdim over the row dims).
+static bool isKeepdimColumn(RankedTensorType type) {
+  return llvm::count_if(type.getShape(),
+                        [](int64_t d) { return d != 1; }) <= 1;
+}
+
 MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
                                          OpBuilder &b) {
   Location loc = group.rowReductions.front()->getLoc();
@@ -1116,13 +1126,26 @@ MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
   for (Value v : llvm::concat<Value>(fullValues, rowValues, colValues))
     plan.inputTypes.push_back(
         cast<RankedTensorType>(v.getType()).getElementType());
+  // Keepdim column results (torch's sum over the rows with keepdim=True,
+  // [1, ..., 1, N]) accumulate into their init collapsed to [N].
+  for (Value &init : plan.colInits) {
+    auto type = cast<RankedTensorType>(init.getType());
+    if (type.getRank() > 1 && isKeepdimColumn(type)) {
+      ReassociationIndices all;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        all.push_back(d);
+      init = tensor::CollapseShapeOp::create(
+          b, loc, init, ArrayRef<ReassociationIndices>{all});
+    }
+    plan.colTypes.push_back(init.getType());
+  }
   plan.rowResultTypes.assign(plan.rowResultsBefore.back(), Type());
   for (auto &[key, index] : plan.rowResults)
     plan.rowResultTypes[index] =
         getElementTypeOrSelf(key.first->getResult(key.second).getType());
   return MixedReductionOp::create(
-      b, loc, ValueRange(plan.fullOuts).getTypes(),
-      ValueRange(plan.colOuts).getTypes(), fullValues, rowValues, colValues,
+      b, loc, ValueRange(plan.fullOuts).getTypes(), plan.colTypes,
+      fullValues, rowValues, colValues,
       plan.colInits,
       nDim + 1 == domain.size() ? IntegerAttr() : b.getI64IntegerAttr(nDim),
       plan.numStages);
@@ -1227,8 +1250,20 @@ void Analysis::replaceGroup(Group &group, const FusionPlan &plan,
     Value(from).replaceUsesWithIf(to, [&](OpOperand &use) {
       return !group.members.contains(use.getOwner());
     });
-  for (auto [from, to] : llvm::zip(plan.colOuts, fused.getColResults()))
-    Value(from).replaceAllUsesWith(to);
+  OpBuilder b(fused);
+  b.setInsertionPointAfter(fused);
+  for (auto [from, to] : llvm::zip(plan.colOuts, fused.getColResults())) {
+    Value result = to;
+    auto type = cast<RankedTensorType>(from.getType());
+    if (type != to.getType()) { // keepdim: [N] back to [1, ..., 1, N]
+      ReassociationIndices all;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        all.push_back(d);
+      result = tensor::ExpandShapeOp::create(
+          b, fused.getLoc(), type, to, ArrayRef<ReassociationIndices>{all});
+    }
+    Value(from).replaceAllUsesWith(result);
+  }
   // Erase the group and the helpers (fills, empties, reshapes, per-row and
   // per-column generics) that nothing else uses any more. A member with a
   // user outside the group (a row sum that is also returned) stays, so the

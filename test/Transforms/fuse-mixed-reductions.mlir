@@ -415,3 +415,70 @@ func.func @recomputed_statistics(%x: tensor<32x768xf32>, %dy: tensor<32x768xf32>
   } -> tensor<768xf32>
   return %dx, %dw, %db : tensor<32x768xf32>, tensor<768xf32>, tensor<768xf32>
 }
+
+// -----
+
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#rowk3 = affine_map<(d0, d1, d2) -> (d0, d1, 0)>
+#colk3 = affine_map<(d0, d1, d2) -> (0, 0, d2)>
+#col3 = affine_map<(d0, d1, d2) -> (d2)>
+// torch's post-grad graph (test/Import/graphs): rows [B, S], dW a keepdim
+// sum over both row dims ([1, 1, N]). The fused op accumulates it as [N],
+// expanded back for its users.
+// CHECK-LABEL: func.func @torch_rms_keepdim_column_3d
+// CHECK:         %[[INIT:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1, 2]] : tensor<1x1x256xf32> into tensor<256xf32>
+// CHECK:         %[[DX:.*]], %[[DW:.*]] = norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<?x128x256xf32>, tensor<?x128x256xf32>) row(%{{.*}} : tensor<?x128xf32>) col(%{{.*}} : tensor<256xf32>) col_init(%[[INIT]] : tensor<256xf32>)
+// CHECK:         } -> full(tensor<?x128x256xf32>) col(tensor<256xf32>)
+// CHECK:         %[[BACK:.*]] = tensor.expand_shape %[[DW]] {{\[\[}}0, 1, 2]] output_shape [1, 1, 256] : tensor<256xf32> into tensor<1x1x256xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK:         return %[[DX]], %[[BACK]]
+// FUSED-LABEL: func.func @torch_rms_keepdim_column_3d
+// FUSED:         norm.mixed_reduction
+func.func @torch_rms_keepdim_column_3d(%x: tensor<?x128x256xf32>, %dy: tensor<?x128x256xf32>,
+    %rstd: tensor<?x128x1xf32>, %w: tensor<256xf32>) -> (tensor<?x128x256xf32>, tensor<1x1x256xf32>) {
+  %c0 = arith.constant 0 : index
+  %b = tensor.dim %x, %c0 : tensor<?x128x256xf32>
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 256.0 : f32
+  %e = tensor.empty(%b) : tensor<?x128x256xf32>
+  %xhat = linalg.generic {indexing_maps = [#id3, #rowk3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %rstd : tensor<?x128x256xf32>, tensor<?x128x1xf32>) outs(%e : tensor<?x128x256xf32>) {
+  ^bb0(%a: f32, %r: f32, %o: f32):
+    %v = arith.mulf %a, %r : f32
+    linalg.yield %v : f32
+  } -> tensor<?x128x256xf32>
+  %ek = tensor.empty() : tensor<1x1x256xf32>
+  %zk = linalg.fill ins(%zero : f32) outs(%ek : tensor<1x1x256xf32>) -> tensor<1x1x256xf32>
+  %dw = linalg.generic {indexing_maps = [#id3, #id3, #colk3], iterator_types = ["reduction", "reduction", "parallel"]}
+      ins(%dy, %xhat : tensor<?x128x256xf32>, tensor<?x128x256xf32>) outs(%zk : tensor<1x1x256xf32>) {
+  ^bb0(%g: f32, %h: f32, %o: f32):
+    %p = arith.mulf %g, %h : f32
+    %v = arith.addf %p, %o : f32
+    linalg.yield %v : f32
+  } -> tensor<1x1x256xf32>
+  %wdy = linalg.generic {indexing_maps = [#id3, #col3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%dy, %w : tensor<?x128x256xf32>, tensor<256xf32>) outs(%e : tensor<?x128x256xf32>) {
+  ^bb0(%g: f32, %a: f32, %o: f32):
+    %v = arith.mulf %g, %a : f32
+    linalg.yield %v : f32
+  } -> tensor<?x128x256xf32>
+  %er = tensor.empty(%b) : tensor<?x128x1xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%er : tensor<?x128x1xf32>) -> tensor<?x128x1xf32>
+  %s = linalg.generic {indexing_maps = [#id3, #id3, #rowk3], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%wdy, %xhat : tensor<?x128x256xf32>, tensor<?x128x256xf32>) outs(%zr : tensor<?x128x1xf32>) {
+  ^bb0(%a: f32, %h: f32, %o: f32):
+    %p = arith.mulf %a, %h : f32
+    %v = arith.addf %p, %o : f32
+    linalg.yield %v : f32
+  } -> tensor<?x128x1xf32>
+  %dx = linalg.generic {indexing_maps = [#id3, #id3, #rowk3, #rowk3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%wdy, %xhat, %s, %rstd : tensor<?x128x256xf32>, tensor<?x128x256xf32>, tensor<?x128x1xf32>, tensor<?x128x1xf32>) outs(%e : tensor<?x128x256xf32>) {
+  ^bb0(%g: f32, %h: f32, %a: f32, %r: f32, %o: f32):
+    %c = arith.divf %a, %n : f32
+    %t = arith.mulf %h, %c : f32
+    %d = arith.subf %g, %t : f32
+    %v = arith.mulf %d, %r : f32
+    linalg.yield %v : f32
+  } -> tensor<?x128x256xf32>
+  return %dx, %dw : tensor<?x128x256xf32>, tensor<1x1x256xf32>
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+#===- bench/record_graphs.py - real models' backward graphs, for CI -------===#
+"""Compiles small blocks of real models' norm spellings with torch.compile
+(Inductor, no norm_opt routing), rows dynamic, and records the backward
+graph Inductor hands to its post-grad passes (norm_opt.fx_record), one
+JSON bundle {model: graph}. The graphs are checked in under
+test/Import/graphs/ and imported in CI (norm_opt.fx_import), where there is
+no torch. Needs torch and a GPU.
+  python3 bench/record_graphs.py --out graphs.json [--hidden 1024]
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from norm_opt import fx_record
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, n, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(n)), eps
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+class GemmaRMSNorm(nn.Module):
+    def __init__(self, n, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.zeros(n)), eps
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).type_as(x)
+
+
+class OlmoLayerNorm(nn.Module):
+    """OLMo: LayerNorm without weight or bias."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        return F.layer_norm(x, (self.n,), None, None, 1e-5)
+
+
+class CohereLayerNorm(nn.Module):
+    """A weight-only LayerNorm computed in fp32, written out."""
+
+    def __init__(self, n, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(n)), eps
+
+    def forward(self, x):
+        h = x.float()
+        mean = h.mean(-1, keepdim=True)
+        var = (h - mean).pow(2).mean(-1, keepdim=True)
+        h = (h - mean) * torch.rsqrt(var + self.eps)
+        return (self.weight.float() * h).to(x.dtype)
+
+
+class Block(nn.Module):
+    def __init__(self, norm, n):
+        super().__init__()
+        self.up, self.norm, self.down = nn.Linear(n, n), norm, nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.down(self.norm(self.up(x)))
+
+
+class AdaLNBlock(nn.Module):
+    """DiT's adaLN-Zero modulation: LN without affine, x * (1 + scale) +
+    shift with per-sample scale and shift."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n, self.mod, self.proj = n, nn.Linear(n, 2 * n), nn.Linear(n, n)
+
+    def forward(self, x, c):
+        scale, shift = self.mod(c).chunk(2, dim=-1)
+        h = F.layer_norm(x, (self.n,), None, None, 1e-6)
+        return self.proj(h * (1 + scale[:, None]) + shift[:, None])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--hidden", type=int, default=1024)
+    args = p.parse_args()
+    n, dtype = args.hidden, torch.bfloat16
+    models = {
+        "llama_rmsnorm": Block(LlamaRMSNorm(n), n),
+        "gemma_rmsnorm": Block(GemmaRMSNorm(n), n),
+        "nn_layernorm": Block(nn.LayerNorm(n), n),
+        "nn_rmsnorm": Block(nn.RMSNorm(n), n),
+        "olmo_layernorm": Block(OlmoLayerNorm(n), n),
+        "cohere_layernorm_f32": Block(CohereLayerNorm(n), n),
+        "dit_adaln": AdaLNBlock(n),
+    }
+    bundle = {}
+    for name, model in models.items():
+        torch._dynamo.reset()
+        model = model.cuda().to(dtype)
+        x = torch.randn(8, 128, n, device="cuda", dtype=dtype,
+                        requires_grad=True)
+        torch._dynamo.mark_dynamic(x, 0)
+        inputs = [x]
+        if name == "dit_adaln":
+            c = torch.randn(8, n, device="cuda", dtype=dtype)
+            torch._dynamo.mark_dynamic(c, 0)
+            inputs.append(c)
+        with fx_record.recording() as graphs:
+            torch.compile(model)(*inputs).float().square().mean().backward()
+        backward = [g for g in graphs if any(
+            node["op"] == "placeholder" and node["name"].startswith("tangents")
+            for node in g["nodes"])]
+        if len(backward) != 1:
+            print(f"FAIL {name}: {len(graphs)} graphs, {len(backward)} backward",
+                  flush=True)
+            return 1
+        bundle[name] = dict(backward[0], name=f"{name}_backward")
+        ops = sorted({node.get("target") for node in backward[0]["nodes"]
+                      if node["op"] == "call_function"})
+        print(f"{name}: {len(backward[0]['nodes'])} nodes; {', '.join(ops)}",
+              flush=True)
+    with open(args.out, "w") as f:
+        json.dump(bundle, f, indent=0, sort_keys=True)
+    print(f"{len(bundle)} graphs in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
