@@ -17,29 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from compile_routing_check import GemmaRMSNorm, LlamaRMSNorm
 from norm_opt import fx_record
-
-
-class LlamaRMSNorm(nn.Module):
-    def __init__(self, n, eps=1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(n)), eps
-
-    def forward(self, x):
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * h.to(x.dtype)
-
-
-class GemmaRMSNorm(nn.Module):
-    def __init__(self, n, eps=1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.zeros(n)), eps
-
-    def forward(self, x):
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (h * (1.0 + self.weight.float())).type_as(x)
 
 
 class OlmoLayerNorm(nn.Module):

@@ -340,19 +340,33 @@ class Importer:
             return v.ssa, ty
         rank = len(v.shape)
         iter_dims = [k if v.index[k] is not None else None for k in range(rank)]
-        init = self.empty(v.shape, v.dtype)
-        ssa = self.fresh("copy")
-        ident = self.identity(rank)
-        par = ", ".join(['"parallel"'] * rank)
-        self.emit(f"{ssa} = linalg.generic {{indexing_maps = "
-                  f"[{self.input_map(v, iter_dims, rank)}, {ident}], "
-                  f"iterator_types = [{par}]}} "
-                  f"ins({v.ssa} : {tensor_type(v.src_shape, v.dtype)}) "
-                  f"outs({init} : {ty}) {{")
-        self.emit(f"^bb0(%in: {v.dtype}, %out: {v.dtype}):")
-        self.emit(f"  linalg.yield %in : {v.dtype}")
-        self.emit(f"}} -> {ty}")
+        ssa = self.generic("copy", [self.input_map(v, iter_dims, rank),
+                                    self.identity(rank)],
+                           ['"parallel"'] * rank, [v], v.shape, v.dtype,
+                           self.empty(v.shape, v.dtype),
+                           [f"%in: {v.dtype}", f"%out: {v.dtype}"], [], "%in")
         return ssa, ty
+
+    def generic(self, hint, maps, iterators, ins, shape, dtype, init, block,
+                body, yielded):
+        """Writes one linalg.generic over `iterators`: the Values `ins`, read
+        through `maps` (the last one the output's), into `init` (a tensor of
+        `shape` and `dtype`); the payload `body` over the block arguments
+        `block` yields `yielded`. Returns its SSA name."""
+        ssa, ty = self.fresh(hint), tensor_type(shape, dtype)
+        ins_text = ""
+        if ins:
+            ins_text = (f" ins({', '.join(v.ssa for v in ins)} : "
+                        f"{', '.join(tensor_type(v.src_shape, v.dtype) for v in ins)})")
+        self.emit(f"{ssa} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+                  f"iterator_types = [{', '.join(iterators)}]}}{ins_text} "
+                  f"outs({init} : {ty}) {{")
+        self.emit(f"^bb0({', '.join(block)}):")
+        for line in body:
+            self.emit("  " + line)
+        self.emit(f"  linalg.yield {yielded} : {dtype}")
+        self.emit(f"}} -> {ty}")
+        return ssa
 
     @staticmethod
     def identity(rank):
@@ -442,22 +456,9 @@ class Importer:
         else:
             raise AssertionError(kind)
         block.append(f"%out: {dtype}")
-        init = self.empty(shape, dtype)
-        ssa = self.fresh(_ident(n["name"])[:12] + "_")
-        ty = tensor_type(shape, dtype)
-        ins_text = ""
-        if ins:
-            ins_text = (f" ins({', '.join(t.ssa for t in ins)} : "
-                        f"{', '.join(tensor_type(t.src_shape, t.dtype) for t in ins)})")
-        par = ", ".join(['"parallel"'] * rank)
-        self.emit(f"{ssa} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
-                  f"iterator_types = [{par}]}}"
-                  f"{ins_text} outs({init} : {ty}) {{")
-        self.emit(f"^bb0({', '.join(block)}):")
-        for line in body:
-            self.emit("  " + line)
-        self.emit(f"  linalg.yield {r} : {dtype}")
-        self.emit(f"}} -> {ty}")
+        ssa = self.generic(_ident(n["name"])[:12] + "_", maps,
+                           ['"parallel"'] * rank, ins, shape, dtype,
+                           self.empty(shape, dtype), block, body, r)
         self.values[n["name"]] = Value(ssa, shape, dtype)
         return None
 
@@ -479,8 +480,8 @@ class Importer:
             else:
                 count *= x.shape[d]
         acc = dtype  # the recorded result dtype (f32 where the model upcasts)
-        iters = ", ".join('"reduction"' if k in dims else '"parallel"'
-                          for k in range(rank))
+        iters = ['"reduction"' if k in dims else '"parallel"'
+                 for k in range(rank)]
         in_map = self.input_map(x, list(range(rank)), rank)
         out_exprs = [("0" if keepdim else None) if k in dims else f"d{k}"
                      for k in range(rank)]
@@ -497,15 +498,9 @@ class Importer:
         body = []
         v = self.cast("%a0", x.dtype, acc, body)
         body.append(f"%s = arith.addf {v}, %out : {acc}")
-        ssa = self.fresh(_ident(n["name"])[:12] + "_")
-        self.emit(f"{ssa} = linalg.generic {{indexing_maps = [{in_map}, "
-                  f"{out_map}], iterator_types = [{iters}]}} ins({x.ssa} : "
-                  f"{tensor_type(x.src_shape, x.dtype)}) outs({filled} : {ty}) {{")
-        self.emit(f"^bb0(%a0: {x.dtype}, %out: {acc}):")
-        for line in body:
-            self.emit("  " + line)
-        self.emit(f"  linalg.yield %s : {acc}")
-        self.emit(f"}} -> {ty}")
+        ssa = self.generic(_ident(n["name"])[:12] + "_", [in_map, out_map],
+                           iters, [x], shape, acc, filled,
+                           [f"%a0: {x.dtype}", f"%out: {acc}"], body, "%s")
         self.values[n["name"]] = Value(ssa, shape, acc)
         if target == "aten.mean.dim":
             mean = dict(n, name=n["name"] + "_mean")
