@@ -152,7 +152,8 @@ std::optional<std::string> opaqueReduction(linalg::LinalgOp op,
 
 class Analysis {
 public:
-  Analysis(func::FuncOp func, bool remarks) : func(func), remarks(remarks) {}
+  Analysis(func::FuncOp func, bool remarks, bool rowOnly)
+      : func(func), remarks(remarks), rowOnly(rowOnly) {}
 
   void run();
 
@@ -266,6 +267,7 @@ private:
 
   func::FuncOp func;
   bool remarks;
+  bool rowOnly; // groups without a column reduction fuse too
   OwningOpRef<ModuleOp> scratch;
   DenseMap<Operation *, View> views;
   SmallVector<int64_t> domain; // of the group being processed
@@ -721,8 +723,9 @@ LogicalResult Analysis::validate(Group &group, std::string &why) {
     why = "no row reduction (over N) shares its inputs";
     return failure();
   }
-  if (group.colReductions.empty()) {
-    why = "no additive column reduction (over the rows) shares its inputs";
+  if (group.colReductions.empty() && !rowOnly) {
+    why = "no additive column reduction (over the rows) shares its inputs "
+          "(row-only groups: row-only=true)";
     return failure();
   }
   return success();
@@ -1143,8 +1146,19 @@ MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
   for (auto &[key, index] : plan.rowResults)
     plan.rowResultTypes[index] =
         getElementTypeOrSelf(key.first->getResult(key.second).getType());
+  // The fused op's location names every member's (upstream fusion does the
+  // same): a host compiler reads which of its ops a group took from it.
+  SmallVector<Operation *> members(group.members.begin(),
+                                   group.members.end());
+  llvm::sort(members, [&](Operation *a, Operation *c) {
+    return position.lookup(a) < position.lookup(c);
+  });
+  SmallVector<Location> memberLocs;
+  for (Operation *op : members)
+    memberLocs.push_back(op->getLoc());
   return MixedReductionOp::create(
-      b, loc, ValueRange(plan.fullOuts).getTypes(), plan.colTypes,
+      b, b.getFusedLoc(memberLocs), ValueRange(plan.fullOuts).getTypes(),
+      plan.colTypes,
       fullValues, rowValues, colValues,
       plan.colInits,
       nDim + 1 == domain.size() ? IntegerAttr() : b.getI64IntegerAttr(nDim),
@@ -1408,7 +1422,7 @@ struct NormFuseMixedReductionsPass
     : norm::impl::NormFuseMixedReductionsBase<NormFuseMixedReductionsPass> {
   using Base::Base;
   void runOnOperation() override {
-    Analysis(getOperation(), remarks).run();
+    Analysis(getOperation(), remarks, rowOnly).run();
   }
 };
 } // namespace

@@ -20,12 +20,14 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -271,6 +273,152 @@ rmsNormBackward(const at::Tensor &dy_, const at::Tensor &x_,
   return {r.dx, r.dw};
 }
 
+// --- norm_opt::launch: one compiled torch.compile region ---------------
+//
+// norm_opt.torch's compile route replaces each region of Inductor's graph
+// the recognition pass fuses with `launch(key, inputs)`. A region's
+// launcher takes the data pointers of its inputs and outputs, then int64
+// sizes and strides, then the stream (docs/compile.md). What those ints are
+// for one set of shapes, strides and pointer alignments is asked of Python
+// once (the library's checked Function.arguments) and kept here.
+
+struct Region {
+  void *launcher = nullptr;
+  LastErrorFn lastError = nullptr;
+  std::string name;
+  // Per output: its dtype and, per dim, (input, dim) or (-1, size).
+  std::vector<at::ScalarType> outTypes;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> outShapes;
+  std::map<std::vector<int64_t>, std::vector<int64_t>> ints;
+};
+
+std::map<std::string, Region> gRegions;
+pybind11::object *gRegionResolver = nullptr; // (key, tensors) -> [int]
+
+void registerRegion(const std::string &key, const std::string &name,
+                    uintptr_t launcher, uintptr_t setCaptureAllocator,
+                    uintptr_t lastError, const std::vector<std::string> &types,
+                    const std::vector<std::vector<std::pair<int64_t, int64_t>>>
+                        &shapes) {
+  Region r;
+  r.launcher = reinterpret_cast<void *>(launcher);
+  r.lastError = reinterpret_cast<LastErrorFn>(lastError);
+  r.name = name;
+  for (const std::string &t : types) {
+    bool found = false;
+    for (at::ScalarType s : {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble})
+      if (t == c10::toString(s)) {
+        r.outTypes.push_back(s);
+        found = true;
+      }
+    TORCH_CHECK(found, "norm_opt: unsupported output dtype ", t);
+  }
+  r.outShapes = shapes;
+  std::lock_guard<std::mutex> lock(gMutex);
+  auto setAllocator =
+      reinterpret_cast<SetCaptureAllocatorFn>(setCaptureAllocator);
+  if (setAllocator && gAllocatorSet.insert(setAllocator).second)
+    TORCH_CHECK(setAllocator(&allocateForCapture, nullptr) == 0,
+                "norm_opt: normrt_set_capture_allocator failed");
+  gRegions.emplace(key, std::move(r)); // a key is one library: kept
+}
+
+// Calls a launcher of `sizeof...(I)` integer-class parameters (data
+// pointers, int64 sizes and strides, the stream) from an array.
+template <size_t... I>
+int callWith(void *fn, const uint64_t *a, std::index_sequence<I...>) {
+  using F = int (*)(decltype((void)I, uint64_t())...);
+  return reinterpret_cast<F>(fn)(a[I]...);
+}
+template <size_t... N>
+constexpr auto makeCallTable(std::index_sequence<N...>) {
+  using Call = int (*)(void *, const uint64_t *);
+  return std::array<Call, sizeof...(N)>{+[](void *f, const uint64_t *a) {
+    return callWith(f, a, std::make_index_sequence<N>());
+  }...};
+}
+constexpr size_t kMaxLauncherParams = 96;
+const auto kCallTable =
+    makeCallTable(std::make_index_sequence<kMaxLauncherParams + 1>());
+
+std::vector<at::Tensor> launchRegion(c10::string_view key,
+                                     at::TensorList inputsIn) {
+  Region *r = nullptr;
+  for (int attempt = 0; attempt < 2 && !r; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lock(gMutex);
+      auto it = gRegions.find(std::string(key));
+      if (it != gRegions.end()) {
+        r = &it->second;
+        break;
+      }
+    }
+    // A graph from Inductor's cache: Python registers the region from the
+    // library cache (no tensors: register only).
+    pybind11::gil_scoped_acquire gil;
+    TORCH_CHECK(gRegionResolver, "norm_opt: the region resolver is not set");
+    (*gRegionResolver)(std::string(key), std::vector<at::Tensor>());
+  }
+  TORCH_CHECK(r, "norm_opt::launch: no region ", std::string(key));
+  TORCH_CHECK(!inputsIn.empty(), "norm_opt::launch: no inputs");
+  c10::cuda::CUDAGuard guard(inputsIn[0].device());
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(inputsIn.size() + r->outTypes.size());
+  for (const at::Tensor &t : inputsIn)
+    tensors.push_back(t.is_contiguous() ? t : t.contiguous());
+  std::vector<at::Tensor> outputs;
+  for (size_t o = 0; o < r->outTypes.size(); ++o) {
+    std::vector<int64_t> sizes;
+    for (auto [input, dim] : r->outShapes[o])
+      sizes.push_back(input < 0 ? dim : tensors[input].size(dim));
+    outputs.push_back(at::Tensor(at::detail::empty_cuda(
+        sizes, r->outTypes[o], tensors[0].device(), c10::nullopt)));
+    tensors.push_back(outputs.back());
+  }
+  std::vector<int64_t> shapeKey;
+  for (const at::Tensor &t : tensors) {
+    shapeKey.push_back(t.dim());
+    for (int64_t d = 0; d < t.dim(); ++d)
+      shapeKey.push_back(t.size(d));
+    shapeKey.push_back(int64_t(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
+  }
+  const std::vector<int64_t> *ints;
+  {
+    std::unique_lock<std::mutex> lock(gMutex);
+    auto it = r->ints.find(shapeKey);
+    if (it == r->ints.end()) {
+      lock.unlock();
+      std::vector<int64_t> got;
+      {
+        pybind11::gil_scoped_acquire gil;
+        TORCH_CHECK(gRegionResolver, "norm_opt: the region resolver is not set");
+        got = (*gRegionResolver)(std::string(key), tensors)
+                  .cast<std::vector<int64_t>>();
+      }
+      lock.lock();
+      it = r->ints.emplace(shapeKey, std::move(got)).first;
+    }
+    ints = &it->second;
+  }
+  size_t params = tensors.size() + ints->size() + 1;
+  TORCH_CHECK(params <= kMaxLauncherParams, "norm_opt::launch: ", r->name,
+              " takes ", params, " parameters (at most ", kMaxLauncherParams,
+              ")");
+  uint64_t args[kMaxLauncherParams];
+  size_t k = 0;
+  for (const at::Tensor &t : tensors)
+    args[k++] = reinterpret_cast<uintptr_t>(t.data_ptr());
+  for (int64_t v : *ints)
+    args[k++] = uint64_t(v);
+  args[k++] = reinterpret_cast<uintptr_t>(
+      c10::cuda::getCurrentCUDAStream().stream());
+  Kernel k2{r->launcher, r->lastError};
+  run(k2, r->name.c_str(), nullptr, [&](cudaStream_t) {
+    return kCallTable[params](r->launcher, args);
+  });
+  return outputs;
+}
+
 // The modules' eager path (norm_opt.torch.layer_norm / rms_norm outside
 // torch.compile): torch's forward and our backward as one C++ autograd
 // function, so a layer costs the host no more than torch.nn's own.
@@ -320,6 +468,7 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
 } // namespace
 
 TORCH_LIBRARY_IMPL(norm_opt, CUDA, m) {
+  m.impl("launch", &launchRegion);
   m.impl("layer_norm_backward", &layerNormBackward);
   m.impl("rms_norm_backward", &rmsNormBackward);
 }
@@ -328,6 +477,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("register_kernel", &registerKernel);
   module.def("set_resolver", [](pybind11::object resolver) {
     gResolver = new pybind11::object(std::move(resolver));
+  });
+  module.def("register_region", &registerRegion);
+  module.def("set_region_resolver", [](pybind11::object resolver) {
+    gRegionResolver = new pybind11::object(std::move(resolver));
   });
   module.def("launches", [] { return gLaunches.load(); });
   module.def("capture_workspaces", [] { return gCaptureWorkspaces.load(); });

@@ -140,6 +140,8 @@ class Importer:
         self.dims = {}         # symbol -> SSA index value
         self.dim_sources = {}  # symbol -> (arg ssa, position)
         self.consts = {}
+        self.imported = []     # the nodes written as ops or views, in order
+        self.located = []      # those written as an op located by its name
 
     # -- SSA helpers --------------------------------------------------------
     def fresh(self, hint="v"):
@@ -204,6 +206,8 @@ class Importer:
                 self.argument(n)
             elif op == "call_function":
                 why = self.call(n)
+                if not why:
+                    self.imported.append(n["name"])
                 if why:
                     if "shape" in n and n.get("dtype") in DTYPES:
                         self.argument(n, why)
@@ -348,7 +352,7 @@ class Importer:
         return ssa, ty
 
     def generic(self, hint, maps, iterators, ins, shape, dtype, init, block,
-                body, yielded):
+                body, yielded, node=None):
         """Writes one linalg.generic over `iterators`: the Values `ins`, read
         through `maps` (the last one the output's), into `init` (a tensor of
         `shape` and `dtype`); the payload `body` over the block arguments
@@ -365,7 +369,12 @@ class Importer:
         for line in body:
             self.emit("  " + line)
         self.emit(f"  linalg.yield {yielded} : {dtype}")
-        self.emit(f"}} -> {ty}")
+        # The node's name as the op's location: what the region selection
+        # (norm_opt.fx_region) reads back from the pass's output.
+        loc = f' loc("{node}")' if node else ""
+        if node:
+            self.located.append(node)
+        self.emit(f"}} -> {ty}{loc}")
         return ssa
 
     @staticmethod
@@ -458,7 +467,8 @@ class Importer:
         block.append(f"%out: {dtype}")
         ssa = self.generic(_ident(n["name"])[:12] + "_", maps,
                            ['"parallel"'] * rank, ins, shape, dtype,
-                           self.empty(shape, dtype), block, body, r)
+                           self.empty(shape, dtype), block, body, r,
+                           node=n["name"])
         self.values[n["name"]] = Value(ssa, shape, dtype)
         return None
 
@@ -500,7 +510,8 @@ class Importer:
         body.append(f"%s = arith.addf {v}, %out : {acc}")
         ssa = self.generic(_ident(n["name"])[:12] + "_", [in_map, out_map],
                            iters, [x], shape, acc, filled,
-                           [f"%a0: {x.dtype}", f"%out: {acc}"], body, "%s")
+                           [f"%a0: {x.dtype}", f"%out: {acc}"], body, "%s",
+                           node=n["name"])
         self.values[n["name"]] = Value(ssa, shape, acc)
         if target == "aten.mean.dim":
             mean = dict(n, name=n["name"] + "_mean")

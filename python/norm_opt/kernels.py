@@ -150,13 +150,22 @@ def _entry_lock(into, name):
 
 
 def build(kind, n, dtype, weight_dtype, chip, options, into, norm_opt=None):
-    """Compiles one library into the directory `into`/<entry> unless it is
+    """Compiles one backward library into the directory `into`/<entry>
+    unless it is there (build_source). Returns its path."""
+    return build_source(source(kind, n, dtype, weight_dtype),
+                        entry_name(kind, n, dtype, weight_dtype, chip,
+                                   options),
+                        f"lib{function_name(kind)}.so", chip, options, into,
+                        norm_opt)
+
+
+def build_source(text, name, libname, chip, options, into, norm_opt=None):
+    """Compiles the MLIR `text` into `into`/`name`/`libname` unless it is
     there. Several builders of one entry take turns on a lock, and each
     entry appears whole (compiled in a scratch folder, then renamed), so a
     reader never sees half a library. Returns its path."""
-    name = entry_name(kind, n, dtype, weight_dtype, chip, options)
     final = pathlib.Path(into) / name
-    lib = final / f"lib{function_name(kind)}.so"
+    lib = final / libname
     if lib.is_file():
         return lib
     with _entry_lock(into, name):
@@ -164,8 +173,7 @@ def build(kind, n, dtype, weight_dtype, chip, options, into, norm_opt=None):
             return lib
         scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}.", dir=into))
         try:
-            _compile(source(kind, n, dtype, weight_dtype), chip=chip,
-                     emit="lib", output=scratch / lib.name,
+            _compile(text, chip=chip, emit="lib", output=scratch / lib.name,
                      norm_opt=norm_opt, **options)
             try:
                 os.rename(scratch, final)
@@ -175,6 +183,28 @@ def build(kind, n, dtype, weight_dtype, chip, options, into, norm_opt=None):
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return lib
+
+
+def source_library(text, function, chip="sm_90a", options=None,
+                   norm_opt=None):
+    """The Library compiled from the MLIR `text` (one function, `function`):
+    a torch.compile region (norm_opt.torch). Found ahead of time or cached
+    by the text, the options, the chip and the compiler, like library()."""
+    options = dict(options or {})
+    name = f"{function}-{chip}-{cache_key(text, chip, options)}"
+    libname = f"lib{function}.so"
+    for d in search_path():
+        if (d / name / libname).is_file():
+            return Library(d / name / libname)
+    try:
+        cache = cache_dir() / compiler_tag(norm_opt)
+    except NormOptNotFoundError:
+        cached = sorted(cache_dir().glob(f"compiler-*/{name}/{libname}"))
+        if cached:
+            return Library(cached[-1])
+        raise
+    return Library(build_source(text, name, libname, chip, options, cache,
+                                norm_opt))
 
 
 def library(kind, n, dtype, weight_dtype=None, chip="sm_90a", options=None,

@@ -69,6 +69,10 @@ def _stream_handle(stream, tensors):
                         "stream")
 
 
+def _nonunit(shape):
+    return tuple(d for d in shape if d != 1)
+
+
 class Function:
     """One C launcher of a Library; call it with the inputs then the outputs
     (see the module docstring)."""
@@ -263,11 +267,17 @@ class Function:
             rows *= d
         for spec, shape, _, _, _ in facts:
             where = f"{fn}: {spec.describe()}"
-            if spec.layout == "rows" and shape != lead:
+            # A rows / cols tensor may carry unit dims its type declares
+            # (torch's keepdim statistics, [rows..., 1]).
+            if spec.layout == "rows" and shape != lead and not (
+                    len(shape) == len(spec.shape)
+                    and _nonunit(shape) == _nonunit(lead)):
                 raise ArgumentError(f"{where} must have shape {lead} (the "
                                     f"rows of {owner.name}), got {shape}",
                                     spec.name)
-            if spec.layout == "cols" and shape != (cols,):
+            if spec.layout == "cols" and shape != (cols,) and not (
+                    len(shape) == len(spec.shape)
+                    and _nonunit(shape) == _nonunit((cols,))):
                 raise ArgumentError(f"{where} must have shape ({cols},) (the "
                                     f"cols of {owner.name}), got {shape}",
                                     spec.name)

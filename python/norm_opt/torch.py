@@ -403,166 +403,137 @@ class RMSNorm(torch.nn.RMSNorm):
         return rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
-# --- torch.compile: unmodified models' norm backwards on our kernels --------
+# --- torch.compile: the recognition pass on Inductor's backward graphs ------
+#
+# enable_compile_routing() installs a post-grad pass. On each backward graph
+# Inductor compiles it (norm_opt.compile_route): records the graph (the
+# fx_record format), asks norm_opt.fx_region which regions the recognition
+# pass fuses, compiles each region with norm-opt (cached on disk by its
+# MLIR, chip and compiler), and replaces it with one
+# `norm_opt::launch(key, inputs)`. Everything else stays Inductor's, and a
+# failure anywhere leaves the graph as it was, with a remark.
+
+_library.define("launch(str key, Tensor[] inputs) -> Tensor[]")
+
+
+class _RegionEntry:
+    """One compiled region: its launcher (a norm_opt.Function) and, per
+    output, its dtype and dims ((input, dim) or (-1, size))."""
+    __slots__ = ("fn", "outputs", "launches")
+
+    def __init__(self, fn, outputs):
+        self.fn, self.outputs, self.launches = fn, outputs, 0
+
+
+_regions = {}
+
+
+def _region_outputs(entry, inputs):
+    return [inputs[0].new_empty(
+        [inputs[i].shape[d] if i >= 0 else d for i, d in dims], dtype=dtype)
+        for dtype, dims in entry.outputs]
+
+
+def _region(key):
+    """The entry of `key`: registered by the route in this process, else
+    (a graph Inductor took from its cache) loaded from the library cache,
+    where the route left the outputs' shapes beside the library."""
+    entry = _regions.get(key)
+    if entry is None:
+        import json
+        function = key.rsplit("-", 2)[0]
+        for root in kernels.search_path() + [kernels.cache_dir()]:
+            for lib in sorted(root.glob(f"**/{key}/lib{function}.so")):
+                side = lib.with_name("region.json")
+                if side.is_file():
+                    from .library import Library
+                    outputs = [(getattr(torch, dtype), [tuple(d) for d in dims])
+                               for dtype, dims in json.loads(side.read_text())]
+                    register_region(key, Library(lib)[function], outputs)
+                    return _regions[key]
+        raise KeyError(f"norm_opt::launch: no compiled region {key}")
+    return entry
+
+
+def save_region_outputs(lib_path, outputs):
+    """region.json beside a region's library: its outputs (dtype, dims)."""
+    import json
+    side = pathlib.Path(lib_path).with_name("region.json")
+    if side.is_file():
+        return
+    tmp = side.with_name(f".region.{os.getpid()}.json")
+    tmp.write_text(json.dumps([[str(dtype).split(".")[-1], dims]
+                               for dtype, dims in outputs]))
+    os.replace(tmp, side)
+
+
+@torch.library.register_fake("norm_opt::launch")
+def _(key, inputs):
+    return _region_outputs(_region(key), inputs)
+
+
+def _launch_region(key, inputs):
+    """norm_opt::launch in Python (where the C++ ops are not built)."""
+    entry = _region(key)
+    tensors = [t if t.is_contiguous() else t.contiguous() for t in inputs]
+    outs = [torch.empty(o.shape, dtype=o.dtype, device=tensors[0].device)
+            for o in _region_outputs(entry, tensors)]
+    global _py_launches
+    _py_launches += 1
+    _run(tensors[0].device, entry.fn, *tensors, *outs)
+    return outs
+
+
+def _region_ints(key, tensors):
+    """The launcher's int parameters for these tensors (inputs, then
+    outputs), checked: the C++ launch keeps them per shape."""
+    entry = _region(key)  # registers it with the C++ ops if it was not
+    if not tensors:
+        return []
+    args = entry.fn.arguments(*tensors, stream=0)
+    return [int(a) for a in args[len(tensors):-1]]
+
+
+if _cpp is None:
+    _library.impl("launch", _launch_region, "CUDA")
+else:
+    _cpp.set_region_resolver(_region_ints)
+
+
+def register_region(key, fn, outputs):
+    """Makes `norm_opt::launch(key, ...)` run `fn` (a norm_opt.Function
+    whose tensors are the inputs then the outputs); `outputs`: per output,
+    (torch dtype, dims) as _RegionEntry keeps them."""
+    _regions[key] = _RegionEntry(fn, outputs)
+    if _cpp is not None:
+        lib = fn.library
+        _cpp.register_region(
+            key, fn.name, _address(fn._cfunc),
+            _address(lib._set_capture_allocator)
+            if lib._set_capture_allocator else 0,
+            _address(lib._last_error),
+            [c10_name(dtype) for dtype, _ in outputs],
+            [list(dims) for _, dims in outputs])
+
+
+def c10_name(dtype):
+    """c10's name of a torch dtype ("BFloat16")."""
+    return {torch.float32: "Float", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.float64: "Double"}[dtype]
+
 
 _routing = None
 
 
-def enable_compile_routing():
-    """Makes torch.compile (Inductor) run our kernels for the norm backwards
-    of unmodified models: `aten.native_layer_norm_backward` (nn.LayerNorm,
-    F.layer_norm) and, where torch has it, `aten._fused_rms_norm_backward`
-    (nn.RMSNorm, F.rms_norm on CUDA). Inductor's decompositions of those two
-    ops are turned off, so they stay whole in AOTAutograd's backward graph,
-    and a post-grad pass replaces each one our kernels cover (CUDA, one
-    normalized dim, a weight, bf16 / f16 / f32, a kernel that loads) with
-    torch.ops.norm_opt.layer_norm_backward / rms_norm_backward; the rest of
-    the graph stays Inductor's. Idempotent; returns the pass (its
-    `replaced` counts the nodes it rewrote)."""
+def enable_compile_routing(log=None):
+    """Makes torch.compile (Inductor) run norm-opt's fused kernels for the
+    norm backwards of unmodified models, in whatever spelling: each
+    backward graph's regions that the recognition pass fuses become one
+    launch each (norm_opt.compile_route). Idempotent; returns the pass
+    (its `regions` counts the regions it replaced, `remarks` says why the
+    others were not). `log(text)` also gets every remark."""
     global _routing
-    if _routing is not None:
-        return _routing
-    from torch._inductor import config as inductor_config
-    from torch._inductor import decomposition as inductor_decomp
-    from torch._inductor.custom_graph_pass import CustomGraphPass
-
-    aten = torch.ops.aten
-    targets = [aten.native_layer_norm_backward.default]
-    if hasattr(aten, "_fused_rms_norm_backward"):
-        targets.append(aten._fused_rms_norm_backward.default)
-    for op in targets:
-        inductor_decomp.decompositions.pop(op, None)
-
-    class _RouteNormBackward(CustomGraphPass):
-        def __init__(self, before):
-            self.before, self.replaced = before, 0
-
-        def __call__(self, graph):
-            if self.before is not None:
-                self.before(graph)
-            for node in list(graph.nodes):
-                if node.op == "call_function" and node.target in targets:
-                    self.replaced += _route(graph, node)
-
-        def uuid(self):
-            return ("norm_opt.route_norm_backward", 1)
-
-    _routing = _RouteNormBackward(inductor_config.post_grad_custom_post_pass)
-    inductor_config.post_grad_custom_post_pass = _routing
-    _enable_rms_patterns(inductor_config, CustomGraphPass)
+    if _routing is None:
+        from . import compile_route
+        _routing = compile_route.install(log)
     return _routing
-
-
-def _llama_rms(x, w, eps):
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return w * h.to(x.dtype)
-
-
-def _gemma_rms(x, w, eps):
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return (h * (1.0 + w.float())).to(x.dtype)
-
-
-def _llama_rms_ours(x, w, eps):
-    return _RMSNormFunction.apply(x, w, eps)
-
-
-def _gemma_rms_ours(x, w, eps):
-    return _RMSNormFunction.apply(x, (1.0 + w.float()).to(w.dtype), eps)
-
-
-def _enable_rms_patterns(inductor_config, CustomGraphPass):
-    """Hand-written RMSNorm modules (LLaMA's `w * (x * rsqrt(mean(x^2) +
-    eps))`, Gemma's `(1 + w)`): their forward and decomposed backward in
-    the joint graph become ours (torch's fused forward, our backward), by
-    Inductor's pattern matcher on the joint graph."""
-    from torch._inductor import pattern_matcher as pm
-
-    patterns = pm.PatternMatcherPass(pass_name="norm_opt_rms_norm")
-
-    def covered(match):
-        x, w = match.kwargs["x"].meta.get("val"), match.kwargs["w"].meta.get(
-            "val")
-        if (x is None or w is None or not x.is_cuda or w.dim() != 1
-                or x.dtype not in SUPPORTED_DTYPES
-                or w.dtype not in SUPPORTED_DTYPES
-                or not isinstance(x.shape[-1], int)):
-            return False
-        try:
-            _kernel("rms", x.shape[-1], x.dtype, w.dtype, x.device)
-        except Exception:
-            return False
-        return True
-
-    for dtype in SUPPORTED_DTYPES:
-        def example(shape, dtype=dtype):
-            return torch.empty(shape, device="cuda", dtype=dtype,
-                               requires_grad=True)
-        for search, replace in ((_llama_rms, _llama_rms_ours),
-                                (_gemma_rms, _gemma_rms_ours)):
-            pm.register_replacement(
-                search, replace, [example((2, 8, 64)), example((64,))],
-                pm.joint_fwd_bwd, patterns, extra_check=covered,
-                scalar_workaround={"eps": 1e-6})
-
-    class _RmsPatterns(CustomGraphPass):
-        def __init__(self, before):
-            self.before, self.replaced = before, 0
-
-        def __call__(self, graph):
-            if self.before is not None:
-                self.before(graph)
-            self.replaced += patterns.apply(graph)
-
-        def uuid(self):
-            return ("norm_opt.rms_norm_patterns", 1)
-
-    global _rms_patterns
-    _rms_patterns = _RmsPatterns(inductor_config.joint_custom_post_pass)
-    inductor_config.joint_custom_post_pass = _rms_patterns
-
-
-_rms_patterns = None
-
-
-def _route(graph, node):
-    """Replaces one norm-backward node with our op where we cover it; 1 if
-    it did."""
-    layer = node.target is torch.ops.aten.native_layer_norm_backward.default
-    if layer:
-        dy, x, shape, mean, rstd, weight = node.args[:6]
-    else:
-        dy, x, shape, rstd, weight = node.args[:5]
-    val = lambda n: getattr(n, "meta", {}).get("val")  # noqa: E731
-    xv, wv = val(x), val(weight) if weight is not None else None
-    if (xv is None or wv is None or len(shape) != 1 or not xv.is_cuda
-            or xv.dtype not in SUPPORTED_DTYPES
-            or wv.dtype not in SUPPORTED_DTYPES or wv.dim() != 1
-            or not isinstance(xv.shape[-1], int) or val(dy) is None
-            or val(dy).dtype != xv.dtype):
-        return 0
-    try:  # load (or compile) the kernel now, not at the first step
-        _kernel("layer" if layer else "rms", xv.shape[-1], xv.dtype,
-                wv.dtype, xv.device)
-    except Exception:  # no kernel for this N / dtype: Inductor's path
-        return 0
-    with graph.inserting_before(node):
-        if layer:
-            new = graph.call_function(
-                torch.ops.norm_opt.layer_norm_backward.default,
-                (dy, x, mean, rstd, weight))
-        else:
-            new = graph.call_function(
-                torch.ops.norm_opt.rms_norm_backward.default,
-                (dy, x, rstd, weight))
-    old = list(val(node))
-    with wv.fake_mode:
-        outs = [old[0] if old[0] is not None else torch.empty_like(xv)]
-        outs += [o if o is not None else torch.empty_like(wv)
-                 for o in old[1:]]
-    new.meta["val"] = tuple(outs)
-    node.replace_all_uses_with(new)
-    graph.erase_node(node)
-    return 1

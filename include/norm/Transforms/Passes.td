@@ -112,7 +112,14 @@ def NormFuseMixedReductions
   let options = [
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per candidate reduction: fused (with the group's "
-           "size) or why not">
+           "size) or why not">,
+    Option<"rowOnly", "row-only", "bool", /*default=*/"false",
+           "Also fuse a group that has row reductions but no column "
+           "reduction (a norm backward without affine parameters, OLMo's "
+           "LayerNorm): one pass over the rows, with no partials. Off by "
+           "default, since a forward norm or a softmax backward is such a "
+           "group too; the torch.compile route turns it on for the "
+           "backward graphs it hands over">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

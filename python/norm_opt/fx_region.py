@@ -1,0 +1,395 @@
+#===- fx_region.py - the regions of a torch graph the pass fuses ----------===#
+"""Region selection (issue 40, item 2), without torch: which parts of a
+recorded ATen graph (FORMAT 1, norm_opt.fx_import) become one launch of a
+norm-opt kernel group. The recognition pass decides; this module only asks.
+
+The steps, one function each:
+  1. `components`: the nodes the importer writes as ops (`compute`) and as
+     views or no-op casts (`transparent`); the compute nodes joined through
+     their uses, views looked through, form connected components; those
+     with a reduction are the candidate regions. Matmuls, convolutions,
+     attention, collectives and every op the importer does not cover are
+     not compute nodes, so they end the regions.
+  2. `subgraph`: one region as a graph of its own: the values it reads are
+     placeholders, the views it reads through come with it, and the compute
+     nodes read outside it (through views or not) are its outputs.
+  3. `refine`: the region imported (each op located by its node's name) and
+     run through --norm-fuse-mixed-reductions. The fused op's location lists
+     its members (a FusedLoc), and every op left outside a group keeps its
+     node's name. A region that is exactly one group is done; otherwise
+     each group's members are a region of their own, asked again, and
+     nodes no group takes stay Inductor's. A region without a group is
+     dropped with the pass's remark.
+The regions returned are lists of compute node names; `subgraph` gives
+their inputs and outputs (node names), in order, for the caller's rewrite.
+"""
+
+import re
+import subprocess
+
+from . import fx_import
+
+VIEW_TARGETS = set(fx_import.VIEWS) | set(fx_import.CASTS)
+
+
+class Region:
+    """One region: its compute nodes, and the graph `subgraph` made of it
+    (inputs, outputs: node names; mlir: the imported function)."""
+
+    def __init__(self, compute, inputs, outputs, graph, mlir, fused):
+        self.compute, self.inputs, self.outputs = compute, inputs, outputs
+        self.graph, self.mlir, self.fused = graph, mlir, fused
+
+    def __repr__(self):
+        return (f"Region({len(self.compute)} ops, {len(self.inputs)} inputs, "
+                f"{len(self.outputs)} outputs)")
+
+
+def classify(graph):
+    """(compute, transparent, importer) for the whole graph: the nodes that
+    become ops, and the views / same-dtype casts that write nothing."""
+    imp = fx_import.Importer(graph)
+    imp.run()
+    written = set(imp.located)
+    compute = [n for n in imp.imported if n in written]
+    transparent = {n for n in imp.imported if n not in written}
+    return compute, transparent, imp
+
+
+def _users(graph):
+    users = {}
+    for n in graph["nodes"]:
+        for ref in set(fx_import._refs(n.get("args", [])) +
+                       fx_import._refs(n.get("kwargs", {}))):
+            users.setdefault(ref, []).append(n["name"])
+    return users
+
+
+def levels(graph, importable):
+    """Per node: how many ops the importer does not take (matmuls,
+    attention, ...) lie on the longest path from it to the graph's outputs.
+    A path that leaves the imported ops and comes back passes one, so nodes
+    of one level never depend on each other through the rest of the graph:
+    a region of one level cannot be an input of itself once imported (the
+    pass, which sees such ops only as function arguments, could not tell).
+    Counted towards the outputs (as late as possible), a recomputation of
+    a forward value shares the level of the backward ops that read it."""
+    users = _users(graph)
+    kind = {n["name"]: n["op"] for n in graph["nodes"]}
+    level = {}
+    for n in reversed(graph["nodes"]):
+        best = 0
+        for u in users.get(n["name"], []):
+            if u in level:
+                step = 0 if u in importable or kind[u] == "output" else 1
+                best = max(best, level[u] + step)
+        level[n["name"]] = best
+    return level
+
+
+def components(graph):
+    """Step 1: the candidate regions (lists of compute node names, in graph
+    order), each connected and holding at least one reduction."""
+    compute, transparent, _ = classify(graph)
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    parent = {c: c for c in compute}
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def bases(ref, seen):
+        """The compute nodes `ref` reads, through views."""
+        if ref in parent:
+            return [ref]
+        if ref in transparent and ref not in seen:
+            seen.add(ref)
+            n = by_name[ref]
+            return [b for r in fx_import._refs(n.get("args", []))
+                    for b in bases(r, seen)]
+        return []
+
+    def outside(ref, seen):
+        """The values from outside the compute nodes `ref` reads."""
+        if ref in parent:
+            return []
+        if ref in transparent and ref not in seen:
+            seen.add(ref)
+            n = by_name[ref]
+            return [o for r in fx_import._refs(n.get("args", []))
+                    for o in outside(r, seen)]
+        return [ref] if ref in by_name else []
+
+    # Joined: a compute node and what it reads; compute nodes that read one
+    # tensor of two or more dims from outside (x, dy, a statistic: what the
+    # pass's groups share; a weight is left out). Only nodes of one level
+    # join (`levels`): a region never reads what it feeds through a matmul.
+    level = levels(graph, set(compute) | transparent)
+    readers = {}
+    for c in compute:
+        n = by_name[c]
+        for ref in fx_import._refs(n.get("args", [])):
+            for b in bases(ref, set()):
+                if level[b] == level[c]:
+                    parent[find(b)] = find(c)
+            for o in outside(ref, set()):
+                readers.setdefault(o, []).append(c)
+    for o, cs in readers.items():
+        if len(by_name[o].get("shape", [])) >= 2:
+            for c in cs[1:]:
+                if level[c] == level[cs[0]]:
+                    parent[find(c)] = find(cs[0])
+    groups = {}
+    for c in compute:
+        groups.setdefault(find(c), []).append(c)
+    return [members for members in groups.values()
+            if any(by_name[m].get("target") in fx_import.REDUCTIONS
+                   for m in members)]
+
+
+def subgraph(graph, compute, name="region"):
+    """Step 2: (graph, inputs, outputs) of the region `compute` (names)."""
+    _, transparent, _ = classify(graph)
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    users = _users(graph)
+    compute_set = set(compute)
+    include, inputs = set(compute), []
+
+    def visit(ref):
+        if ref in include or ref in inputs:
+            return
+        if ref in transparent:
+            include.add(ref)
+            for r in fx_import._refs(by_name[ref].get("args", [])):
+                visit(r)
+        else:
+            inputs.append(ref)
+
+    for c in compute:
+        for r in fx_import._refs(by_name[c].get("args", [])) + \
+                fx_import._refs(by_name[c].get("kwargs", {})):
+            visit(r)
+
+    def escapes(ref, seen):
+        for u in users.get(ref, []):
+            if u in compute_set:
+                continue
+            if u in transparent and u not in seen:
+                seen.add(u)
+                if escapes(u, seen):
+                    return True
+            elif u not in transparent:
+                return True
+        return False
+
+    order = {n["name"]: i for i, n in enumerate(graph["nodes"])}
+    inputs.sort(key=order.get)
+    outputs = [c for c in sorted(compute, key=order.get)
+               if escapes(c, set())]
+    nodes = []
+    for ref in inputs:
+        src = by_name[ref]
+        node = {"name": ref, "op": "placeholder", "args": []}
+        for key in ("shape", "dtype", "stride"):
+            if key in src:
+                node[key] = src[key]
+        nodes.append(node)
+    nodes += [by_name[n] for n in sorted(include, key=order.get)]
+    nodes.append({"name": "output", "op": "output",
+                  "args": [[{"node": o} for o in outputs]]})
+    sub = {"format": fx_import.FORMAT, "name": name, "nodes": nodes}
+    # Symbolic sizes a view reads are placeholders too, but not tensors.
+    return sub, [i for i in inputs if "shape" in by_name[i]], outputs
+
+
+_FUSED = re.compile(r'norm\.mixed_reduction\b.*?\)\s*loc\(fused\[(.*?)\]\)\s*$',
+                    re.S | re.M)
+_MEMBER = re.compile(r'"([^"]+)"(?!:)')
+_LEFT = re.compile(r'^\s*%\S+ = linalg\.generic\b.*?\}\s*->\s*tensor<[^>]*>\s*'
+                   r'loc\("([^"]+)"\)\s*$', re.S | re.M)
+
+
+def parse_fusion(text):
+    """(groups, left): the members of each fused op (node names, from its
+    FusedLoc) and the located ops no group took, in the pass's output
+    printed with -mlir-print-debuginfo -mlir-print-local-scope."""
+    groups = []
+    for block in _FUSED.findall(text):
+        groups.append(_MEMBER.findall(block))
+    # A generic's region nests; only ops printed at the function's level
+    # (4 spaces in) are left outside a group.
+    left = [m.group(1) for m in _LEFT.finditer(text)
+            if m.group(0).startswith("    %")
+            and not m.group(0).startswith("     ")]
+    return groups, left
+
+
+def fuse_with(norm_opt, row_only=True):
+    """The oracle `refine` asks: runs `norm_opt` (a path) over an imported
+    function; returns (groups, left, remarks, fused MLIR). Backward graphs
+    take row-only groups too (a norm without affine parameters)."""
+    option = "remarks=true" + (" row-only=true" if row_only else "")
+    def fuse(mlir):
+        proc = subprocess.run(
+            [norm_opt, "-", f"--norm-fuse-mixed-reductions={option}",
+             "-mlir-print-debuginfo", "-mlir-print-local-scope",
+             "-mlir-print-op-on-diagnostic=false"],
+            input=mlir, capture_output=True, text=True)
+        remarks = [line for line in proc.stderr.splitlines()
+                   if "remark:" in line or "error:" in line]
+        if proc.returncode != 0:
+            return [], [], remarks or [proc.stderr.strip()], None
+        groups, left = parse_fusion(proc.stdout)
+        return groups, left, remarks, proc.stdout
+    return fuse
+
+
+def canonical(norm_opt, fused, name="norm_region"):
+    """The fused function as the compile takes it: renamed `name`, printed
+    by `norm_opt` without locations, so that regions of one spelling and
+    shape (every layer of a model) are one text, one library."""
+    head, rest = fused.split("func.func @", 1)
+    rest = rest.split("(", 1)[1]
+    proc = subprocess.run([norm_opt, "-"], capture_output=True, text=True,
+                          input=f"{head}func.func @{name}({rest}")
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip())
+    return proc.stdout
+
+
+def refine(graph, candidate, fuse, name="region", log=None, limit=16):
+    """Step 3: the Regions the pass makes of one candidate (compute node
+    names), each exactly one group. `fuse(mlir) -> (groups, left, remarks, fused)`
+    is the oracle (fuse_with: also the fused MLIR, which the Region keeps
+    for the compile). `log(text)` gets what was not taken."""
+    done, work, seen, retried = [], [list(candidate)], set(), set()
+    while work and limit:
+        limit -= 1
+        region = work.pop(0)
+        key = frozenset(region)
+        if not region or key in seen:
+            continue
+        seen.add(key)
+        by_name = {n["name"]: n for n in graph["nodes"]}
+        if not any(by_name[c].get("target") in fx_import.REDUCTIONS
+                   for c in region):
+            continue  # what is left of a group: elementwise only
+        sub, inputs, outputs = subgraph(graph, region,
+                                        f"{name}{len(done)}")
+        mlir, remarks = fx_import.import_graph(sub)
+        groups, left, pass_remarks, fused = fuse(mlir)
+        members = [[m for m in g if m in key] for g in groups]
+        if not members and key not in retried:
+            # Not fused as a whole: once more without the ops whose tensors
+            # follow only some of the row dims (a position embedding added
+            # to x, its gradient summed over the batch), which the pass
+            # refuses for the whole group; they stay Inductor's.
+            retried.add(key)
+            narrowed = domain_filter(graph, region)
+            if narrowed and len(narrowed) < len(region):
+                retried.add(frozenset(narrowed))
+                seen.discard(frozenset(narrowed))
+                work.append(narrowed)
+                continue
+        if not members:
+            if log:
+                log(f"{region[0]}..{region[-1]} ({len(region)} ops): not "
+                    f"fused: " + "; ".join(_short(r) for r in pass_remarks
+                                          if "not fused" in r or
+                                          "error" in r)[:400])
+            continue
+        if len(members) == 1 and not left:
+            done.append(Region(region, inputs, outputs, sub, mlir, fused))
+            continue
+        if log and left:
+            log(f"left to Inductor: {', '.join(left)}")
+        order = {c: i for i, c in enumerate(region)}
+        keep = [c for c in region if c not in set(left)]
+        if len(members) == 1:
+            work.append(keep)
+            continue
+        # Several groups: one region each, with the ops the pass took into
+        # no group's location (row statistics folded into a group's
+        # payload) going with the group whose members they feed.
+        taken = {m for g in members for m in g}
+        absorbed = [c for c in keep if c not in taken]
+        for g in members:
+            feeds = _feeding(graph, absorbed, set(g))
+            work.append(sorted(set(g) | feeds, key=order.get))
+    return done
+
+
+def domain_filter(graph, region):
+    """The region without the nodes that read or write a tensor indexed by
+    only some of the row dims of the region's widest shape [rows..., N]
+    (full, rows [rows..., 1], cols [1..., N] and scalars are kept)."""
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    shapes = [by_name[c].get("shape", []) for c in region]
+    full = max(shapes, key=lambda s: (len(s), shapes.count(s)))
+
+    def fits(shape):
+        if len(shape) > len(full):
+            return False
+        s = [1] * (len(full) - len(shape)) + list(shape)
+        same = [a == b for a, b in zip(s, full)]
+        unit = [a == 1 for a in s]
+        lead_same, lead_unit = all(same[:-1]), all(unit[:-1])
+        return (lead_same or lead_unit) and (same[-1] or unit[-1])
+
+    keep = []
+    for c in region:
+        n = by_name[c]
+        operands = [by_name[r].get("shape", []) for r in
+                    fx_import._refs(n.get("args", [])) if r in by_name
+                    and "shape" in by_name[r]]
+        if fits(n.get("shape", [])) and all(fits(s) for s in operands):
+            keep.append(c)
+    return keep
+
+
+def _feeding(graph, candidates, targets):
+    """The candidates from which a target is reached (through any nodes)."""
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    memo = {}
+
+    def reaches(name, depth=0):
+        if name in memo:
+            return memo[name]
+        memo[name] = False
+        hit = name in targets
+        if not hit and depth < 64:
+            for u in _users_of(graph).get(name, []):
+                if reaches(u, depth + 1):
+                    hit = True
+                    break
+        memo[name] = hit
+        return hit
+
+    del by_name
+    return {c for c in candidates if reaches(c)}
+
+
+_USERS = {}
+
+
+def _users_of(graph):
+    key = id(graph)
+    if key not in _USERS:
+        _USERS.clear()
+        _USERS[key] = _users(graph)
+    return _USERS[key]
+
+
+def _short(remark):
+    return remark.split("remark: ", 1)[-1]
+
+
+def select(graph, fuse, log=None):
+    """Every region of `graph` the pass fuses (see the module docstring)."""
+    out = []
+    for i, candidate in enumerate(components(graph)):
+        out += refine(graph, candidate, fuse,
+                      f"{graph.get('name', 'graph')}_r{i}_", log)
+    return out
