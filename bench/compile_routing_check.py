@@ -17,6 +17,7 @@ regions the route replaced, and our kernel launches.
 """
 
 import copy
+import os
 import sys
 
 import torch
@@ -102,6 +103,12 @@ def main():
              ("Gemma RMSNorm", GemmaRMSNorm, True),
              ("Cohere LN f32", CohereLayerNorm, True),
              ("OLMo LN", OlmoLayerNorm, True)]
+    only = os.environ.get("NORM_ROUTING_CASES")  # "OLMo LN,nn.RMSNorm"
+    if only:
+        cases = [c for c in cases if c[0] in only.split(",")]
+        if not cases:
+            print(f"FAIL: no case named in $NORM_ROUTING_CASES={only}")
+            return 1
     # Eager references first, before the routing changes Inductor.
     data = []
     for name, norm, routed in cases:

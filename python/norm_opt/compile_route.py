@@ -162,8 +162,10 @@ def output_dims(region):
     size)]), sizes named by a symbol found on an input's dim."""
     by_name = {n["name"]: n for n in region.graph["nodes"]}
     where = {}
-    for i, name in enumerate(region.inputs):
-        for d, size in enumerate(by_name[name]["shape"]):
+    for i, (name, perm) in enumerate(zip(region.inputs,
+                                         region.input_perms)):
+        shape = by_name[name]["shape"]
+        for d, size in enumerate([shape[p] for p in perm]):
             if isinstance(size, str):
                 where.setdefault(size, (i, d))
     out = []
@@ -221,6 +223,17 @@ def rewrite(graph, region, nodes, key):
     with graph.inserting_after(last):
         launch = graph.call_function(torch.ops.norm_opt.launch.default,
                                      (key, inputs))
+    # Inputs in memory order (channels-last read as [B, H, W, C]): a view.
+    args = []
+    for node, perm in zip(inputs, region.input_perms):
+        if perm != list(range(len(perm))):
+            with graph.inserting_before(launch):
+                view = graph.call_function(torch.ops.aten.permute.default,
+                                           (node, perm))
+            view.meta["val"] = _val(node).permute(perm)
+            node = view
+        args.append(node)
+    launch.args = (key, args)
     fake = [_val(nodes[o]) for o in region.outputs]
     launch.meta["val"] = [_contiguous_like(v) for v in fake]
     prev = launch

@@ -142,6 +142,7 @@ class Importer:
         self.consts = {}
         self.imported = []     # the nodes written as ops or views, in order
         self.located = []      # those written as an op located by its name
+        self.arg_perms = {}    # argument -> its dims in memory order
 
     # -- SSA helpers --------------------------------------------------------
     def fresh(self, hint="v"):
@@ -180,12 +181,19 @@ class Importer:
     def argument(self, node, why=None):
         shape, dtype = node["shape"], DTYPES[node["dtype"]]
         ssa = f"%{_ident(node['name'])}"
-        ty = tensor_type(shape, dtype)
+        # A placeholder laid out as a permutation of its dims (channels-
+        # last) is the argument in its memory order, read through a map.
+        perm = physical_order(shape, node.get("stride"))
+        physical = [shape[p] for p in perm]
+        self.arg_perms[node["name"]] = perm
+        ty = tensor_type(physical, dtype)
         self.args.append((ssa, ty))
-        for pos, d in enumerate(shape):
+        for pos, d in enumerate(physical):
             if isinstance(d, str) and d not in self.dim_sources:
                 self.dim_sources[d] = (ssa, pos, ty)
-        self.values[node["name"]] = Value(ssa, shape, dtype)
+        self.values[node["name"]] = Value(ssa, shape, dtype, physical,
+                                          [perm.index(i)
+                                           for i in range(len(shape))])
         if why:
             self.remarks.append(f"{node['name']}: boundary ({why}): a "
                                 "function argument")
@@ -519,6 +527,27 @@ class Importer:
                              shape, acc)
             self.values[n["name"]] = self.values[mean["name"]]
         return None
+
+
+def physical_order(shape, stride):
+    """The dims of a tensor in memory order (outermost first) when its
+    strides are a dense permutation of them that is not the identity (a
+    channels-last tensor read as [B, C, H, W]); else the identity."""
+    rank = len(shape)
+    identity = list(range(rank))
+    if not stride or len(stride) != rank or not all(
+            isinstance(v, int) for v in list(shape) + list(stride)):
+        return identity
+    perm = sorted(identity, key=lambda d: (-stride[d], d))
+    expected = 1
+    for d in reversed(perm):
+        if shape[d] != 1 and stride[d] != expected:
+            return identity
+        expected *= shape[d]
+    moved = [d for d in perm if shape[d] != 1]
+    if moved == sorted(moved):
+        return identity
+    return perm
 
 
 def _ident(name):

@@ -40,14 +40,35 @@ class Region:
         self.compute, self.inputs, self.outputs = compute, inputs, outputs
         self.graph, self.mlir, self.fused = graph, mlir, fused
 
+    @property
+    def input_perms(self):
+        """Per input: its dims in memory order (the launch reads each input
+        permuted so, contiguous; the identity for most)."""
+        by_name = {n["name"]: n for n in self.graph["nodes"]}
+        return [fx_import.physical_order(by_name[i]["shape"],
+                                         by_name[i].get("stride"))
+                for i in self.inputs]
+
     def __repr__(self):
         return (f"Region({len(self.compute)} ops, {len(self.inputs)} inputs, "
                 f"{len(self.outputs)} outputs)")
 
 
+_CLASSIFIED = {}
+
+
 def classify(graph):
     """(compute, transparent, importer) for the whole graph: the nodes that
-    become ops, and the views / same-dtype casts that write nothing."""
+    become ops, and the views / same-dtype casts that write nothing (kept
+    for the graph last asked about: every region asks again)."""
+    key = id(graph)
+    if key not in _CLASSIFIED or _CLASSIFIED[key][0] is not graph:
+        _CLASSIFIED.clear()
+        _CLASSIFIED[key] = (graph, _classify(graph))
+    return _CLASSIFIED[key][1]
+
+
+def _classify(graph):
     imp = fx_import.Importer(graph)
     imp.run()
     written = set(imp.located)
@@ -65,26 +86,27 @@ def _users(graph):
     return users
 
 
-def levels(graph, importable):
-    """Per node: how many ops the importer does not take (matmuls,
-    attention, ...) lie on the longest path from it to the graph's outputs.
-    A path that leaves the imported ops and comes back passes one, so nodes
-    of one level never depend on each other through the rest of the graph:
-    a region of one level cannot be an input of itself once imported (the
-    pass, which sees such ops only as function arguments, could not tell).
-    Counted towards the outputs (as late as possible), a recomputation of
-    a forward value shares the level of the backward ops that read it."""
+def beyond(graph, importable):
+    """Per node: the nodes reached from it along a path through at least one
+    op the importer does not take (a matmul, attention, ...), as a bitset
+    over the node order. Two nodes one of which is beyond the other must
+    not share a region: the pass, which sees such ops only as function
+    arguments and results, would make a region that feeds itself."""
+    nodes = graph["nodes"]
+    index = {n["name"]: i for i, n in enumerate(nodes)}
     users = _users(graph)
-    kind = {n["name"]: n["op"] for n in graph["nodes"]}
-    level = {}
-    for n in reversed(graph["nodes"]):
-        best = 0
-        for u in users.get(n["name"], []):
-            if u in level:
-                step = 0 if u in importable or kind[u] == "output" else 1
-                best = max(best, level[u] + step)
-        level[n["name"]] = best
-    return level
+    reach, past = {}, {}
+    for n in reversed(nodes):
+        name = n["name"]
+        r = p = 0
+        for u in users.get(name, []):
+            if u not in index:
+                continue
+            r |= (1 << index[u]) | reach[u]
+            # A user the importer does not take: all it reaches is beyond.
+            p |= past[u] if u in importable else (1 << index[u]) | reach[u]
+        reach[name], past[name] = r, p
+    return past, index
 
 
 def components(graph):
@@ -124,23 +146,32 @@ def components(graph):
 
     # Joined: a compute node and what it reads; compute nodes that read one
     # tensor of two or more dims from outside (x, dy, a statistic: what the
-    # pass's groups share; a weight is left out). Only nodes of one level
-    # join (`levels`): a region never reads what it feeds through a matmul.
-    level = levels(graph, set(compute) | transparent)
+    # pass's groups share; a weight is left out). Two sets join only where
+    # neither is beyond the other (`beyond`).
+    past, index = beyond(graph, set(compute) | transparent)
+    members = {c: 1 << index[c] for c in compute}
+    ahead = {c: past[c] for c in compute}
+
+    def join(a, b):
+        ra, rb = find(a), find(b)
+        if ra == rb or ahead[ra] & members[rb] or ahead[rb] & members[ra]:
+            return
+        parent[ra] = rb
+        members[rb] |= members[ra]
+        ahead[rb] |= ahead[ra]
+
     readers = {}
     for c in compute:
         n = by_name[c]
         for ref in fx_import._refs(n.get("args", [])):
             for b in bases(ref, set()):
-                if level[b] == level[c]:
-                    parent[find(b)] = find(c)
+                join(b, c)
             for o in outside(ref, set()):
                 readers.setdefault(o, []).append(c)
     for o, cs in readers.items():
         if len(by_name[o].get("shape", [])) >= 2:
             for c in cs[1:]:
-                if level[c] == level[cs[0]]:
-                    parent[find(c)] = find(cs[0])
+                join(c, cs[0])
     groups = {}
     for c in compute:
         groups.setdefault(find(c), []).append(c)
@@ -273,9 +304,8 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
             continue
         seen.add(key)
         by_name = {n["name"]: n for n in graph["nodes"]}
-        if not any(by_name[c].get("target") in fx_import.REDUCTIONS
-                   for c in region):
-            continue  # what is left of a group: elementwise only
+        if not any(_is_row_reduction(by_name[c]) for c in region):
+            continue  # no row reduction: no group to ask the pass about
         sub, inputs, outputs = subgraph(graph, region,
                                         f"{name}{len(done)}")
         mlir, remarks = fx_import.import_graph(sub)
@@ -347,6 +377,19 @@ def domain_filter(graph, region):
         if fits(n.get("shape", [])) and all(fits(s) for s in operands):
             keep.append(c)
     return keep
+
+
+def _is_row_reduction(node):
+    """Whether a node may be a row reduction: a sum or mean over one dim
+    that is not the first (a norm's N, last or in the middle). A cheap
+    filter before the pass is asked: it decides."""
+    if node.get("target") not in fx_import.REDUCTIONS:
+        return False
+    args = node.get("args", [])
+    dims = args[1] if len(args) > 1 else node.get("kwargs", {}).get("dim")
+    if not isinstance(dims, list) or len(dims) != 1:
+        return False
+    return dims[0] != 0
 
 
 def _feeding(graph, candidates, targets):
