@@ -436,3 +436,52 @@ def select(graph, fuse, log=None):
         out += refine(graph, candidate, fuse,
                       f"{graph.get('name', 'graph')}_r{i}_", log)
     return out
+
+
+def main(argv=None):
+    import argparse
+    import json
+    import os
+    import sys
+    from .compiler import find_norm_opt
+    p = argparse.ArgumentParser(
+        prog="python3 -m norm_opt.fx_region",
+        description="The regions of a recorded graph the recognition pass "
+                    "fuses, as the torch.compile route selects them.")
+    p.add_argument("graph", help="a recorded graph (fx_record's JSON)")
+    p.add_argument("--norm-opt", default=None, help="norm-opt to ask")
+    p.add_argument("--remarks", action="store_true",
+                   help="print why the rest was left alone")
+    p.add_argument("--emit-dir", default=None,
+                   help="write each distinct region's MLIR (as the route "
+                        "compiles it) to DIR/region<i>.mlir")
+    args = p.parse_args(argv)
+    norm_opt = find_norm_opt(args.norm_opt)
+    with open(args.graph) as f:
+        graph = json.load(f)
+    remarks = []
+    regions = select(graph, fuse_with(norm_opt), log=remarks.append)
+    texts = []
+    for i, r in enumerate(regions):
+        text = canonical(norm_opt, r.fused)
+        if text not in texts:
+            texts.append(text)
+            if args.emit_dir:
+                os.makedirs(args.emit_dir, exist_ok=True)
+                with open(os.path.join(args.emit_dir,
+                                       f"region{len(texts) - 1}.mlir"),
+                          "w") as f:
+                    f.write(text)
+        print(f"region {i}: {len(r.compute)} ops ({r.compute[0]}.."
+              f"{r.compute[-1]}), inputs {', '.join(r.inputs)}; outputs "
+              f"{', '.join(r.outputs)}; library {texts.index(text)}")
+    if args.remarks:
+        for text in remarks:
+            print(f"remark: {text}")
+    print(f"regions: {len(regions)} ({len(texts)} distinct)")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())
