@@ -230,7 +230,10 @@ class Importer:
             elif op == "output":
                 outs = n["args"][0] if n["args"] else []
                 for ref in _refs(outs):
-                    if ref not in self.boundary_inputs:
+                    # A graph output that was not imported (its remark
+                    # says why) is no result of the function.
+                    if ref in self.values and ref not in \
+                            self.boundary_inputs:
                         self.boundary_inputs.append(ref)
         for ref in self.boundary_inputs:
             v = self.values[ref]
