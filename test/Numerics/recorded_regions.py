@@ -15,7 +15,11 @@ that compared nothing fails. --perturb scales one reference output by
 1 + 2e-2: every region must then fail (the self-check).
 
   recorded_regions.py --opt norm-opt --runner mlir-runner
-      [--shared-lib-dir DIR] [--rows 1] [--perturb] GRAPH.json...
+      [--shared-lib-dir DIR] [--rows 1] [--perturb] [--generated K]
+      [--seed S] GRAPH.json...
+
+--generated K adds K graphs of aten_graphs.py (the norm_diffgen styles
+written as Inductor's ATen): each must become exactly one region.
 Python 3.11 standard library only (PYTHONPATH=python:test/lib-python).
 """
 
@@ -28,6 +32,7 @@ import sys
 import tempfile
 
 sys.dont_write_bytecode = True
+import aten_graphs  # noqa: E402
 import norm_numerics as nn  # noqa: E402
 from norm_opt import fx_eval, fx_import, fx_region  # noqa: E402
 
@@ -112,7 +117,11 @@ def check_region(region, args, work, libs, index):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("graphs", nargs="+")
+    ap.add_argument("graphs", nargs="*")
+    ap.add_argument("--generated", type=int, default=0,
+                    help="also K generated graphs (aten_graphs.py): each "
+                         "must become exactly one region")
+    ap.add_argument("--seed", default="1")
     ap.add_argument("--opt", default="norm-opt")
     ap.add_argument("--runner", default="mlir-runner")
     ap.add_argument("--shared-lib-dir", default="")
@@ -123,14 +132,25 @@ def main():
     fuse = fx_region.fuse_with(args.opt)
     checked = failed = 0
     with tempfile.TemporaryDirectory(prefix="norm-regions-") as work:
-        for path in args.graphs:
-            with open(path) as f:
-                graph = json.load(f)
-            for region in fx_region.select(graph, fuse):
+        todo = [(os.path.basename(p), p, None) for p in args.graphs]
+        todo += [(f"generated {i}", None, i) for i in range(args.generated)]
+        for name, path, index in todo:
+            if path is not None:
+                with open(path) as f:
+                    graph = json.load(f)
+            else:
+                graph, style = aten_graphs.generate(index, args.seed)
+                name += " " + ",".join(f"{k}={v}" for k, v in style.items())
+            regions = fx_region.select(graph, fuse)
+            if index is not None and len(regions) != 1:
+                failed += 1
+                checked += 1
+                print(f"FAIL {name}: {len(regions)} regions, expected 1")
+                continue
+            for region in regions:
                 errs, notes = check_region(region, args, work, libs, checked)
                 checked += 1
                 failed += bool(notes)
-                name = os.path.basename(path)
                 worst = max(errs, default=float("nan"))
                 print(f"{'FAIL' if notes else 'PASS'} {name} "
                       f"{region.compute[0]}.. ({len(region.compute)} ops, "
