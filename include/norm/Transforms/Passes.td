@@ -83,7 +83,9 @@ def NormFuseMixedReductions
 
     Each group becomes one `norm.mixed_reduction` whose regions hold the
     cloned scalar payloads; the group's ops and the helpers only they used
-    are erased. Everything else stays exactly as it was. A group is left
+    are erased. The fused op's location is a `FusedLoc` of its members'
+    locations (as upstream's fusions do), so a host compiler can read which
+    of its ops a group took (the torch.compile route does). Everything else stays exactly as it was. A group is left
     alone (and a remark says why) when one pass over the rows would be
     wrong or impossible: a column-reduction result that feeds the row
     computation, reductions over different domains, a non-additive
