@@ -17,34 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from compile_routing_check import GemmaRMSNorm, LlamaRMSNorm
+from compile_routing_check import (CohereLayerNorm, GemmaRMSNorm,
+                                    LlamaRMSNorm, OlmoLayerNorm)
 from norm_opt import fx_record
-
-
-class OlmoLayerNorm(nn.Module):
-    """OLMo: LayerNorm without weight or bias."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n = n
-
-    def forward(self, x):
-        return F.layer_norm(x, (self.n,), None, None, 1e-5)
-
-
-class CohereLayerNorm(nn.Module):
-    """A weight-only LayerNorm computed in fp32, written out."""
-
-    def __init__(self, n, eps=1e-5):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(n)), eps
-
-    def forward(self, x):
-        h = x.float()
-        mean = h.mean(-1, keepdim=True)
-        var = (h - mean).pow(2).mean(-1, keepdim=True)
-        h = (h - mean) * torch.rsqrt(var + self.eps)
-        return (self.weight.float() * h).to(x.dtype)
 
 
 class Block(nn.Module):

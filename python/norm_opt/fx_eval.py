@@ -156,16 +156,9 @@ def _compute(n, args, kwargs, shape, dtype):
     target = n["target"]
     x = args[0] if args else None
     if target in fx_import.VIEWS:
-        if target in ("aten.permute.default", "aten.transpose.int",
-                      "aten.t.default"):
+        if target in fx_import.PERMUTES:
             rank = len(x.shape)
-            if target == "aten.permute.default":
-                perm = [p % rank for p in args[1]]
-            else:
-                a, b = ((args[1] % rank, args[2] % rank)
-                        if target == "aten.transpose.int" else (0, 1))
-                perm = list(range(rank))
-                perm[a], perm[b] = perm[b], perm[a]
+            perm = fx_import.permutation(target, args, rank)
             # output dim i is input dim perm[i]
             src_of = [perm.index(d) for d in range(rank)]
             return _gather(x, shape, src_of)

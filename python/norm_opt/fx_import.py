@@ -62,6 +62,19 @@ VIEWS = ("aten.expand.default", "aten.unsqueeze.default",
          "aten.transpose.int", "aten.t.default", "aten.clone.default",
          "aten.alias.default")
 REDUCTIONS = ("aten.sum.dim_IntList", "aten.mean.dim")
+PERMUTES = ("aten.permute.default", "aten.transpose.int", "aten.t.default")
+
+
+def permutation(target, args, rank):
+    """The dims a permute / transpose / t reads: result dim i is dim
+    perm[i] of its operand."""
+    if target == "aten.permute.default":
+        return [p % rank for p in args[1]]
+    a, b = ((args[1] % rank, args[2] % rank)
+            if target == "aten.transpose.int" else (0, 1))
+    perm = list(range(rank))
+    perm[a], perm[b] = perm[b], perm[a]
+    return perm
 
 
 class ImportError_(Exception):
@@ -308,16 +321,8 @@ class Importer:
             return None
         if target in ("aten.clone.default", "aten.alias.default"):
             return v
-        if target in ("aten.permute.default", "aten.transpose.int",
-                      "aten.t.default"):
-            rank = len(v.shape)
-            if target == "aten.permute.default":
-                perm = [p % rank for p in args[1]]
-            else:
-                a, b = ((args[1] % rank, args[2] % rank)
-                        if target == "aten.transpose.int" else (0, 1))
-                perm = list(range(rank))
-                perm[a], perm[b] = perm[b], perm[a]
+        if target in PERMUTES:
+            perm = permutation(target, args, len(v.shape))
             return Value(v.ssa, shape, v.dtype, v.src_shape,
                          [v.index[p] for p in perm])
         if target == "aten.expand.default":

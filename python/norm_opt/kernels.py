@@ -185,26 +185,38 @@ def build_source(text, name, libname, chip, options, into, norm_opt=None):
     return lib
 
 
-def source_library(text, function, chip="sm_90a", options=None,
-                   norm_opt=None):
-    """The Library compiled from the MLIR `text` (one function, `function`):
-    a torch.compile region (norm_opt.torch). Found ahead of time or cached
-    by the text, the options, the chip and the compiler, like library()."""
-    options = dict(options or {})
-    name = f"{function}-{chip}-{cache_key(text, chip, options)}"
-    libname = f"lib{function}.so"
+def _find_or_build(name, libname, text, chip, options, norm_opt, what):
+    """The Library `name`/`libname`: ahead of time, cached, or compiled now
+    from `text`. With no compiler here, a library another norm-opt cached
+    for this very source, options and chip is still the right code; `what`
+    names it in the error when there is none."""
     for d in search_path():
         if (d / name / libname).is_file():
             return Library(d / name / libname)
     try:
         cache = cache_dir() / compiler_tag(norm_opt)
-    except NormOptNotFoundError:
+    except NormOptNotFoundError as e:
         cached = sorted(cache_dir().glob(f"compiler-*/{name}/{libname}"))
         if cached:
             return Library(cached[-1])
-        raise
+        looked = ", ".join(str(d) for d in search_path() + [cache_dir()])
+        raise NormOptNotFoundError(
+            f"no compiled {what} (looked for {name}/ in {looked}), and it "
+            f"cannot be compiled now: {e}") from None
     return Library(build_source(text, name, libname, chip, options, cache,
                                 norm_opt))
+
+
+def source_library(text, function, chip="sm_90a", options=None,
+                   norm_opt=None):
+    """The Library compiled from the MLIR `text` (one function, `function`):
+    a torch.compile region (norm_opt.compile_route). Found ahead of time or
+    cached by the text, the options, the chip and the compiler, like
+    library()."""
+    options = dict(options or {})
+    name = f"{function}-{chip}-{cache_key(text, chip, options)}"
+    return _find_or_build(name, f"lib{function}.so", text, chip, options,
+                          norm_opt, f"region {function} for chip={chip}")
 
 
 def library(kind, n, dtype, weight_dtype=None, chip="sm_90a", options=None,
@@ -212,27 +224,12 @@ def library(kind, n, dtype, weight_dtype=None, chip="sm_90a", options=None,
     """The Library of one backward kernel: found ahead of time, cached, or
     compiled now (see the module docstring)."""
     options = dict(options or {})
-    name = entry_name(kind, n, dtype, weight_dtype, chip, options)
-    libname = f"lib{function_name(kind)}.so"
-    for d in search_path():
-        if (d / name / libname).is_file():
-            return Library(d / name / libname)
-    try:
-        cache = cache_dir() / compiler_tag(norm_opt)
-    except NormOptNotFoundError as e:
-        # No compiler here: a library another norm-opt cached for this very
-        # source, options and chip is still the right code.
-        cached = sorted(cache_dir().glob(f"compiler-*/{name}/{libname}"))
-        if cached:
-            return Library(cached[-1])
-        looked = ", ".join(str(d) for d in search_path() + [cache_dir()])
-        raise NormOptNotFoundError(
-            f"no compiled {function_name(kind)} for N={n}, "
-            f"dtype={mlir_dtype(dtype)}, weight={mlir_dtype(weight_dtype or dtype)}, "
-            f"chip={chip} (looked for {name}/ in {looked}), and it cannot be "
-            f"compiled now: {e}") from None
-    return Library(build(kind, n, dtype, weight_dtype, chip, options, cache,
-                         norm_opt))
+    return _find_or_build(
+        entry_name(kind, n, dtype, weight_dtype, chip, options),
+        f"lib{function_name(kind)}.so",
+        source(kind, n, dtype, weight_dtype), chip, options, norm_opt,
+        f"{function_name(kind)} for N={n}, dtype={mlir_dtype(dtype)}, "
+        f"weight={mlir_dtype(weight_dtype or dtype)}, chip={chip}")
 
 
 class Specializing:
