@@ -158,28 +158,49 @@ sanitize() {
   work=$(mktemp -d)
   # Every saved input once; a crash, a sanitizer report, a timeout (300 s
   # per input) or running out of memory fails. The log is shown on failure.
-  # It runs on the second core while ctest runs the suite on the first
-  # (-j1 there), and takes its own time either way.
-  log "sanitize: replaying the saved corpus ($(ls "$corpus" | wc -l) inputs) beside ctest"
-  ( start=$SECONDS
-    "$fuzz" -runs=0 -timeout=300 -detect_leaks=0 -artifact_prefix="$work/" \
-      "$corpus" >"$work/replay.log" 2>&1
-    rc=$?; echo $((SECONDS - start)) >"$work/replay.seconds"; exit $rc ) &
-  local replay=$!
+  # Two halves of the corpus replay beside ctest (-j1 there): three
+  # processes share the two cores, and the replay is not the long pole.
+  local n
+  n=$(ls "$corpus" | wc -l)
+  log "sanitize: replaying the saved corpus ($n inputs, two halves) beside ctest"
+  mkdir "$work/half0" "$work/half1" "$work/seed"
+  local i=0 f
+  for f in "$corpus"/*; do
+    ln -s "$f" "$work/half$((i % 2))/"
+    # Every 12th input seeds the short fuzz run below.
+    [ $((i % 12)) -eq 0 ] && ln -s "$f" "$work/seed/"
+    i=$((i + 1))
+  done
+  local replays=()
+  for half in 0 1; do
+    ( start=$SECONDS
+      "$fuzz" -runs=0 -timeout=300 -detect_leaks=0 \
+        -artifact_prefix="$work/" "$work/half$half" \
+        >"$work/replay$half.log" 2>&1
+      rc=$?; echo $((SECONDS - start)) >"$work/replay$half.seconds"
+      exit $rc ) &
+    replays+=($!)
+  done
   ctest --test-dir "$asan" --output-on-failure \
     -E 'embedding-package|runtime-ctypes|runtime-linkage|python-' -j1 ||
-    { kill "$replay" 2>/dev/null; exit 1; }
-  wait "$replay" ||
-    { tail -n 80 "$work/replay.log"; log "sanitize: the corpus replay failed ($work)"; exit 1; }
-  local replayed
-  replayed=$(cat "$work/replay.seconds")
-  # libFuzzer's -max_total_time counts from its start, and it executes the
-  # whole corpus again before it mutates: the replay's time plus $seconds.
-  log "sanitize: fuzzing for $seconds s from the corpus (replayed in $replayed s)"
+    { kill "${replays[@]}" 2>/dev/null; exit 1; }
+  for half in 0 1; do
+    wait "${replays[$half]}" ||
+      { tail -n 80 "$work/replay$half.log"
+        log "sanitize: the corpus replay failed ($work)"; exit 1; }
+  done
+  local replayed seeds
+  replayed=$(( $(cat "$work/replay0.seconds") + $(cat "$work/replay1.seconds") ))
+  seeds=$(ls "$work/seed" | wc -l)
+  # libFuzzer's -max_total_time counts from its start, and it executes its
+  # inputs before it mutates: a sample of the corpus (every input was just
+  # replayed), its share of the replay's time, plus $seconds.
+  local warm=$(( replayed * seeds / n + 10 ))
+  log "sanitize: fuzzing for $seconds s from $seeds of the corpus's inputs (replayed in $replayed core-seconds)"
   mkdir "$work/new"
-  "$fuzz" -max_total_time=$((replayed + seconds)) -timeout=300 -detect_leaks=0 \
+  "$fuzz" -max_total_time=$((warm + seconds)) -timeout=300 -detect_leaks=0 \
     -max_len=16384 -dict="$root/test/fuzz/mlir.dict" -artifact_prefix="$work/" \
-    "$work/new" "$corpus" >"$work/fuzz.log" 2>&1 ||
+    "$work/new" "$work/seed" >"$work/fuzz.log" 2>&1 ||
     { tail -n 80 "$work/fuzz.log"; log "sanitize: the fuzzer found a failure ($work)"; exit 1; }
   grep -E '^#[0-9]+ *(INITED|DONE)' "$work/fuzz.log" || true
   rm -rf "$work"
