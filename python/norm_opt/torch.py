@@ -16,8 +16,14 @@
   holds no allocation nodes of ours; eager calls use the runtime's own.
   Their CUDA kernels are C++ (_torch_ops.cpp, built against this torch on
   first use: about 20 us of host time per call), else Python (about 60).
+    torch.ops.norm_opt.launch(key, inputs) -> outputs
+  one compiled region of the torch.compile route (below): the key names a
+  library the route compiled from a region of Inductor's backward graph.
 * layer_norm / rms_norm (functional) and LayerNorm / RMSNorm (drop-in
   subclasses of torch.nn's): the forward is torch's, the backward ours.
+* enable_compile_routing(): torch.compile runs the recognition pass on
+  Inductor's backward graphs (norm_opt.compile_route) and launches every
+  region it fuses, whatever the model's spelling.
   Inputs our kernels do not cover (CPU tensors, no weight, more than one
   normalized dim, other dtypes, no grad needed) take torch's path.
 
