@@ -296,6 +296,8 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
     is the oracle (fuse_with: also the fused MLIR, which the Region keeps
     for the compile). `log(text)` gets what was not taken."""
     done, work, seen, retried = [], [list(candidate)], set(), set()
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    users = _users(graph)
     while work and limit:
         limit -= 1
         region = work.pop(0)
@@ -303,7 +305,6 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
         if not region or key in seen:
             continue
         seen.add(key)
-        by_name = {n["name"]: n for n in graph["nodes"]}
         if not any(_is_row_reduction(by_name[c]) for c in region):
             continue  # no row reduction: no group to ask the pass about
         sub, inputs, outputs = subgraph(graph, region,
@@ -346,7 +347,7 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
         taken = {m for g in members for m in g}
         absorbed = [c for c in keep if c not in taken]
         for g in members:
-            feeds = _feeding(graph, absorbed, set(g))
+            feeds = _feeding(users, absorbed, set(g))
             work.append(sorted(set(g) | feeds, key=order.get))
     return done
 
@@ -392,9 +393,9 @@ def _is_row_reduction(node):
     return dims[0] != 0
 
 
-def _feeding(graph, candidates, targets):
-    """The candidates from which a target is reached (through any nodes)."""
-    by_name = {n["name"]: n for n in graph["nodes"]}
+def _feeding(users, candidates, targets):
+    """The candidates from which a target is reached (through any nodes;
+    `users`: name -> the names of its users)."""
     memo = {}
 
     def reaches(name, depth=0):
@@ -403,26 +404,11 @@ def _feeding(graph, candidates, targets):
         memo[name] = False
         hit = name in targets
         if not hit and depth < 64:
-            for u in _users_of(graph).get(name, []):
-                if reaches(u, depth + 1):
-                    hit = True
-                    break
+            hit = any(reaches(u, depth + 1) for u in users.get(name, []))
         memo[name] = hit
         return hit
 
-    del by_name
     return {c for c in candidates if reaches(c)}
-
-
-_USERS = {}
-
-
-def _users_of(graph):
-    key = id(graph)
-    if key not in _USERS:
-        _USERS.clear()
-        _USERS[key] = _users(graph)
-    return _USERS[key]
 
 
 def _short(remark):
