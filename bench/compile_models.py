@@ -11,7 +11,8 @@ with norm_opt.torch.enable_compile_routing(). Per model:
   err       the worst relative L2 error over the parameter gradients, of
             eager bf16, Inductor and Inductor + route, against the model
             in fp32 eager on the same weights and inputs (NaN: inf)
-  step      GPU time per step: the profiler's kernel time, mean of 5 steps
+  step      GPU time per step: the profiler's kernel time per step, the
+            median of 3 rounds of 5 steps
   norm      the kernel time of our launches per step (route)
   compile   the first step's wall time (compile included), without and
             with the route; NORM_OPT_CACHE_DIR is fresh per run
@@ -143,34 +144,43 @@ def worst(got, want):
 
 
 def step_time(fn, model, inputs, loss, our_prefix="norm_region"):
-    """(kernel ms per step, our kernels' ms per step) from the profiler."""
+    """(kernel ms per step, our kernels' ms per step, {kernel: [launches,
+    us] per step}) from the profiler: the median of ROUNDS rounds of 5
+    steps each (a round's GEMMs vary by 10-50 us)."""
     for _ in range(3):
         fn(model, inputs, loss)
     torch.cuda.synchronize()
     from torch.profiler import ProfilerActivity, profile
     steps = 5
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            fn(model, inputs, loss)
-        torch.cuda.synchronize()
-    total = ours = 0.0
-    kernels = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            total += e.device_time
-            if our_prefix in e.name:
-                ours += e.device_time
-            k = kernels.setdefault(e.name, [0, 0.0])
-            k[0] += 1
-            k[1] += e.device_time
+    rounds = []
+    for _ in range(ROUNDS):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                fn(model, inputs, loss)
+            torch.cuda.synchronize()
+        total = ours = 0.0
+        kernels = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                total += e.device_time
+                if our_prefix in e.name:
+                    ours += e.device_time
+                k = kernels.setdefault(e.name, [0, 0.0])
+                k[0] += 1 / steps
+                k[1] += e.device_time / steps
+        rounds.append((total / steps / 1e3, ours / steps / 1e3, kernels))
+    rounds.sort(key=lambda r: r[0])
+    total, ours, kernels = rounds[len(rounds) // 2]
     if BREAKDOWN:
         for name, (count, us) in sorted(kernels.items(),
                                         key=lambda kv: -kv[1][1])[:BREAKDOWN]:
-            print(f"    {us / steps:9.1f} us {count // steps:3}x {name[:110]}")
-    return total / steps / 1e3, ours / steps / 1e3
+            print(f"    {us:9.1f} us {round(count):3}x {name[:110]}")
+    return total, ours, kernels
 
 
 BREAKDOWN = 0
+ROUNDS = 3
+KERNELS = None  # {model: {variant: {kernel: [launches, us]}}} (--kernels)
 
 
 def train_step(model, inputs, loss):
@@ -222,8 +232,10 @@ def run_model(name, route):
             train_step(compiled, xin, loss)
             torch.cuda.synchronize()
             row["launched"] = nt.launches - before
-        row[f"step_{tag}_ms"], ours = step_time(train_step, compiled, xin,
-                                                loss)
+        row[f"step_{tag}_ms"], ours, kernels = step_time(
+            train_step, compiled, xin, loss)
+        if KERNELS is not None:
+            KERNELS.setdefault(name, {})[tag] = kernels
         if routed:
             row["norm_ms"] = ours
         del compiled, m
@@ -239,9 +251,15 @@ def main():
     p.add_argument("--remarks", action="store_true")
     p.add_argument("--breakdown", type=int, default=0,
                    help="print the N kernels with most time per variant")
+    p.add_argument("--kernels", default=None,
+                   help="write every kernel's launches and time per step, "
+                        "per model and variant, to this JSON file")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of 5 steps timed; the median round is kept")
     args = p.parse_args()
-    global BREAKDOWN
-    BREAKDOWN = args.breakdown
+    global BREAKDOWN, ROUNDS, KERNELS
+    BREAKDOWN, ROUNDS = args.breakdown, args.rounds
+    KERNELS = {} if args.kernels else None
     os.environ.setdefault("NORM_OPT_CACHE_DIR", tempfile.mkdtemp())
     torch._inductor.config.fx_graph_cache = False
     torch._functorch.config.enable_autograd_cache = False
@@ -266,6 +284,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.kernels:
+        with open(args.kernels, "w") as f:
+            json.dump(KERNELS, f)
     print()
     print("| model | norms | fused | launched | err eager | err Inductor | "
           "err route | step Inductor ms | step route ms | route/Inductor | "

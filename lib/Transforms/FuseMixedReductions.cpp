@@ -80,6 +80,9 @@ struct Access {
   Value base;
   Dims dims;
   SmallVector<int64_t> unitDims; // positions in `base` to collapse away
+  /// Domain dims of extent 1 that `dims` leaves out, read as index 0:
+  /// inserted as unit dims when the input is materialised.
+  Dims insertedUnitDims;
 };
 
 /// What defines a value requested at some domain dims.
@@ -273,6 +276,8 @@ private:
   SmallVector<int64_t> domain; // of the group being processed
   unsigned nDim = 0;           // the dim of `domain` that is N
   /// The domain dims of a row value: all but N.
+  Access withUnitDomainDims(const Access &access,
+                            ArrayRef<unsigned> within) const;
   Dims rowDims(unsigned rank) const {
     Dims dims;
     for (unsigned d = 0; d < rank; ++d)
@@ -927,7 +932,59 @@ RegionEmitter::payload(const View &view, ArrayRef<unsigned> loopToDomain) {
 
 /// Materialises an external access as an operand of the fused op: unit
 /// dims collapsed away, a value with no domain dims extracted as a scalar.
+Value collapseUnitDims(OpBuilder &b, Location loc, const Access &access);
+
+/// `access` with the domain's extent-1 dims among `within` that it leaves
+/// out added to its dims (a [32, 768] view of a [32, 1, 1, 768] domain, a
+/// ConvNeXt head's pooled rows): index 0 either way.
+Access Analysis::withUnitDomainDims(const Access &access,
+                                    ArrayRef<unsigned> within) const {
+  Access padded = access;
+  padded.insertedUnitDims.clear();
+  Dims dims;
+  for (unsigned d = 0; d < domain.size(); ++d) {
+    if (llvm::is_contained(access.dims, d))
+      dims.push_back(d);
+    else if (domain[d] == 1 && llvm::is_contained(within, d)) {
+      dims.push_back(d);
+      padded.insertedUnitDims.push_back(d);
+    }
+  }
+  padded.dims = dims;
+  return padded;
+}
+
 Value materialize(OpBuilder &b, Location loc, const Access &access) {
+  Value v = collapseUnitDims(b, loc, access);
+  if (access.insertedUnitDims.empty())
+    return v;
+  // Insert the unit dims: each joins the reassociation group of the next
+  // real dim (the last real dim's group takes trailing ones).
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape;
+  SmallVector<ReassociationIndices> reassociation;
+  ReassociationIndices pending;
+  unsigned next = 0;
+  for (unsigned d : access.dims) {
+    pending.push_back(shape.size());
+    if (llvm::is_contained(access.insertedUnitDims, d)) {
+      shape.push_back(1);
+      continue;
+    }
+    shape.push_back(type.getDimSize(next++));
+    reassociation.push_back(pending);
+    pending.clear();
+  }
+  if (!pending.empty()) {
+    if (reassociation.empty())
+      return v; // no real dim: a scalar, read above the op
+    llvm::append_range(reassociation.back(), pending);
+  }
+  auto result = RankedTensorType::get(shape, type.getElementType());
+  return tensor::ExpandShapeOp::create(b, loc, result, v, reassociation);
+}
+
+Value collapseUnitDims(OpBuilder &b, Location loc, const Access &access) {
   Value v = access.base;
   if (access.unitDims.empty())
     return v;
@@ -988,16 +1045,24 @@ void Analysis::planStages(const Group &group, FusionPlan &plan) {
 LogicalResult Analysis::planInputs(const Group &group, FusionPlan &plan,
                                    std::string &why) {
   unsigned rank = domain.size();
-  Dims rows = rowDims(rank), colDims = {nDim};
+  Dims rows = rowDims(rank), colDims = {nDim}, allDims;
+  for (unsigned d = 0; d < rank; ++d)
+    allDims.push_back(d);
   DenseSet<std::pair<Value, unsigned>> seen;
   for (Operation *op : group.candidates) {
     for (auto &[key, access] : slices[op].externals) {
       if (!seen.insert(key).second)
         continue;
+      Access asFull = withUnitDomainDims(access, allDims);
+      Access asRow = withUnitDomainDims(access, rows);
       if (access.dims.size() == rank)
         plan.full.push_back(access);
       else if (access.dims == rows)
         plan.row.push_back(access);
+      else if (asFull.dims.size() == rank)
+        plan.full.push_back(asFull);
+      else if (!access.dims.empty() && asRow.dims == rows)
+        plan.row.push_back(asRow);
       else if (access.dims == colDims)
         plan.col.push_back(access);
       else if (access.dims.empty())
@@ -1115,7 +1180,12 @@ MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
         std::make_pair(&plan.col, &colValues)}) {
     for (const Access &access : *accesses) {
       values->push_back(materialize(b, loc, access));
-      plan.inputIndex[{access.base, dimsKey(access.dims)}] = plan.numInputs++;
+      // The payload finds an input by the dims it reads it at.
+      Dims read;
+      for (unsigned d : access.dims)
+        if (!llvm::is_contained(access.insertedUnitDims, d))
+          read.push_back(d);
+      plan.inputIndex[{access.base, dimsKey(read)}] = plan.numInputs++;
     }
   }
   // Scalars (0-d tensors, all-unit-dim tensors) are read once, above the op.

@@ -96,7 +96,8 @@ def _val(node):
 
 def route_graph(graph, route):
     """Steps 1-4 on one graph; returns how many regions were replaced.
-    $NORM_OPT_ROUTE_DUMP (a directory): each graph is also saved there."""
+    $NORM_OPT_ROUTE_DUMP (a directory): each graph is also saved there,
+    and the routed graph as text."""
     recorded = fx_record.graph_to_json(graph, "norm_bwd")
     dump = os.environ.get("NORM_OPT_ROUTE_DUMP")
     if dump:
@@ -130,6 +131,10 @@ def route_graph(graph, route):
         _stable_toposort(graph)
         graph.eliminate_dead_code()
         graph.lint()
+        if dump:  # what Inductor gets
+            with open(os.path.join(dump, f"graph{route.graphs}.routed.txt"),
+                      "w") as f:
+                f.write(str(graph))
     return done
 
 
@@ -215,7 +220,8 @@ def compile_region(region, nodes):
 
 def rewrite(graph, region, nodes, key):
     """One launch for the region: inserted after its last input, its
-    results read where the region's outputs were read outside it."""
+    results read where the region's outputs were read outside it; `nodes`
+    then names the results (name -> getitem) for the regions after it."""
     compute = set(region.compute)
     inputs = [nodes[i] for i in region.inputs]
     order = {n: k for k, n in enumerate(graph.nodes)}
@@ -224,6 +230,8 @@ def rewrite(graph, region, nodes, key):
         launch = graph.call_function(torch.ops.norm_opt.launch.default,
                                      (key, inputs))
     # Inputs in memory order (channels-last read as [B, H, W, C]): a view.
+    # A small one the region declares contiguous though it is not (see
+    # fx_region.subgraph): a copy, which Inductor makes.
     args = []
     for node, perm in zip(inputs, region.input_perms):
         if perm != list(range(len(perm))):
@@ -232,6 +240,14 @@ def rewrite(graph, region, nodes, key):
                                            (node, perm))
             view.meta["val"] = _val(node).permute(perm)
             node = view
+        elif not _val(node).is_contiguous():
+            with graph.inserting_before(launch):
+                copy = graph.call_function(
+                    torch.ops.aten.clone.default, (node,),
+                    {"memory_format": torch.contiguous_format})
+            copy.meta["val"] = _val(node).clone(
+                memory_format=torch.contiguous_format)
+            node = copy
         args.append(node)
     launch.args = (key, args)
     fake = [_val(nodes[o]) for o in region.outputs]
@@ -245,6 +261,11 @@ def rewrite(graph, region, nodes, key):
         old = nodes[name]
         old.replace_all_uses_with(
             item, delete_user_cb=lambda user: user.name not in compute)
+        # A later region reading this output (the next layer's norm reads
+        # this one's dx through the residual) reads the launch's result;
+        # the old node would stay alive and Inductor would compute the
+        # region over again for it.
+        nodes[name] = item
 
 
 def _contiguous_like(v):

@@ -12,7 +12,9 @@ The steps, one function each:
      not compute nodes, so they end the regions.
   2. `subgraph`: one region as a graph of its own: the values it reads are
      placeholders, the views it reads through come with it, and the compute
-     nodes read outside it (through views or not) are its outputs.
+     nodes read outside it (through views or not) are its outputs. A
+     small input (a row or column operand) laid out as a permutation of its
+     dims is declared contiguous: the caller passes a contiguous copy.
   3. `refine`: the region imported (each op located by its node's name) and
      run through --norm-fuse-mixed-reductions. The fused op's location lists
      its members (a FusedLoc), and every op left outside a group keeps its
@@ -24,6 +26,7 @@ The regions returned are lists of compute node names; `subgraph` gives
 their inputs and outputs (node names), in order, for the caller's rewrite.
 """
 
+import math
 import re
 import subprocess
 
@@ -180,8 +183,11 @@ def components(graph):
                    for m in members)]
 
 
-def subgraph(graph, compute, name="region"):
-    """Step 2: (graph, inputs, outputs) of the region `compute` (names)."""
+def subgraph(graph, compute, name="region", copies=()):
+    """Step 2: (graph, inputs, outputs) of the region `compute` (names).
+    `copies`: (input, strides) pairs, inputs declared laid out so (the
+    caller passes such a copy); small permuted inputs are declared
+    contiguous."""
     _, transparent, _ = classify(graph)
     by_name = {n["name"]: n for n in graph["nodes"]}
     users = _users(graph)
@@ -220,12 +226,24 @@ def subgraph(graph, compute, name="region"):
     outputs = [c for c in sorted(compute, key=order.get)
                if escapes(c, set())]
     nodes = []
+    largest = max((_numel(by_name[i].get("shape")) or 0 for i in inputs),
+                  default=0)
     for ref in inputs:
         src = by_name[ref]
         node = {"name": ref, "op": "placeholder", "args": []}
         for key in ("shape", "dtype", "stride"):
             if key in src:
                 node[key] = src[key]
+        # A small input laid out as a permutation of its dims (ConvNeXt's
+        # per-row statistics are [B, W, H] in memory, its activations
+        # [B, H, W, C]) is passed as a contiguous copy: a copy of a row or
+        # column input is cheap, reading it permuted is a transposing map
+        # the pass refuses.
+        numel = _numel(src.get("shape"))
+        if ref in dict(copies):
+            node["stride"] = list(dict(copies)[ref])
+        elif _permuted(src) and 4 * numel <= largest:
+            node["stride"] = contiguous_strides(src["shape"])
         nodes.append(node)
     nodes += [by_name[n] for n in sorted(include, key=order.get)]
     nodes.append({"name": "output", "op": "output",
@@ -233,6 +251,29 @@ def subgraph(graph, compute, name="region"):
     sub = {"format": fx_import.FORMAT, "name": name, "nodes": nodes}
     # Symbolic sizes a view reads are placeholders too, but not tensors.
     return sub, [i for i in inputs if "shape" in by_name[i]], outputs
+
+
+def _numel(shape):
+    """The element count of a static shape; None when a size is symbolic."""
+    if not shape or not all(isinstance(d, int) for d in shape):
+        return None
+    return math.prod(shape)
+
+
+def _permuted(node):
+    """A static tensor laid out as a permutation of its dims."""
+    shape = node.get("shape")
+    return (bool(_numel(shape)) and "stride" in node and
+            fx_import.physical_order(shape, node["stride"])
+            != list(range(len(shape))))
+
+
+def contiguous_strides(shape):
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return strides[::-1]
 
 
 _FUSED = re.compile(r'norm\.mixed_reduction\b.*?\)\s*loc\(fused\[(.*?)\]\)\s*$',
@@ -295,22 +336,39 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
     names), each exactly one group. `fuse(mlir) -> (groups, left, remarks, fused)`
     is the oracle (fuse_with: also the fused MLIR, which the Region keeps
     for the compile). `log(text)` gets what was not taken."""
-    done, work, seen, retried = [], [list(candidate)], set(), set()
+    done, work, seen, retried = [], [(list(candidate), ())], set(), set()
     by_name = {n["name"]: n for n in graph["nodes"]}
     users = _users(graph)
+
+    def attempt(region, copies):
+        sub, inputs, outputs = subgraph(graph, region,
+                                        f"{name}{len(done)}", copies)
+        mlir, _ = fx_import.import_graph(sub)
+        return (sub, inputs, outputs, mlir) + tuple(fuse(mlir))
+
     while work and limit:
         limit -= 1
-        region = work.pop(0)
+        region, copies = work.pop(0)
         key = frozenset(region)
         if not region or key in seen:
             continue
         seen.add(key)
         if not any(_is_row_reduction(by_name[c]) for c in region):
             continue  # no row reduction: no group to ask the pass about
-        sub, inputs, outputs = subgraph(graph, region,
-                                        f"{name}{len(done)}")
-        mlir, remarks = fx_import.import_graph(sub)
-        groups, left, pass_remarks, fused = fuse(mlir)
+        tried = attempt(region, copies)
+        # An input read permuted against the others (a full-size one laid
+        # out [B, W, C, H] by Inductor's forward beside [B, H, W, C]
+        # activations): passed as a copy, contiguous or laid out as another
+        # input of its shape, where that removes a transposing read; one
+        # input at a time.
+        for i in tried[1]:
+            for strides in _layouts(by_name, i, tried[1]):
+                if _transposing(tried[6]) == 0:
+                    break
+                other = attempt(region, copies + ((i, strides),))
+                if _transposing(other[6]) < _transposing(tried[6]):
+                    tried, copies = other, copies + ((i, strides),)
+        sub, inputs, outputs, mlir, groups, left, pass_remarks, fused = tried
         members = [[m for m in g if m in key] for g in groups]
         if not members and key not in retried:
             # Not fused as a whole: once more without the ops whose tensors
@@ -322,7 +380,7 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
             if narrowed and len(narrowed) < len(region):
                 retried.add(frozenset(narrowed))
                 seen.discard(frozenset(narrowed))
-                work.append(narrowed)
+                work.append((narrowed, copies))
                 continue
         if not members:
             if log:
@@ -339,7 +397,7 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
         order = {c: i for i, c in enumerate(region)}
         keep = [c for c in region if c not in set(left)]
         if len(members) == 1:
-            work.append(keep)
+            work.append((keep, copies))
             continue
         # Several groups: one region each, with the ops the pass took into
         # no group's location (row statistics folded into a group's
@@ -348,8 +406,32 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
         absorbed = [c for c in keep if c not in taken]
         for g in members:
             feeds = _feeding(users, absorbed, set(g))
-            work.append(sorted(set(g) | feeds, key=order.get))
+            work.append((sorted(set(g) | feeds, key=order.get), copies))
     return done
+
+
+def _layouts(by_name, name, inputs):
+    """Other layouts to try for input `name`: contiguous (if it is not),
+    and those of the inputs of its shape laid out otherwise."""
+    node = by_name[name]
+    if not _numel(node.get("shape")):
+        return []
+    order = fx_import.physical_order(node["shape"], node.get("stride"))
+    out = []
+    if _permuted(node):
+        out.append(tuple(contiguous_strides(node["shape"])))
+    for other in inputs:
+        o = by_name[other]
+        if (other != name and o.get("shape") == node["shape"]
+                and "stride" in o and fx_import.physical_order(
+                    o["shape"], o["stride"]) != order
+                and tuple(o["stride"]) not in out):
+            out.append(tuple(o["stride"]))
+    return out
+
+
+def _transposing(remarks):
+    return sum("transposing indexing map" in r for r in remarks)
 
 
 def domain_filter(graph, region):

@@ -257,7 +257,11 @@ class Function:
             if lead is None:
                 lead, cols, owner, full = (shape[:n] + shape[n + 1:],
                                            shape[n], spec, shape)
-            elif shape != full:
+            elif shape != full and not (
+                    spec.layout == "rows_by_cols" and shape[-1] == full[-1]
+                    and _nonunit(shape) == _nonunit(full)):
+                # (A full tensor may leave out unit dims the others have:
+                # [32, 768] beside [32, 1, 1, 768], a pooled row's view.)
                 raise ArgumentError(
                     f"{fn}: {spec.describe()} has shape {shape} but "
                     f"{owner.name} has {full}; the full tensors of a domain "

@@ -482,3 +482,51 @@ func.func @torch_rms_keepdim_column_3d(%x: tensor<?x128x256xf32>, %dy: tensor<?x
   } -> tensor<?x128x256xf32>
   return %dx, %dw : tensor<?x128x256xf32>, tensor<1x1x256xf32>
 }
+
+// -----
+
+// A [4, 1, 1, 8] domain (one pooled row per sample, a ConvNeXt head's
+// LayerNorm2d): dy is read as its [4, 8] source, leaving out the unit dims;
+// index 0 either way, so it is a full input, read with the unit dims inserted.
+// CHECK-LABEL: func.func @unit_row_dims(
+// CHECK:       %[[DY:.*]] = tensor.expand_shape %arg1 {{\[\[}}0], [1, 2, 3]] output_shape [4, 1, 1, 8] : tensor<4x8xf32> into tensor<4x1x1x8xf32>
+// CHECK:       norm.mixed_reduction full(%arg0, %[[DY]] :
+// CHECK-NOT:   linalg.generic
+#full = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#view = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+#rows = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>
+#cols = affine_map<(d0, d1, d2, d3) -> (d3)>
+func.func @unit_row_dims(%x: tensor<4x1x1x8xf32>, %dy: tensor<4x8xf32>)
+    -> (tensor<4x1x1x8xf32>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x1x1x1xf32>
+  %r0 = linalg.fill ins(%zero : f32) outs(%e : tensor<4x1x1x1xf32>) -> tensor<4x1x1x1xf32>
+  %rowsum = linalg.generic {indexing_maps = [#full, #view, #rows],
+      iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %dy : tensor<4x1x1x8xf32>, tensor<4x8xf32>) outs(%r0 : tensor<4x1x1x1xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %m, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<4x1x1x1xf32>
+  %ef = tensor.empty() : tensor<4x1x1x8xf32>
+  %dx = linalg.generic {indexing_maps = [#full, #view, #rows, #full],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x, %dy, %rowsum : tensor<4x1x1x8xf32>, tensor<4x8xf32>, tensor<4x1x1x1xf32>) outs(%ef : tensor<4x1x1x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %s: f32, %o: f32):
+    %m = arith.mulf %a, %s : f32
+    %d = arith.subf %b, %m : f32
+    linalg.yield %d : f32
+  } -> tensor<4x1x1x8xf32>
+  %ec = tensor.empty() : tensor<8xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%ec : tensor<8xf32>) -> tensor<8xf32>
+  %colsum = linalg.generic {indexing_maps = [#full, #view, #cols],
+      iterator_types = ["reduction", "reduction", "reduction", "parallel"]}
+      ins(%x, %dy : tensor<4x1x1x8xf32>, tensor<4x8xf32>) outs(%c0 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %m, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  return %dx, %colsum : tensor<4x1x1x8xf32>, tensor<8xf32>
+}

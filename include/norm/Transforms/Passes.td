@@ -72,6 +72,10 @@ def NormFuseMixedReductions
     row results (statistics recomputed inside the backward become successive
     row stages). Unit dims read with a constant-0 map (keepdim statistics,
     TOSA's `tensor.expand_shape` after `linalg.reduce`) are looked through.
+    A domain dim of static extent 1 is index 0 whether or not an input's
+    map names it: an input that leaves it out (a ConvNeXt head's `[B, C]`
+    gradient beside `[B, 1, 1, C]` activations) is read with the unit dims
+    inserted (`tensor.expand_shape`).
 
     N need not be the last dim. A channels-first norm (ConvNeXt's
     LayerNorm2d: x `[B, C, S]` normalised over C) has row reductions with
@@ -85,7 +89,8 @@ def NormFuseMixedReductions
     cloned scalar payloads; the group's ops and the helpers only they used
     are erased. The fused op's location is a `FusedLoc` of its members'
     locations (as upstream's fusions do), so a host compiler can read which
-    of its ops a group took (the torch.compile route does). Everything else stays exactly as it was. A group is left
+    of its ops a group took (the torch.compile route does). Everything else
+    stays exactly as it was. A group is left
     alone (and a remark says why) when one pass over the rows would be
     wrong or impossible: a column-reduction result that feeds the row
     computation, reductions over different domains, a non-additive
