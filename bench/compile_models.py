@@ -12,7 +12,8 @@ with norm_opt.torch.enable_compile_routing(). Per model:
             eager bf16, Inductor and Inductor + route, against the model
             in fp32 eager on the same weights and inputs (NaN: inf)
   step      GPU time per step: the profiler's kernel time per step, the
-            median of 3 rounds of 5 steps
+            median of 3 rounds of 5 steps, the two variants' rounds
+            interleaved
   norm      the kernel time of our launches per step (route)
   compile   the first step's wall time (compile included), without and
             with the route; NORM_OPT_CACHE_DIR is fresh per run
@@ -143,39 +144,76 @@ def worst(got, want):
     return out
 
 
-def step_time(fn, model, inputs, loss, our_prefix="norm_region"):
+def profile_round(fn, model, inputs, loss, our_prefix="norm_region",
+                  steps=5):
     """(kernel ms per step, our kernels' ms per step, {kernel: [launches,
-    us] per step}) from the profiler: the median of ROUNDS rounds of 5
-    steps each (a round's GEMMs vary by 10-50 us)."""
-    for _ in range(3):
-        fn(model, inputs, loss)
-    torch.cuda.synchronize()
+    us] per step}) over `steps` steps, from the profiler."""
     from torch.profiler import ProfilerActivity, profile
-    steps = 5
-    rounds = []
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn(model, inputs, loss)
+        torch.cuda.synchronize()
+    total = ours = 0.0
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            total += e.device_time
+            if our_prefix in e.name:
+                ours += e.device_time
+            k = kernels.setdefault(e.name, [0, 0.0])
+            k[0] += 1 / steps
+            k[1] += e.device_time / steps
+    return total / steps / 1e3, ours / steps / 1e3, kernels
+
+
+def step_times(variants, inputs, loss):
+    """Per variant (tag -> compiled): the median of ROUNDS rounds of 5
+    steps, the variants' rounds interleaved (clocks drift over a run; run
+    one after the other, the second variant's GEMMs measured 10-35 us
+    slower)."""
+    for compiled in variants.values():
+        for _ in range(3):
+            train_step(compiled, inputs, loss)
+    torch.cuda.synchronize()
+    rounds = {tag: [] for tag in variants}
     for _ in range(ROUNDS):
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                fn(model, inputs, loss)
-            torch.cuda.synchronize()
-        total = ours = 0.0
-        kernels = {}
-        for e in prof.events():
-            if e.device_type == torch.autograd.DeviceType.CUDA:
-                total += e.device_time
-                if our_prefix in e.name:
-                    ours += e.device_time
-                k = kernels.setdefault(e.name, [0, 0.0])
-                k[0] += 1 / steps
-                k[1] += e.device_time / steps
-        rounds.append((total / steps / 1e3, ours / steps / 1e3, kernels))
-    rounds.sort(key=lambda r: r[0])
-    total, ours, kernels = rounds[len(rounds) // 2]
-    if BREAKDOWN:
-        for name, (count, us) in sorted(kernels.items(),
-                                        key=lambda kv: -kv[1][1])[:BREAKDOWN]:
-            print(f"    {us:9.1f} us {round(count):3}x {name[:110]}")
-    return total, ours, kernels
+        for tag, compiled in variants.items():
+            rounds[tag].append(profile_round(train_step, compiled, inputs,
+                                             loss))
+    out = {}
+    for tag, rs in rounds.items():
+        rs.sort(key=lambda r: r[0])
+        out[tag] = rs[len(rs) // 2]
+        if BREAKDOWN:
+            print(f"  {tag}:")
+            for name, (count, us) in sorted(
+                    out[tag][2].items(), key=lambda kv: -kv[1][1])[:BREAKDOWN]:
+                print(f"    {us:9.1f} us {round(count):3}x {name[:110]}")
+    return out
+
+
+class Compiled:
+    """A module `m` called through a compiled `forward(m, ...)`."""
+
+    def __init__(self, forward, m):
+        self.forward, self.m = forward, m
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(self.m, *args, **kwargs)
+
+    def parameters(self):
+        return self.m.parameters()
+
+
+def own_forward(tag):
+    """`f(m, *args) -> m(*args)` with a code object of its own: Dynamo
+    caches compiled frames per code object, so each variant's compile
+    stays in place beside the other's (torch.compile(m) twice would share
+    one cache entry, the second variant reusing the first's graph)."""
+    ns = {}
+    exec(f"def forward_{tag}(m, *args, **kwargs):\n"
+         f"    return m(*args, **kwargs)\n", ns)
+    return ns[f"forward_{tag}"]
 
 
 BREAKDOWN = 0
@@ -210,36 +248,39 @@ def run_model(name, route):
     row = {"model": name, "norms": count_norms(model)}
     row["err_eager"] = worst(grads(model, xin, loss), want)
     from torch._inductor import config as inductor_config
+    torch._dynamo.reset()
+    variants, modules = {}, []
     for routed in (False, True):
         inductor_config.post_grad_custom_post_pass = (
             route if routed else route.before)
-        torch._dynamo.reset()
+        tag = "route" if routed else "inductor"
         m = copy.deepcopy(model)
-        compiled = torch.compile(m)
-        regions, launches = route.regions, nt.launches
-        seconds = route.seconds
+        compiled = Compiled(torch.compile(own_forward(tag)), m)
+        regions, seconds = route.regions, route.seconds
         start = time.perf_counter()
         got = grads_of(compiled, m, xin, loss)
         torch.cuda.synchronize()
-        first = time.perf_counter() - start
-        tag = "route" if routed else "inductor"
         row[f"err_{tag}"] = worst(got, want)
-        row[f"compile_{tag}_s"] = first
+        row[f"compile_{tag}_s"] = time.perf_counter() - start
+        before = nt.launches
+        train_step(compiled, xin, loss)
+        torch.cuda.synchronize()
         if routed:
             row["fused"] = route.regions - regions
             row["route_s"] = route.seconds - seconds
-            before = nt.launches
-            train_step(compiled, xin, loss)
-            torch.cuda.synchronize()
             row["launched"] = nt.launches - before
-        row[f"step_{tag}_ms"], ours, kernels = step_time(
-            train_step, compiled, xin, loss)
+        elif nt.launches != before:
+            raise RuntimeError("the Inductor variant launched our kernels")
+        variants[tag] = compiled
+        modules.append(m)
+    for tag, (ms, ours, kernels) in step_times(variants, xin, loss).items():
+        row[f"step_{tag}_ms"] = ms
+        if tag == "route":
+            row["norm_ms"] = ours
         if KERNELS is not None:
             KERNELS.setdefault(name, {})[tag] = kernels
-        if routed:
-            row["norm_ms"] = ours
-        del compiled, m
-        torch.cuda.empty_cache()
+    del variants, modules
+    torch.cuda.empty_cache()
     inductor_config.post_grad_custom_post_pass = route
     return row
 
