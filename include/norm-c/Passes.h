@@ -39,6 +39,32 @@ MLIR_CAPI_EXPORTED void mlirNormRegisterPassesAndPipelines(void);
 MLIR_CAPI_EXPORTED void
 mlirNormRegisterUpstreamDialects(MlirDialectRegistry registry);
 
+/* The recognition as a library (norm/Transforms/MixedReductions.h). A
+   group is named by its first row reduction. */
+
+/* Called once per group of `func` with whether it would fuse and, if not,
+   why (`whyNot` is empty when it would). */
+typedef void (*MlirNormGroupCallback)(MlirOperation firstRowReduction,
+                                      intptr_t numMembers,
+                                      MlirStringRef whyNot, void *userData);
+
+/* Whether to fuse a group that would fuse (a host compiler's choice). */
+typedef bool (*MlirNormControlGroupFn)(MlirOperation firstRowReduction,
+                                       intptr_t numMembers, void *userData);
+
+/* Reports every group of the func.func `func` to `callback` (which may be
+   NULL) without changing the IR; returns how many there are. `remarks` and
+   `rowOnly` are the pass's options. */
+MLIR_CAPI_EXPORTED intptr_t mlirNormFindMixedReductionGroups(
+    MlirOperation func, bool remarks, bool rowOnly,
+    MlirNormGroupCallback callback, void *userData);
+
+/* Fuses the groups of `func` that would fuse and that `control` accepts
+   (every one when `control` is NULL); returns how many were fused. */
+MLIR_CAPI_EXPORTED intptr_t mlirNormFuseMixedReductions(
+    MlirOperation func, bool remarks, bool rowOnly,
+    MlirNormControlGroupFn control, void *userData);
+
 #ifdef __cplusplus
 }
 #endif

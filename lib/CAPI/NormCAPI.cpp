@@ -20,6 +20,7 @@
 #include "norm/InitNorm.h"
 #include "norm/Pipelines/Pipelines.h"
 #include "norm/RegisterUpstream.h"
+#include "norm/Transforms/MixedReductions.h"
 #include "norm/Transforms/Passes.h"
 
 #include "mlir/CAPI/IR.h"
@@ -62,6 +63,54 @@ void mlirNormRegisterPassesAndPipelines(void) {
 
 void mlirNormRegisterUpstreamDialects(MlirDialectRegistry registry) {
   registerUpstreamDialects(*unwrap(registry));
+}
+
+//===----------------------------------------------------------------------===//
+// The recognition as a library.
+//===----------------------------------------------------------------------===//
+
+static norm::MixedReductionOptions fuseOptions(bool remarks, bool rowOnly) {
+  norm::MixedReductionOptions options;
+  options.remarks = remarks;
+  options.rowOnly = rowOnly;
+  return options;
+}
+
+intptr_t mlirNormFindMixedReductionGroups(MlirOperation func, bool remarks,
+                                          bool rowOnly,
+                                          MlirNormGroupCallback callback,
+                                          void *userData) {
+  auto fn = dyn_cast<func::FuncOp>(unwrap(func));
+  if (!fn)
+    return 0;
+  std::vector<norm::MixedReductionGroup> groups =
+      norm::findMixedReductionGroups(fn, fuseOptions(remarks, rowOnly));
+  if (callback)
+    for (const norm::MixedReductionGroup &g : groups)
+      callback(wrap(g.rowReductions.empty() ? g.members.front()
+                                            : g.rowReductions.front()),
+               intptr_t(g.members.size()),
+               mlirStringRefCreate(g.whyNot.data(), g.whyNot.size()),
+               userData);
+  return intptr_t(groups.size());
+}
+
+intptr_t mlirNormFuseMixedReductions(MlirOperation func, bool remarks,
+                                     bool rowOnly,
+                                     MlirNormControlGroupFn control,
+                                     void *userData) {
+  auto fn = dyn_cast<func::FuncOp>(unwrap(func));
+  if (!fn)
+    return 0;
+  norm::ControlMixedReductionFn accept;
+  if (control)
+    accept = [&](const norm::MixedReductionGroup &g) {
+      return control(wrap(g.rowReductions.front()),
+                     intptr_t(g.members.size()), userData);
+    };
+  return intptr_t(
+      norm::fuseMixedReductions(fn, fuseOptions(remarks, rowOnly), accept)
+          .size());
 }
 
 //===----------------------------------------------------------------------===//

@@ -47,6 +47,26 @@ static void printDiagnostic(MlirStringRef text, void *userData) {
   fwrite(text.data, 1, text.length, stdout);
 }
 
+/* mlirNormFindMixedReductionGroups's callback: one line per group. */
+static void printGroup(MlirOperation firstRowReduction, intptr_t numMembers,
+                       MlirStringRef whyNot, void *userData) {
+  (void)userData;
+  MlirIdentifier name = mlirOperationGetName(firstRowReduction);
+  MlirStringRef text = mlirIdentifierStr(name);
+  printf("group: %.*s, %d members, %s%.*s\n", (int)text.length, text.data,
+         (int)numMembers, whyNot.length ? "would not fuse: " : "would fuse",
+         (int)whyNot.length, whyNot.data);
+}
+
+/* A control function that declines every group. */
+static bool declineGroup(MlirOperation firstRowReduction, intptr_t numMembers,
+                         void *userData) {
+  (void)firstRowReduction;
+  (void)numMembers;
+  (void)userData;
+  return false;
+}
+
 static MlirModule parse(MlirContext ctx) {
   MlirModule module =
       mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(kInput));
@@ -127,6 +147,34 @@ int main(int argc, char **argv) {
   mlirPassManagerDestroy(pm);
   mlirModuleDestroy(module);
   // CHECK: created passes: ok, 1 norm.mixed_reduction
+
+  /* The recognition as a library: find the groups, then fuse under a
+     control function that declines, then without one. */
+  module = parse(ctx);
+  pm = mlirPassManagerCreate(ctx);
+  fpm = mlirPassManagerGetNestedUnder(
+      pm, mlirStringRefCreateFromCString("func.func"));
+  mlirOpPassManagerAddOwnedPass(fpm, mlirCreateNormNormDecompose());
+  st = mlirPassManagerRunOnOp(pm, mlirModuleGetOperation(module));
+  mlirPassManagerDestroy(pm);
+  MlirOperation func =
+      mlirBlockGetFirstOperation(mlirModuleGetBody(module));
+  intptr_t groups = mlirNormFindMixedReductionGroups(func, false, false,
+                                                     printGroup, NULL);
+  printf("groups: %d, %d norm.mixed_reduction\n", (int)groups,
+         countMixedReductions(mlirModuleGetOperation(module)));
+  intptr_t fused = mlirNormFuseMixedReductions(func, false, false,
+                                               declineGroup, NULL);
+  printf("declined: %d fused, %d norm.mixed_reduction\n", (int)fused,
+         countMixedReductions(mlirModuleGetOperation(module)));
+  fused = mlirNormFuseMixedReductions(func, false, false, NULL, NULL);
+  printf("no control: %d fused, %d norm.mixed_reduction\n", (int)fused,
+         countMixedReductions(mlirModuleGetOperation(module)));
+  mlirModuleDestroy(module);
+  // CHECK: group: linalg.generic, {{[0-9]+}} members, would fuse
+  // CHECK: groups: 1, 0 norm.mixed_reduction
+  // CHECK: declined: 0 fused, 0 norm.mixed_reduction
+  // CHECK: no control: 1 fused, 1 norm.mixed_reduction
 
   /* Bad options: a failure and a diagnostic, no crash. */
   module = parse(ctx);

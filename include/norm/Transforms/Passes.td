@@ -85,6 +85,12 @@ def NormFuseMixedReductions
     the groups over each N are formed separately (the last dim first); at
     rank 2 N is the last dim (one reduced loop of two reads either way).
 
+    The pass is a driver over the C++ API of
+    `norm/Transforms/MixedReductions.h` (`findMixedReductionGroups`: the
+    groups and why each would not fuse, without changing the IR;
+    `fuseMixedReductions`: fuse those a control callback accepts), which
+    the C API also reaches.
+
     Each group becomes one `norm.mixed_reduction` whose regions hold the
     cloned scalar payloads; the group's ops and the helpers only they used
     are erased. The fused op's location is a `FusedLoc` of its members'

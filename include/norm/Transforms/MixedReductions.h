@@ -1,0 +1,75 @@
+//===- MixedReductions.h - Recognition of mixed-order reductions -*- C++ -*-===//
+//
+// Part of norm-opt.
+//
+// The recognition behind --norm-fuse-mixed-reductions as a library a host
+// compiler can steer (as upstream Linalg's elementwise fusion exposes
+// areElementwiseOpsFusable / fuseElementwiseOps with a ControlFusionFn):
+//   - findMixedReductionGroups: the groups of a function and, for each,
+//     whether it would fuse and why not; the IR is left as it was;
+//   - fuseMixedReductions: fuses the groups a control callback accepts
+//     (every group without one) and returns the fused ops.
+// The pass is a thin driver over fuseMixedReductions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef NORM_TRANSFORMS_MIXEDREDUCTIONS_H
+#define NORM_TRANSFORMS_MIXEDREDUCTIONS_H
+
+#include "norm/Dialect/Norm/IR/NormOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mlir::norm {
+
+/// The options of --norm-fuse-mixed-reductions.
+struct MixedReductionOptions {
+  /// A remark on every reduction: fused, or why not.
+  bool remarks = false;
+  /// Groups with row reductions and no column reduction fuse too.
+  bool rowOnly = false;
+};
+
+/// One group the recognition formed over a domain [rows..., N].
+struct MixedReductionGroup {
+  /// Extents of the domain's dims (ShapedType::kDynamic where dynamic), and
+  /// which one is N.
+  SmallVector<int64_t> domain;
+  unsigned nDim = 0;
+  /// The group's reductions and every op the fused op would replace
+  /// (elementwise ops included), in block order.
+  SmallVector<Operation *> rowReductions, columnReductions, members;
+  /// Empty when the group would fuse; else why not (the remark's text).
+  std::string whyNot;
+
+  bool wouldFuse() const { return whyNot.empty(); }
+};
+
+/// Whether to fuse `group` (which would fuse): a host compiler's choice.
+using ControlMixedReductionFn =
+    std::function<bool(const MixedReductionGroup &group)>;
+
+/// The groups of `func`, each with whether it would fuse; changes nothing
+/// (remarks, when asked, say what fusing would do). Groups are reported as
+/// if each were the first fused: fusing one does not change another's
+/// members.
+std::vector<MixedReductionGroup>
+findMixedReductionGroups(func::FuncOp func,
+                         const MixedReductionOptions &options = {});
+
+/// Fuses every group of `func` that would fuse and that `control` accepts
+/// (all of them when `control` is empty) into one norm.mixed_reduction
+/// each; a group declined by `control` stays exactly as it was, with a
+/// remark when remarks are on. Returns the fused ops in the order made.
+SmallVector<MixedReductionOp>
+fuseMixedReductions(func::FuncOp func,
+                    const MixedReductionOptions &options = {},
+                    const ControlMixedReductionFn &control = nullptr);
+
+} // namespace mlir::norm
+
+#endif // NORM_TRANSFORMS_MIXEDREDUCTIONS_H

@@ -1,0 +1,153 @@
+//===- MixedReductionsTest.cpp - The recognition as a library -------------===//
+//
+// Part of norm-opt. What a host compiler that steers the fusion does: ask
+// which groups a function has and why one would not fuse, then fuse only
+// the groups it wants (include/norm/Transforms/MixedReductions.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "norm/Dialect/Norm/IR/NormOps.h"
+#include "norm/InitNorm.h"
+#include "norm/Transforms/MixedReductions.h"
+#include "norm/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+
+namespace {
+
+// Two norm backwards in one function (two domains, two groups), and one
+// without a weight (row reductions only).
+constexpr const char *kTwoNorms = R"mlir(
+func.func @f(%dy: tensor<3x7xf32>, %x: tensor<3x7xf32>, %rstd: tensor<3xf32>,
+             %w: tensor<7xf32>, %dy2: tensor<5x16xf32>, %x2: tensor<5x16xf32>,
+             %rstd2: tensor<5xf32>, %w2: tensor<16xf32>)
+    -> (tensor<3x7xf32>, tensor<7xf32>, tensor<5x16xf32>, tensor<16xf32>) {
+  %dx, %dw = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<7xf32>)
+      : tensor<3x7xf32>, tensor<3xf32> -> tensor<3x7xf32>, tensor<7xf32>
+  %dx2, %dw2 = norm.rms_norm_grad %dy2, %x2, %rstd2 weight(%w2 : tensor<16xf32>)
+      : tensor<5x16xf32>, tensor<5xf32> -> tensor<5x16xf32>, tensor<16xf32>
+  return %dx, %dw, %dx2, %dw2
+      : tensor<3x7xf32>, tensor<7xf32>, tensor<5x16xf32>, tensor<16xf32>
+}
+)mlir";
+
+constexpr const char *kNoWeight = R"mlir(
+func.func @f(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %rstd: tensor<4xf32>)
+    -> tensor<4x8xf32> {
+  %dx = norm.rms_norm_grad %dy, %x, %rstd
+      : tensor<4x8xf32>, tensor<4xf32> -> tensor<4x8xf32>
+  return %dx : tensor<4x8xf32>
+}
+)mlir";
+
+class MixedReductionsTest : public ::testing::Test {
+protected:
+  MixedReductionsTest() {
+    DialectRegistry registry;
+    registry.insert<func::FuncDialect>();
+    norm::registerNormDialect(registry);
+    context.appendDialectRegistry(registry);
+    context.loadDialect<linalg::LinalgDialect, arith::ArithDialect,
+                        tensor::TensorDialect>();
+  }
+
+  /// `source` parsed and decomposed to linalg on tensors; its function.
+  func::FuncOp load(const char *source) {
+    module = parseSourceString<ModuleOp>(source, &context);
+    if (!module)
+      return nullptr;
+    RewritePatternSet patterns(&context);
+    norm::populateNormDecomposePatterns(patterns);
+    walkAndApplyPatterns(*module, std::move(patterns));
+    return *module->getOps<func::FuncOp>().begin();
+  }
+
+  int64_t count(StringRef name) {
+    int64_t n = 0;
+    module->walk([&](Operation *op) { n += op->getName().getStringRef() == name; });
+    return n;
+  }
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+};
+
+TEST_F(MixedReductionsTest, FindsGroupsWithoutChangingTheIR) {
+  func::FuncOp fn = load(kTwoNorms);
+  ASSERT_TRUE(fn);
+  int64_t generics = count("linalg.generic");
+  std::vector<norm::MixedReductionGroup> groups =
+      norm::findMixedReductionGroups(fn);
+  ASSERT_EQ(groups.size(), 2u);
+  for (const norm::MixedReductionGroup &g : groups) {
+    EXPECT_TRUE(g.wouldFuse()) << g.whyNot;
+    EXPECT_EQ(g.nDim, 1u);
+    EXPECT_FALSE(g.rowReductions.empty());
+    EXPECT_FALSE(g.columnReductions.empty());
+    EXPECT_GE(g.members.size(),
+              g.rowReductions.size() + g.columnReductions.size());
+  }
+  EXPECT_EQ(groups[0].domain, (SmallVector<int64_t>{3, 7}));
+  EXPECT_EQ(groups[1].domain, (SmallVector<int64_t>{5, 16}));
+  EXPECT_EQ(count("norm.mixed_reduction"), 0);
+  EXPECT_EQ(count("linalg.generic"), generics);
+}
+
+TEST_F(MixedReductionsTest, FusesOnlyTheGroupsTheControlAccepts) {
+  func::FuncOp fn = load(kTwoNorms);
+  ASSERT_TRUE(fn);
+  int asked = 0;
+  SmallVector<norm::MixedReductionOp> fused = norm::fuseMixedReductions(
+      fn, {}, [&](const norm::MixedReductionGroup &g) {
+        ++asked;
+        return g.domain.back() == 16; // the second norm only
+      });
+  EXPECT_EQ(asked, 2);
+  ASSERT_EQ(fused.size(), 1u);
+  EXPECT_EQ(count("norm.mixed_reduction"), 1);
+  auto type = cast<RankedTensorType>(fused[0].getFullResults()[0].getType());
+  EXPECT_EQ(type.getShape(), (ArrayRef<int64_t>{5, 16}));
+  // The declined group is as it was: its row and column reductions remain.
+  EXPECT_GE(count("linalg.generic"), 2);
+  EXPECT_TRUE(succeeded(verify(*module)));
+
+  // Without a control, every group fuses.
+  fn = load(kTwoNorms);
+  EXPECT_EQ(norm::fuseMixedReductions(fn).size(), 2u);
+  EXPECT_EQ(count("norm.mixed_reduction"), 2);
+  EXPECT_TRUE(succeeded(verify(*module)));
+}
+
+TEST_F(MixedReductionsTest, SaysWhyAGroupWouldNotFuse) {
+  func::FuncOp fn = load(kNoWeight);
+  ASSERT_TRUE(fn);
+  std::vector<norm::MixedReductionGroup> groups =
+      norm::findMixedReductionGroups(fn);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_FALSE(groups[0].wouldFuse());
+  EXPECT_NE(groups[0].whyNot.find("row-only=true"), std::string::npos)
+      << groups[0].whyNot;
+  EXPECT_TRUE(norm::fuseMixedReductions(fn).empty());
+
+  norm::MixedReductionOptions rowOnly;
+  rowOnly.rowOnly = true;
+  groups = norm::findMixedReductionGroups(fn, rowOnly);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_TRUE(groups[0].wouldFuse()) << groups[0].whyNot;
+  EXPECT_EQ(norm::fuseMixedReductions(fn, rowOnly).size(), 1u);
+  EXPECT_EQ(count("norm.mixed_reduction"), 1);
+}
+
+} // namespace
