@@ -56,17 +56,39 @@ Value HostLaunchBuilder::constant(int64_t v) {
 
 Value HostLaunchBuilder::null() { return LLVM::ZeroOp::create(b, loc, ptr); }
 
-/// A call of the runtime's `name`, declared in the module on first use.
-Value HostLaunchBuilder::call(StringRef name, TypeRange results,
-                              ValueRange args) {
-  if (!module.lookupSymbol<func::FuncOp>(name)) {
+/// A call of runtime function `fn`, declared in the module on first use
+/// from the ABI table (RuntimeABI.h), its arguments checked against it.
+Value HostLaunchBuilder::call(RuntimeFn fn, ValueRange args) {
+  const RuntimeFunction &abi = runtimeFunction(fn);
+  auto typeOf = [&](AbiType t) -> Type {
+    switch (t) {
+    case AbiType::I32:
+      return i32;
+    case AbiType::I64:
+      return i64;
+    case AbiType::Ptr:
+      return ptr;
+    case AbiType::Void:
+      break;
+    }
+    return Type();
+  };
+  SmallVector<Type> params;
+  for (AbiType t : abi.parameters())
+    params.push_back(typeOf(t));
+  SmallVector<Type> results;
+  if (abi.result != AbiType::Void)
+    results.push_back(typeOf(abi.result));
+  assert(TypeRange(args) == TypeRange(params) &&
+         "a runtime call whose arguments differ from RuntimeABI.h");
+  if (!module.lookupSymbol<func::FuncOp>(abi.name)) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(
-        b, loc, name, b.getFunctionType(args.getTypes(), results));
+    auto decl = func::FuncOp::create(b, loc, abi.name,
+                                     b.getFunctionType(params, results));
     decl.setPrivate();
   }
-  auto op = func::CallOp::create(b, loc, name, results, args);
+  auto op = func::CallOp::create(b, loc, abi.name, results, args);
   return results.empty() ? Value() : op.getResult(0);
 }
 
@@ -99,23 +121,23 @@ void HostLaunchBuilder::failIf(Value condition, int32_t status,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   Value code = arith::ConstantIntOp::create(b, loc, i32, status);
-  call("normrt_ir_fail", {}, {code, message(s)});
+  call(RuntimeFn::Fail, {code, message(s)});
 }
 
 Value HostLaunchBuilder::handedStream() {
-  return call("normrt_ir_stream", ptr, {});
+  return call(RuntimeFn::Stream, {});
 }
 
 void HostLaunchBuilder::begin(Value stream) {
-  call("normrt_ir_begin", i32, stream);
+  call(RuntimeFn::Begin, stream);
 }
 
 Value HostLaunchBuilder::end(Value stream, bool printFailure) {
   Value print = arith::ConstantIntOp::create(b, loc, i32, printFailure);
-  return call("normrt_ir_end", i32, {stream, print});
+  return call(RuntimeFn::End, {stream, print});
 }
 
-Value HostLaunchBuilder::smCount() { return call("normrt_ir_sm_count", i64, {}); }
+Value HostLaunchBuilder::smCount() { return call(RuntimeFn::SmCount, {}); }
 
 void HostLaunchBuilder::synchronize() {
   // In a sequence mgpuStreamCreate hands out the sequence's stream: this
@@ -184,7 +206,7 @@ HostLaunchBuilder::vectorFlags(StringRef function, const GroupLaunchPlan &plan,
        {ArrayRef(ops.fullIn), ArrayRef(ops.fullOut), ArrayRef(ops.colIn),
         ArrayRef(ops.scalars)})
     for (const LaunchValue &v : group)
-      call("normrt_ir_check_aligned", {},
+      call(RuntimeFn::CheckAligned,
            {v.value, constant(v.elementBytes),
             message((function + ": " + v.name).str())});
   Value no = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
@@ -253,10 +275,10 @@ void HostLaunchBuilder::launchGroup(StringRef function,
 Value HostLaunchBuilder::query(ArrayRef<std::string> kernels, Value which,
                                int32_t kind, int64_t cluster, Value grid,
                                int64_t block, Value smem) {
-  call("normrt_ir_next_launch", {},
+  call(RuntimeFn::NextLaunch,
        {arith::ConstantIntOp::create(b, loc, i32, kind), constant(cluster)});
   launch(kernels, which, grid, block, smem, {});
-  return call("normrt_ir_query_result", i64, {});
+  return call(RuntimeFn::QueryResult, {});
 }
 
 /// `gpu.launch_func` of `kernels[which]` (one case per kernel) on the
@@ -437,7 +459,7 @@ Value HostLaunchBuilder::workspace(int64_t numCol, Value programs, Value cols,
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   Value bytes = m.mul(m.mul(m.i64(numCol * 4), programs), cols);
   scf::YieldOp::create(b, loc,
-                       call("normrt_ir_workspace", ptr, {stream, bytes}));
+                       call(RuntimeFn::Workspace, {stream, bytes}));
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   scf::YieldOp::create(b, loc, null());
   return ifOp.getResult(0);
@@ -506,14 +528,14 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
     Value isCoop = m.cmp(Arith::P::ne, coop, m.i64(0));
     auto barrierIf = scf::IfOp::create(b, loc, ptr, isCoop, /*withElse=*/true);
     b.setInsertionPointToStart(&barrierIf.getThenRegion().front());
-    scf::YieldOp::create(b, loc, call("normrt_ir_grid_barrier", ptr, stream));
+    scf::YieldOp::create(b, loc, call(RuntimeFn::GridBarrier, stream));
     b.setInsertionPointToStart(&barrierIf.getElseRegion().front());
     scf::YieldOp::create(b, loc, null());
     b.setInsertionPointAfter(barrierIf);
     barrier = barrierIf.getResult(0);
     Value kind = m.select(isCoop, m.i32(NORMRT_IR_LAUNCH_COOPERATIVE),
                           m.i32(NORMRT_IR_LAUNCH));
-    call("normrt_ir_next_launch", {}, {kind, m.i64(1)});
+    call(RuntimeFn::NextLaunch, {kind, m.i64(1)});
   }
   // The kernels' parameters, in their order (mainKernelParams).
   SmallVector<Value> args = kernelArguments(
@@ -541,7 +563,7 @@ void HostLaunchBuilder::launchFinal(const GroupLaunchPlan &plan,
   b.setInsertionPointToStart(&finalIf.getThenRegion().front());
   SmallVector<Value> args = kernelArguments(
       finalKernelParams(ops.op), ops, {ws, Value(), Value(), programs});
-  call("normrt_ir_next_launch", {},
+  call(RuntimeFn::NextLaunch,
        {m.i32(plan.dependentFinal ? NORMRT_IR_LAUNCH_DEPENDENT
                                   : NORMRT_IR_LAUNCH),
         m.i64(1)});

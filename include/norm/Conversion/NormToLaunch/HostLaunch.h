@@ -15,6 +15,7 @@
 #define NORM_CONVERSION_NORMTOLAUNCH_HOSTLAUNCH_H
 
 #include "norm/Conversion/NormToGPU.h"
+#include "norm/Conversion/NormToLaunch/RuntimeABI.h"
 #include "norm/Dialect/Norm/IR/NormOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -127,7 +128,7 @@ private:
   };
   Value constant(int64_t v);
   Value null();
-  Value call(StringRef name, TypeRange results, ValueRange args);
+  Value call(RuntimeFn fn, ValueRange args);
   Value message(StringRef text);
   void failIf(Value condition, int32_t status, const Twine &text);
   Flags vectorFlags(StringRef function, const GroupLaunchPlan &plan,
