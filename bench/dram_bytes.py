@@ -34,9 +34,6 @@ import re
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
 METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
 DEFAULT_SHAPES = ("8192x2048,32768x1024,8192x4096,4096x8192,16384x5120,"
                   "5000x3000,2048x16384,4096x12288,1024x32768")

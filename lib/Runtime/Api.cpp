@@ -7,25 +7,6 @@
 
 #include "RuntimeInternal.h"
 
-#include <dlfcn.h>
-
-#include <atomic>
-#include <climits>
-#include <cstdarg>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <exception>
-#include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <new>
-#include <string>
-#include <tuple>
-#include <utility>
-
 using namespace normrt_detail;
 
 extern "C" {

@@ -7,34 +7,14 @@
 
 #include "RuntimeInternal.h"
 
-#include <dlfcn.h>
-
-#include <atomic>
 #include <climits>
-#include <cstdarg>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <exception>
-#include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <new>
-#include <string>
-#include <tuple>
-#include <utility>
 
 namespace normrt_detail {
 
 //===----------------------------------------------------------------------===//
 // Caches
 //===----------------------------------------------------------------------===//
-
-
-
-
 
 // A number per thread, never reused (0: not drawn yet).
 std::atomic<uint64_t> gNextThreadId{1};
@@ -71,7 +51,6 @@ State &state() {
   static State *instance = new State();
   return *instance;
 }
-
 
 // The current context, making device 0's primary context current when there
 // is none. Needs the driver.
@@ -245,9 +224,6 @@ int captureOf(const char *fn, CUstream stream, Capture *out) {
   }
   return NORMRT_SUCCESS;
 }
-
-
-
 
 // `bytes` of stream-ordered scratch on the capturing `stream` (an allocation
 // node of its graph), to be freed by normrt_scratch_done. `what` names it.

@@ -9,29 +9,16 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
-#include <climits>
 #include <cstdarg>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
-#include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <new>
-#include <string>
-#include <tuple>
-#include <utility>
 
 namespace normrt_detail {
 
 //===----------------------------------------------------------------------===//
 // Error messages
 //===----------------------------------------------------------------------===//
-
 
 // This thread's last failure. Trivially constructed and destroyed, so it
 // needs no TLS constructor or destructor (safe in a dlopen'ed library).
@@ -54,7 +41,6 @@ __attribute__((format(printf, 2, 3))) int fail(int status, const char *fmt,
 //===----------------------------------------------------------------------===//
 // The driver
 //===----------------------------------------------------------------------===//
-
 
 // Written once by loadDriver(), read-only afterwards (the guarded static in
 // initOnce() orders the writes before every reader, and every reader goes
