@@ -57,6 +57,35 @@ class Components(unittest.TestCase):
         ], ["s"])
         self.assertEqual(fx_region.domain_filter(g, ["h", "s"]), ["s"])
 
+    def test_small_permuted_inputs_are_declared_contiguous(self):
+        # ConvNeXt's per-row statistics [B, H, W, 1] laid out [B, W, H]
+        # beside [B, H, W, C] activations: passed as a contiguous copy.
+        x = arg("x", [2, 3, 4, 8])
+        x["stride"] = [96, 32, 8, 1]
+        rstd = arg("rstd", [2, 3, 4, 1])
+        rstd["stride"] = [12, 1, 3, 3]
+        g = graph([x, rstd,
+                   node("m", "aten.mul.Tensor", [ref("x"), ref("rstd")],
+                        [2, 3, 4, 8]),
+                   node("s", "aten.sum.dim_IntList", [ref("m"), [3], True],
+                        [2, 3, 4, 1])], ["s"])
+        sub, _, _ = fx_region.subgraph(g, ["m", "s"])
+        by_name = {n["name"]: n for n in sub["nodes"]}
+        self.assertEqual(by_name["rstd"]["stride"], [12, 4, 1, 1])
+        self.assertEqual(by_name["x"]["stride"], [96, 32, 8, 1])
+        # A full-size input may be declared in a sibling's layout instead.
+        dy = arg("dy", [2, 3, 4, 8])
+        dy["stride"] = [96, 8, 24, 1]  # [B, W, H, C] in memory
+        self.assertEqual(fx_region._layouts({"x": x, "dy": dy}, "dy",
+                                            ["x", "dy"]),
+                         [(96, 32, 8, 1)])
+        sub, _, _ = fx_region.subgraph(
+            graph([x, dy, node("a", "aten.add.Tensor", [ref("x"), ref("dy")],
+                               [2, 3, 4, 8])], ["a"]),
+            ["a"], copies=(("dy", (96, 32, 8, 1)),))
+        self.assertEqual({n["name"]: n.get("stride") for n in sub["nodes"]}
+                         ["dy"], [96, 32, 8, 1])
+
     def test_physical_order(self):
         # [B, C, H, W] channels-last: memory order B, H, W, C.
         self.assertEqual(fx_import.physical_order([2, 3, 4, 5],
