@@ -15,6 +15,9 @@
 #        scripts/dev.sh wheel-test  the wheel, installed into a fresh venv:
 #                                 the Python tests against it, the bundled
 #                                 norm-opt's CLI, a C host on its CMake package
+#        scripts/dev.sh gpu-test [--only a,b] [--quick] [--list]
+#                                 here: build the wheel; on a GPU machine:
+#                                 install it and run every GPU check
 #
 # Environment: NORM_BUILD_DIR (default: build/), NORM_ASAN_BUILD_DIR
 # (default: build-asan/), NORM_SANITIZE=0 (test: without the sanitizer job), NORM_WHEEL=0 (test:
@@ -268,7 +271,29 @@ wheel_test() {
   ! grep -q 'skipped' "$work/unittest.log" || { log "wheel-test: a test was skipped"; exit 1; }
 }
 
+# The GPU suite (test/gpu/suite.py). Here (no GPU): build the wheel, the
+# only thing the suite needs from this machine. On a GPU machine (no LLVM):
+# install that wheel (dist/) and run every GPU check with its bundled
+# norm-opt; extra arguments go to the suite (--only, --quick, --list).
+gpu_test() {
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    install_missing; wheel
+    log "gpu-test: no GPU here; built $(ls "$root"/dist/norm_opt-*.whl)." \
+        "On a GPU machine, with this tree and dist/: scripts/dev.sh gpu-test"
+    python3 "$root/test/gpu/suite.py" "$@"
+    return
+  fi
+  local whl
+  whl=$(ls "$root"/dist/norm_opt-*.whl 2>/dev/null | head -n 1)
+  [ -n "$whl" ] || { log "gpu-test: no wheel in dist/ (build it with scripts/dev.sh gpu-test on the build machine)"; exit 1; }
+  python3 -m pip install -q --no-deps --no-index --force-reinstall "$whl"
+  NORM_OPT=$(cd /tmp && python3 -c "import norm_opt.compiler as c; print(c.BUNDLED_NORM_OPT)")
+  export NORM_OPT
+  python3 "$root/test/gpu/suite.py" "$@"
+}
+
 cmd=${1:-}
+[ $# -gt 0 ] && shift
 case "$cmd" in
   example) install_missing; configure_and_build; run_examples ;;
   test)    install_missing; configure_and_build
@@ -280,5 +305,6 @@ case "$cmd" in
   wheel-test) install_missing; wheel; wheel_test ;;
   sanitize) install_missing; sanitize ;;
   build)   install_missing; configure_and_build ;;
-  *) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  gpu-test) gpu_test "$@" ;;
+  *) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

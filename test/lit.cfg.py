@@ -46,6 +46,9 @@ if not sanitized:
 tool_dirs = [config.norm_tools_dir, config.llvm_tools_dir]
 tools = ["norm-opt", "mlir-opt", "mlir-runner", "norm-capi-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+# norm-opt's path where it is a value, not a command (NORM_OPT=...).
+config.substitutions.append(
+    ("%norm_opt_path", os.path.join(config.norm_tools_dir, "norm-opt")))
 
 # The fake libcuda of the runtime's unit tests (unittests/RuntimeFakeCuda):
 # generated libraries run on it without a GPU.

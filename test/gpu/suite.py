@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+#===- test/gpu/suite.py - every GPU check, one command -------------------===#
+"""The GPU test suite: every GPU correctness check of the project, run one
+after the other on a GPU machine, one pass/fail table at the end.
+
+On a machine without a GPU it says so and runs nothing (exit 0). Kernels
+are compiled on the GPU machine with `$NORM_OPT` (the wheel's bundled
+norm-opt: scripts/dev.sh gpu-test installs the wheel and sets it), so the
+only thing built here is the wheel. Each check runs in a process of its
+own with a time limit; a check that fails, times out or cannot start is a
+FAIL row, and the suite exits 1 if any row is one. A run that ran no check
+fails too.
+
+  python3 test/gpu/suite.py [--list] [--only a,b] [--quick] [--work DIR]
+                            [--timeout-scale F]
+
+--quick passes each check its own quick option where it has one (fewer
+shapes or cases). The checks are still the scripts in bench/ (moving them
+here is the next step of issue 41, after gpu_check.py's library half moves
+into the package).
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+class Check:
+    """One check: an optional build step, then the check itself ({work}:
+    the check's own work directory; {norm_opt}: $NORM_OPT)."""
+
+    def __init__(self, name, run, build=None, quick=(), gpus=1, timeout=600,
+                 what="", installed=False):
+        self.name, self.run, self.build = name, run, build
+        self.quick, self.gpus, self.timeout, self.what = quick, gpus, timeout, what
+        # Run against the installed wheel only: no source tree on the path,
+        # no $NORM_OPT (what wheel_check.py checks first).
+        self.installed = installed
+
+
+CHECKS = [
+    Check("routing", ["bench/compile_routing_check.py"], timeout=900,
+          what="torch.compile route: six norm spellings, f32 and bf16, "
+               "against eager"),
+    Check("torch-ops", ["bench/torch_ops_check.py"],
+          what="norm_opt.torch ops against torch's op rules"),
+    Check("masks", ["bench/gpu_mask_check.py", "--dir", "{work}"],
+          build=["bench/gpu_mask_check.py", "--build", "{work}",
+                 "--norm-opt", "{norm_opt}"],
+          quick=["--quick"], what="masked norms against float64"),
+    Check("channels-first",
+          ["bench/gpu_channels_first_check.py", "--dir", "{work}"],
+          build=["bench/gpu_channels_first_check.py", "--build", "{work}",
+                 "--norm-opt", "{norm_opt}"],
+          quick=["--quick"], what="channels-first kernels against float64"),
+    Check("kernels", ["bench/gpu_check.py", "--dir", "{work}"],
+          build=["bench/build_gpu_kernels.py", "--norm-opt", "{norm_opt}",
+                 "--out", "{work}"],
+          quick=["--quick"], timeout=1800,
+          what="the kernel sets against float64 and torch"),
+    Check("random", ["bench/gpu_random_check.py", "run", "--dir", "{work}"],
+          build=["bench/gpu_random_check.py", "build", "--seed", "1",
+                 "--programs", "300", "--cases-per-program", "7",
+                 "--norm-opt", "{norm_opt}", "--out", "{work}"],
+          timeout=1800, what="random programs and shapes against float64"),
+    Check("capture", ["bench/gpu_capture_test.py", "--dir", "{work}"],
+          build=["bench/build_gpu_kernels.py", "--norm-opt", "{norm_opt}",
+                 "--out", "{work}", "--ns", "4096,8192,32768",
+                 "--configs", "bf16,f32", "--kinds", "layer,rms"],
+          timeout=1200, what="kernels inside CUDA graph captures"),
+    Check("train", ["bench/train_check.py", "--steps", "20"], timeout=1200,
+          what="training steps, lockstep and free, against torch"),
+    Check("wheel", ["bench/wheel_check.py", "--steps", "20", "--self-check"],
+          timeout=1200, what="the installed wheel end to end",
+          installed=True),
+    Check("ddp", ["bench/ddp_check.py"], gpus=2, timeout=1200,
+          what="data and sequence parallel over NCCL"),
+]
+
+
+def gpu_count():
+    """GPUs here (0 without a driver); $NORM_GPU_SUITE_GPUS overrides it
+    (the suite's own CPU test)."""
+    if os.environ.get("NORM_GPU_SUITE_GPUS"):
+        return int(os.environ["NORM_GPU_SUITE_GPUS"])
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name",
+                              "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return len([l for l in out.stdout.splitlines() if l.strip()]) \
+        if out.returncode == 0 else 0
+
+
+def fill(argv, work, norm_opt):
+    return [a.format(work=work, norm_opt=norm_opt) for a in argv]
+
+
+def run_step(argv, env, timeout, log):
+    """(ok, seconds, why) of one script run, its output appended to log."""
+    start = time.time()
+    with open(log, "a") as f:
+        f.write("$ " + " ".join(argv) + "\n")
+        f.flush()
+        try:
+            rc = subprocess.run([sys.executable] + argv, cwd=ROOT, env=env,
+                                stdout=f, stderr=subprocess.STDOUT,
+                                timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return False, time.time() - start, f"timed out after {timeout} s"
+        except OSError as e:
+            return False, time.time() - start, f"could not start: {e}"
+    seconds = time.time() - start
+    return rc == 0, seconds, "" if rc == 0 else f"exit {rc}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--only", help="comma-separated check names")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--work", default=os.path.join(ROOT, ".carry", "gpu-suite"))
+    ap.add_argument("--timeout-scale", type=float, default=1.0)
+    args = ap.parse_args(argv)
+    checks = CHECKS
+    if args.only:
+        names = args.only.split(",")
+        unknown = [n for n in names if n not in {c.name for c in CHECKS}]
+        if unknown:
+            print(f"FAIL: no check named {', '.join(unknown)} "
+                  f"(--list shows them)")
+            return 1
+        checks = [c for c in CHECKS if c.name in names]
+    if args.list:
+        for c in checks:
+            print(f"{c.name:15} {c.what}" + (f" ({c.gpus} GPUs)"
+                                             if c.gpus > 1 else ""))
+        return 0
+    gpus = gpu_count()
+    if gpus == 0:
+        print("no GPU here: the GPU suite is skipped (run it on a GPU "
+              "machine: scripts/dev.sh gpu-test)")
+        return 0
+    norm_opt = os.environ.get("NORM_OPT", "")
+    if not norm_opt or not os.access(norm_opt, os.X_OK):
+        print("FAIL: $NORM_OPT is not an executable norm-opt (install the "
+              "wheel; scripts/dev.sh gpu-test sets it)")
+        return 1
+    env = dict(os.environ)
+    paths = [os.path.join(ROOT, "python"), os.path.join(ROOT, "bench"),
+             os.path.join(ROOT, "test", "lib-python")]
+    env["PYTHONPATH"] = os.pathsep.join(
+        paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    os.makedirs(args.work, exist_ok=True)
+    rows = []
+    for c in checks:
+        if c.gpus > gpus:
+            rows.append((c.name, "SKIP", 0.0, f"needs {c.gpus} GPUs"))
+            continue
+        work = os.path.join(args.work, c.name)
+        log = os.path.join(args.work, f"{c.name}.log")
+        if os.path.exists(log):
+            os.remove(log)
+        timeout = int(c.timeout * args.timeout_scale)
+        check_env = env
+        if c.installed:
+            check_env = {k: v for k, v in os.environ.items()
+                         if k not in ("NORM_OPT", "NORM_OPT_LIBRARY_PATH",
+                                      "PYTHONPATH")}
+        seconds, ok, why = 0.0, True, ""
+        if c.build:
+            os.makedirs(work, exist_ok=True)
+            ok, seconds, why = run_step(fill(c.build, work, norm_opt),
+                                        check_env, timeout, log)
+            why = f"build: {why}" if not ok else ""
+        if ok:
+            run = fill(c.run, work, norm_opt) + (list(c.quick)
+                                                 if args.quick else [])
+            ok, s, why = run_step(run, check_env, timeout, log)
+            seconds += s
+        rows.append((c.name, "PASS" if ok else "FAIL", seconds, why))
+        print(f"{c.name}: {'PASS' if ok else 'FAIL'} ({seconds:.0f} s)"
+              f"{': ' + why if why else ''}  [{log}]", flush=True)
+    print()
+    print("| check | result | seconds | why |")
+    print("|---|---|---|---|")
+    for name, result, seconds, why in rows:
+        print(f"| {name} | {result} | {seconds:.0f} | {why} |")
+    ran = [r for r in rows if r[1] != "SKIP"]
+    failed = [r for r in ran if r[1] != "PASS"]
+    if not ran:
+        print("FAIL: no check ran")
+        return 1
+    print(f"{len(ran) - len(failed)} of {len(ran)} checks passed"
+          + (f", {len(rows) - len(ran)} skipped" if len(rows) > len(ran)
+             else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
