@@ -26,6 +26,7 @@ The regions returned are lists of compute node names; `subgraph` gives
 their inputs and outputs (node names), in order, for the caller's rewrite.
 """
 
+import collections
 import math
 import re
 import subprocess
@@ -344,7 +345,7 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
         sub, inputs, outputs = subgraph(graph, region,
                                         f"{name}{len(done)}", copies)
         mlir, _ = fx_import.import_graph(sub)
-        return (sub, inputs, outputs, mlir) + tuple(fuse(mlir))
+        return _Attempt(sub, inputs, outputs, mlir, *fuse(mlir))
 
     while work and limit:
         limit -= 1
@@ -361,13 +362,15 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
         # activations): passed as a copy, contiguous or laid out as another
         # input of its shape, where that removes a transposing read; one
         # input at a time.
-        for i in tried[1]:
-            for strides in _layouts(by_name, i, tried[1]):
-                if _transposing(tried[6]) == 0:
+        transposing = _transposing(tried.remarks)
+        for i in tried.inputs:
+            for strides in _layouts(by_name, i, tried.inputs):
+                if transposing == 0:
                     break
                 other = attempt(region, copies + ((i, strides),))
-                if _transposing(other[6]) < _transposing(tried[6]):
+                if _transposing(other.remarks) < transposing:
                     tried, copies = other, copies + ((i, strides),)
+                    transposing = _transposing(tried.remarks)
         sub, inputs, outputs, mlir, groups, left, pass_remarks, fused = tried
         members = [[m for m in g if m in key] for g in groups]
         if not members and key not in retried:
@@ -428,6 +431,11 @@ def _layouts(by_name, name, inputs):
                 and tuple(o["stride"]) not in out):
             out.append(tuple(o["stride"]))
     return out
+
+
+# One import of a region and the pass's answer on it (fuse_with's four).
+_Attempt = collections.namedtuple(
+    "_Attempt", "sub inputs outputs mlir groups left remarks fused")
 
 
 def _transposing(remarks):

@@ -280,15 +280,15 @@ LogicalResult Analysis::planInputs(const Group &group, FusionPlan &plan,
     for (auto &[key, access] : slices[op].externals) {
       if (!seen.insert(key).second)
         continue;
-      Access asFull = withUnitDomainDims(access, allDims);
-      Access asRow = withUnitDomainDims(access, rows);
       if (access.dims.size() == rank)
         plan.full.push_back(access);
       else if (access.dims == rows)
         plan.row.push_back(access);
-      else if (asFull.dims.size() == rank)
+      else if (Access asFull = withUnitDomainDims(access, allDims);
+               asFull.dims.size() == rank)
         plan.full.push_back(asFull);
-      else if (!access.dims.empty() && asRow.dims == rows)
+      else if (Access asRow = withUnitDomainDims(access, rows);
+               !access.dims.empty() && asRow.dims == rows)
         plan.row.push_back(asRow);
       else if (access.dims == colDims)
         plan.col.push_back(access);
