@@ -4,7 +4,7 @@
 
 The plan options of `norm-opt compile` (docs/compile.md, docs/gpu.md) are
 varied one at a time from the heuristic's choice; each variant is a set of
-libraries like bench/build_gpu_kernels.py's. bench/bench.py times them all
+libraries like norm_opt.kernel_set's. bench/bench.py times them all
 beside the default in one run (--variants-file; ours only, same protocol),
 and `summarize` picks the fastest variant per row whose errors are no worse
 than twice the default's. It shows where the heuristic leaves time; the
@@ -31,9 +31,9 @@ import shutil
 import subprocess
 import sys
 
-import build_gpu_kernels as bk
 import report
 from norm_opt import compile_command
+from norm_opt import kernel_set as bk
 
 # One option changed from the heuristic's plan each.
 VARIANTS = {

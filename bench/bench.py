@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the norm-opt kernels against the peers of BENCHMARKS.md.
 
-Runs on the GPU machine over the libraries of bench/build_gpu_kernels.py,
+Runs on the GPU machine over the kernel set of norm_opt.kernel_set,
 with the protocol of ../shared/BENCHMARKS.md: backward only; the L2 flushed
 (a 256 MB buffer written) before every timed call; every provider but JAX
 captured in a CUDA graph after 3 warm-up calls and timed by replaying it
@@ -54,6 +54,7 @@ except ImportError:  # --dry-run on a machine without torch
 
 import norm_opt  # noqa: E402
 import report  # noqa: E402  (bench/report.py, beside this script)
+from norm_opt import kernel_set  # noqa: E402
 
 # ../shared/BENCHMARKS.md: (M, N, function) with function "static" (the
 # library's function for that N) or "dynamic" (its dynamic-N function).
@@ -68,7 +69,7 @@ SHAPES = [(m, n, "static") for m, n in (
 # floor's bytes), not a peer.
 ALL_PROVIDERS = ("norm-opt",) + report.PEERS + ("copy",)
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
-EPS = 1e-5  # the forward's epsilon (gpu_check.make_inputs)
+EPS = 1e-5  # the forward's epsilon (norm_opt.testing.make_inputs)
 FLUSH_BYTES = 256 * 1024 * 1024
 JAX_CACHE = os.environ.get("BENCH_JAX_CACHE", "/tmp/bench-jax-cache")
 
@@ -362,16 +363,17 @@ class JaxPeer:
 def probe_jax():
     """--probe-jax: JAX beside torch on the GPU, through dlpack, on a small
     case (run in a child process first: a crash there costs nothing)."""
-    import gpu_check as gc
+    from norm_opt import testing
+    from norm_opt.reference import rel_l2
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
     jaxp = JaxPeer(flush=False)
     for kind in ("layer", "rms"):
-        t = gc.make_inputs(kind, torch.bfloat16, torch.bfloat16, 64, 256,
-                           gen, "cuda")
+        t = testing.make_inputs(kind, torch.bfloat16, torch.bfloat16, 64,
+                                256, gen, "cuda")
         out = jaxp.bwd[kind](*jaxp.args(kind, t))
         dx = jaxp.to_torch(out[0], t["x"])
-        err = gc.rel_l2(dx, gc.reference(kind, t, 64, 256)["dx"])
+        err = rel_l2(dx, testing.float64_backward(kind, t, 64, 256)["dx"])
         if not err < 2e-2:
             raise SystemExit(f"jax {kind}: dx error {err}")
     print(f"jax {jaxp.jax.__version__} on {jaxp.device}: ok")
@@ -380,28 +382,28 @@ def probe_jax():
 
 # --- providers --------------------------------------------------------------
 
-def ours_provider(gc, lib, fn, sig, t, m, n):
+def ours_provider(testing, lib, fn, sig, t, m, n):
     """Ours as norm_opt.torch's ops call it: the workspace from torch's
     allocator (inside the captured graph: its private pool, no allocation
     nodes, as for every peer's temporaries)."""
-    outs = gc.poisoned_outputs(sig, m, n, t["x"].dtype, t["w"].dtype,
-                               t["x"].device)
+    outs = testing.poisoned_outputs(sig, m, n, t["x"].dtype, t["w"].dtype,
+                                    t["x"].device)
     nbytes = lib.workspace_bytes(fn, sig, t, outs, m, n)
 
     def ours():
-        gc.call_framework_workspace(lib, fn, sig, t, outs, m, n, nbytes)
+        testing.call_framework_workspace(lib, fn, sig, t, outs, m, n, nbytes)
     return ours, lambda: outs
 
 
-def graph_providers(gc, kind, wanted, ours, t, m, n, compiled, variants,
-                    liger):
+def graph_providers(testing, kind, wanted, ours, t, m, n, compiled,
+                    variants, liger):
     """name -> (callable, outputs getter), all timed by graph replay."""
     out = {}
     if ours is not None and "norm-opt" in wanted:
         lib, fn, sig = ours
-        out["norm-opt"] = ours_provider(gc, lib, fn, sig, t, m, n)
+        out["norm-opt"] = ours_provider(testing, lib, fn, sig, t, m, n)
     for label, (vlib, vfn, vsig) in variants.items():
-        out[label] = ours_provider(gc, vlib, vfn, vsig, t, m, n)
+        out[label] = ours_provider(testing, vlib, vfn, vsig, t, m, n)
     names = ["dx", "dw", "db"] if kind == "layer" else ["dx", "dw"]
     if "torch-eager" in wanted:
         res = {}
@@ -448,9 +450,9 @@ def summary_line(row):
                if "speedup" in row else ""))
 
 
-def measure_row(gc, args, timer, jaxp, kind, dt, m, n, fn_kind, lib,
+def measure_row(testing, args, timer, jaxp, kind, dt, m, n, fn_kind, lib,
                 compiled, variant_libs, liger, ptxas, bw, gen, peer_cache):
-    xdt = gc.DT[dt]
+    xdt = testing.DT[dt]
     ours = ours_function(lib, n, fn_kind)
     row = dict(kind=kind, dtype=dt, m=m, n=n, fn=fn_kind,
                floor=floor_bytes(kind, m, n, dt) / bw * 1e6, times={},
@@ -458,12 +460,11 @@ def measure_row(gc, args, timer, jaxp, kind, dt, m, n, fn_kind, lib,
     if ours is None and "norm-opt" in args.wanted:
         row["errs"]["norm-opt"] = {"error": f"no {fn_kind} function for "
                                             f"N={n} in lib{kind}_{dt}.so"}
-    t = gc.make_inputs(kind, xdt, xdt, m, n, gen, "cuda")
-    ref = gc.reference(kind, t, m, n)
+    t = testing.make_inputs(kind, xdt, xdt, m, n, gen, "cuda")
+    ref = testing.float64_backward(kind, t, m, n)
 
     def errors(o):
-        return {k: (gc.rel_l2_chunked(o[k], ref[k], n) if k == "dx"
-                    else gc.rel_l2(o[k], ref[k])) for k in o}
+        return testing.errors(o, ref, n)
 
     # A dynamic-N row's peers are the static row's, when that one ran.
     cached = peer_cache.get((kind, dt, m, n)) if fn_kind == "dynamic" else None
@@ -473,7 +474,7 @@ def measure_row(gc, args, timer, jaxp, kind, dt, m, n, fn_kind, lib,
         if v:
             variants[label] = v
     wanted = args.wanted if cached is None else {"norm-opt"}
-    provs = graph_providers(gc, kind, wanted, ours, t, m, n,
+    provs = graph_providers(testing, kind, wanted, ours, t, m, n,
                             compiled if cached is None else None, variants,
                             liger if cached is None else None)
     for name, (call, get) in provs.items():
@@ -590,7 +591,7 @@ def precompile(args, argv, shapes):
 
 def warm(args, shapes, shard):
     """A --precompile worker: compile (run once, untimed) its share."""
-    import gpu_check as gc
+    from norm_opt import testing
     setup_torch()
     index, count = (int(v) for v in shard.split("/"))
     jobs = warm_jobs(args, shapes)[index::count]
@@ -602,7 +603,8 @@ def warm(args, shapes, shard):
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
     for dt, kind, m, n in jobs:
-        t = gc.make_inputs(kind, gc.DT[dt], gc.DT[dt], m, n, gen, "cuda")
+        t = testing.make_inputs(kind, testing.DT[dt], testing.DT[dt], m, n,
+                                gen, "cuda")
         calls = []
         if ("torch-compile" in args.wanted
                 and dt in args.compile_dtypes.split(",")):
@@ -680,7 +682,7 @@ def check_libraries(folder, args, shapes, required):
     ok = True
     path = os.path.join(folder, "manifest.json")
     if not os.path.isfile(path):
-        print(f"FAIL no {path} (bench/build_gpu_kernels.py)")
+        print(f"FAIL no {path} (python3 -m norm_opt.kernel_set)")
         return False
     entries = {e["library"]: e for e in json.load(open(path))["libraries"]}
     missing = 0
@@ -849,7 +851,7 @@ def main(argv=None):
     if args.precompile > 0 and (
             args.wanted & {"torch-compile", "liger", "jax-xla"}):
         precompile(args, argv, shapes)
-    import gpu_check as gc
+    from norm_opt import testing
     torch.manual_seed(0)
     setup_torch()
     libs, ptxas = {}, {}
@@ -857,13 +859,13 @@ def main(argv=None):
         manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
         ptxas = manifest.get("kernels", {})
         for entry in manifest["libraries"]:
-            libs[entry["library"]] = gc.ManifestLibrary(
+            libs[entry["library"]] = kernel_set.ManifestLibrary(
                 os.path.join(args.dir, entry["library"]), entry)
     variant_libs = {}
     for label, vdir in args.variants.items():
         vman = json.load(open(os.path.join(vdir, "manifest.json")))
         variant_libs[label] = {
-            e["library"]: gc.ManifestLibrary(os.path.join(vdir,
+            e["library"]: kernel_set.ManifestLibrary(os.path.join(vdir,
                                                           e["library"]), e)
             for e in vman["libraries"]}
     liger = jaxp = None
@@ -908,7 +910,7 @@ def main(argv=None):
                 if args.time_budget and time.time() - t0 > args.time_budget:
                     stopped = f"{kind} {dt} {m}x{n}"
                     break
-                row = measure_row(gc, args, timer, jaxp, kind, dt, m, n,
+                row = measure_row(testing, args, timer, jaxp, kind, dt, m, n,
                                   fn_kind, lib, compiled_fn, variant_libs,
                                   liger, ptxas, bw, gen, peer_cache)
                 rows.append(row)

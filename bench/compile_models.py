@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 import norm_opt.torch as nt
+from norm_opt.reference import rel_l2
 
 DTYPE = torch.bfloat16
 
@@ -137,8 +138,7 @@ def worst(got, want):
         g = got.get(k)
         if g is None:
             return math.inf
-        w64, g64 = w.double(), g.double()
-        e = ((g64 - w64).norm() / w64.norm().clamp_min(1e-30)).item()
+        e = rel_l2(g, w)
         if not e <= out:  # NaN is the worst
             out = e if e == e else math.inf
     return out

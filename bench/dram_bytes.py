@@ -46,22 +46,21 @@ def parse_shapes(text):
 def child(args):
     import torch
     import bench
-    import gpu_check as gc
-    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
-    entry = next(e for e in manifest["libraries"]
-                 if e["library"] == f"lib{args.kind}_{args.dtype}.so")
-    lib = gc.ManifestLibrary(os.path.join(args.dir, entry["library"]), entry)
+    from norm_opt import kernel_set, testing
+    name = f"lib{args.kind}_{args.dtype}.so"
+    lib = kernel_set.libraries(args.dir, only={name})[name]
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
     clean = torch.ones(256 << 20, dtype=torch.int8, device="cuda")
-    xdt = gc.DT[args.dtype]
+    xdt = testing.DT[args.dtype]
     for m, n in parse_shapes(args.shapes):
         ours = bench.ours_function(lib, n, "static")
         if ours is None:
             print(f"skip {m}x{n}: no function", flush=True)
             continue
-        t = gc.make_inputs(args.kind, xdt, xdt, m, n, gen, "cuda")
-        call, _ = bench.ours_provider(gc, ours[0], ours[1], ours[2], t, m, n)
+        t = testing.make_inputs(args.kind, xdt, xdt, m, n, gen, "cuda")
+        call, _ = bench.ours_provider(testing, ours[0], ours[1], ours[2], t,
+                                      m, n)
         call()
         torch.cuda.synchronize()
         clean.sum()  # L2 full of clean lines

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the time of a small backward goes: graph replay, workspace, launch path.
 
-Runs on the GPU machine over bench/build_gpu_kernels.py's libraries. For
+Runs on the GPU machine over norm_opt.kernel_set's libraries. For
 each case it times, with bench.py's protocol (one call captured in a CUDA
 graph, replayed after a 256 MB flush, median):
 
@@ -37,8 +37,8 @@ import sys
 
 import torch
 
-import gpu_check as gc
 from bench import Timer  # bench.py's protocol
+from norm_opt import testing
 
 def bytes_moved(t, outs):
     """Bytes of every input and output of one call."""
@@ -72,10 +72,10 @@ def sweep(args, timer, gen):
     bw = timer.copy_bandwidth()
     series = {"ours": [], "ours-clean": [], "copy": [], "copy-clean": []}
     floor_per_row = None
-    for case, m, n_, lib, fn, sig, t, outs in gc.prepared_cases(
+    for case, m, n_, lib, fn, sig, t, outs in testing.prepared_cases(
             args.dir, ",".join(f"{name}:{m}x{n}" for m in rows), gen):
         def ours():
-            gc.call(lib, fn, sig, t, outs, m, n_)
+            testing.call(lib, fn, sig, t, outs, m, n_)
         nbytes = bytes_moved(t, outs)
         src = torch.empty(nbytes // 2, dtype=torch.int8, device="cuda")
         dst = torch.empty_like(src)
@@ -118,14 +118,14 @@ def main():
     tiny = torch.zeros(1, device="cuda")
     empty = timer.graph_time(lambda: tiny.add_(1))
     print(f"path={path} empty graph: {empty:.1f} us", flush=True)
-    for case, m, n, lib, fn, sig, t, outs in gc.prepared_cases(
+    for case, m, n, lib, fn, sig, t, outs in testing.prepared_cases(
             args.dir, args.cases, gen):
-        gc.call(lib, fn, sig, t, outs, m, n)
+        testing.call(lib, fn, sig, t, outs, m, n)
         torch.cuda.synchronize()
         first = {k: v.clone() for k, v in outs.items()}
 
         def ours():
-            gc.call(lib, fn, sig, t, outs, m, n)
+            testing.call(lib, fn, sig, t, outs, m, n)
 
         def same():
             for k in first:
@@ -150,7 +150,7 @@ def main():
         def preset():
             lib.set_workspace(torch.cuda.current_stream().cuda_stream,
                               ws.data_ptr(), ws.numel())
-            gc.call(lib, fn, sig, t, outs, m, n)
+            testing.call(lib, fn, sig, t, outs, m, n)
 
         preset_us = timer.graph_time(preset)
         same()

@@ -17,7 +17,7 @@ import time
 import torch
 
 import norm_opt.torch as nt
-from compile_routing_check import Block, LlamaRMSNorm
+from norm_opt.testing import Block, LlamaRMSNorm
 
 # Calls per timed batch: few enough that their launches fit the driver's
 # queue (about 1000 entries; a call launches 2-3 kernels), so the host never

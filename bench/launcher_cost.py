@@ -98,7 +98,7 @@ def main():
         old = Library(f"{a.old}/lib{name}.so")
         for shape in a.shapes.split(","):
             rows, cols = map(int, shape.split("x"))
-            fname = f"{name}_{cols}"  # bench/build_gpu_kernels.py's names
+            fname = f"{name}_{cols}"  # norm_opt.kernel_set's names
             if fname not in new.functions:
                 raise SystemExit(f"no {fname} in {new.path}")
             fn_new, fn_old = new.functions[fname], old.functions[fname]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-kernel GPU times of our backward (main vs final kernel), by shape.
 
-Runs on the GPU machine over bench/build_gpu_kernels.py's libraries; uses
+Runs on the GPU machine over norm_opt.kernel_set's libraries; uses
 torch.profiler (CUPTI) to split one call's device time between the kernels
 it launches, warm L2 and cold L2 (256 MB written before each call).
 
@@ -16,7 +16,7 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-import gpu_check as gc
+from norm_opt import testing
 
 
 def main():
@@ -32,10 +32,10 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     gen = torch.Generator(device="cuda")
     gen.manual_seed(3)
-    for case, m, n, lib, fn, sig, t, outs in gc.prepared_cases(
+    for case, m, n, lib, fn, sig, t, outs in testing.prepared_cases(
             args.dir, args.cases, gen):
         for _ in range(2 if args.plain else 3):
-            gc.call(lib, fn, sig, t, outs, m, n)
+            testing.call(lib, fn, sig, t, outs, m, n)
         torch.cuda.synchronize()
         if args.plain:
             continue
@@ -44,7 +44,7 @@ def main():
                 for _ in range(args.reps):
                     if cold:
                         flush.zero_()
-                    gc.call(lib, fn, sig, t, outs, m, n)
+                    testing.call(lib, fn, sig, t, outs, m, n)
                 torch.cuda.synchronize()
             times = collections.defaultdict(list)
             for ev in prof.events():

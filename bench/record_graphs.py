@@ -17,9 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from compile_routing_check import (CohereLayerNorm, GemmaRMSNorm,
-                                    LlamaRMSNorm, OlmoLayerNorm)
 from norm_opt import fx_record
+from norm_opt.testing import (CohereLayerNorm, GemmaRMSNorm, LlamaRMSNorm,
+                              OlmoLayerNorm)
 
 
 class Block(nn.Module):

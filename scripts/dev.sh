@@ -18,6 +18,8 @@
 #        scripts/dev.sh gpu-test [--only a,b] [--quick] [--list]
 #                                 here: build the wheel; on a GPU machine:
 #                                 install it and run every GPU check
+#                                 (test/gpu/suite.py; the benchmarks are
+#                                 bench/'s: docs/benchmarks.md)
 #
 # Environment: NORM_BUILD_DIR (default: build/), NORM_ASAN_BUILD_DIR
 # (default: build-asan/), NORM_SANITIZE=0 (test: without the sanitizer job), NORM_WHEEL=0 (test:
@@ -271,7 +273,8 @@ wheel_test() {
   ! grep -q 'skipped' "$work/unittest.log" || { log "wheel-test: a test was skipped"; exit 1; }
 }
 
-# The GPU suite (test/gpu/suite.py). Here (no GPU): build the wheel, the
+# The GPU suite (test/gpu/suite.py: the checks of test/gpu, not the
+# benchmarks of bench/). Here (no GPU): build the wheel, the
 # only thing the suite needs from this machine. On a GPU machine (no LLVM):
 # install that wheel (dist/) and run every GPU check with its bundled
 # norm-opt; extra arguments go to the suite (--only, --quick, --list).
@@ -306,5 +309,5 @@ case "$cmd" in
   sanitize) install_missing; sanitize ;;
   build)   install_missing; configure_and_build ;;
   gpu-test) gpu_test "$@" ;;
-  *) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,7 +1,8 @@
 #===- reference.py - The float64 reference of the norm backward -----------===#
 """The backward of LayerNorm / RMSNorm in float64: the one reference every
-numeric check of norm-opt compares with (the GPU checks in bench/, the CPU
-numerics in test/Numerics and test/lib-python).
+numeric check of norm-opt compares with (the GPU checks in test/gpu, the
+benchmarks' error column in bench/, the CPU numerics in test/Numerics and
+test/lib-python), and the one error measure they compare by (rel_l2).
 
 From the inputs and the (f32) statistics the kernel is given:
 
@@ -18,7 +19,7 @@ gradient added to dx, dW / dB accumulated into previous values. With
 computed from (|rstd * wdy| for dx, the column sums of |dy * xhat| for dw
 and of |dy| for db, plus |residual| / |previous| where those are added):
 the scale a rounding error is relative to where the terms cancel
-(test/lib-python/norm_numerics.py, rel_l2). `mutant` names a deliberately
+(rel_l2). `mutant` names a deliberately
 wrong variant of the math (MUTANTS), for the self-checks that show a
 comparison can fail.
 
@@ -34,7 +35,7 @@ import math
 import operator
 from functools import reduce
 
-__all__ = ["MUTANTS", "Rows", "backward", "statistics"]
+__all__ = ["MUTANTS", "Rows", "backward", "rel_l2", "statistics", "worst"]
 
 # The wrong variants `mutant` selects: the core formula's mistakes, then
 # forgetting a rider.
@@ -499,3 +500,76 @@ def backward(kind, x, dy, rstd, mean=None, weight=None, *,
         if scales:
             mags[name] = mags[name] + abs(prev)
     return (values, mags) if scales else values
+
+
+# ---------------------------------------------------------------------------
+# The error measure
+# ---------------------------------------------------------------------------
+
+def rel_l2(out, ref, scale=None, *, chunk_rows=None):
+    """||out - ref|| / max(||ref||, ||scale||), L2 over the whole result, in
+    float64: the relative L2 error every numeric check compares by.
+
+    out, ref (and scale): torch tensors of one shape (any dtype and device:
+    taken to float64 where they are) or flat sequences of numbers (the CPU
+    numerics' lists). `scale` holds the magnitudes of the terms each element
+    is computed from (backward(..., scales=True): rstd * w * dy for dx,
+    sum_rows |dy * xhat| for dw, sum_rows |dy| for db). Where the result is
+    of the size of its terms this is the plain relative L2 error; where the
+    terms cancel (RMSNorm with N = 1, where dx ~ 1e-5 * rstd * w * dy; a
+    column sum over rows of mixed signs) the exact result is tiny and no
+    f32 computation can match it to relative precision, so the error is
+    measured against the terms instead. A wrong formula still fails: it is
+    off by a sizeable fraction of the terms.
+
+    0 where out equals ref exactly; inf where out holds a NaN or an
+    infinity (an unwritten, NaN-poisoned element), and where ref (and
+    scale) are all zeros but out is not; NaN where ref holds a NaN. Compare
+    with `not err <= tol` (or `err <= tol` for a pass): both fail on NaN,
+    where `err > tol` would pass it. chunk_rows (torch): the float64
+    differences of at most that many rows at a time (a large dx)."""
+    if hasattr(out, "isfinite"):
+        return _rel_l2_torch(out, ref, scale, chunk_rows)
+    out = list(out)
+    if not all(map(math.isfinite, out)):
+        return math.inf
+    diff = math.hypot(*map(operator.sub, out, ref))
+    if diff == 0.0:
+        return 0.0
+    denom = max(math.hypot(*ref),
+                math.hypot(*scale) if scale is not None else 0.0)
+    return math.inf if denom == 0.0 else diff / denom
+
+
+def _rel_l2_torch(out, ref, scale, chunk_rows):
+    import torch
+    norm = torch.linalg.vector_norm
+    rows = out.shape[0] if out.dim() > 0 else 1
+    step = rows if chunk_rows is None or out.dim() == 0 else \
+        max(1, int(chunk_rows))
+    diff2 = ref2 = scale2 = 0.0
+    for r0 in range(0, rows, step):
+        def part(t):
+            return t[r0:r0 + step] if out.dim() > 0 else t
+        o = part(out)
+        if not bool(o.isfinite().all()):
+            return math.inf
+        r = part(ref).double()
+        diff2 += norm(o.double() - r).item() ** 2
+        ref2 += norm(r).item() ** 2
+        if scale is not None:
+            scale2 += norm(part(scale).double()).item() ** 2
+    if diff2 == 0.0:
+        return 0.0
+    denom = math.sqrt(max(ref2, scale2))
+    return math.inf if denom == 0.0 else math.sqrt(diff2) / denom
+
+
+def worst(values, key=None):
+    """The largest of `values` (by `key`), a NaN counting as the largest:
+    max() drops a NaN or keeps it by its position. A running maximum:
+    `w = worst((w, err))`."""
+    def rank(v):
+        e = v if key is None else key(v)
+        return math.inf if e != e else e
+    return max(values, key=rank)

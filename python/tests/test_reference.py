@@ -212,6 +212,42 @@ class RowsArithmetic(unittest.TestCase):
                                        1 / math.sqrt(20.0)])
 
 
+class ErrorMeasure(unittest.TestCase):
+    """rel_l2 on the standard library's lists (the CPU numerics') and
+    worst: a NaN or an unwritten element must fail `err <= tol`."""
+
+    def test_relative_and_scaled(self):
+        self.assertEqual(reference.rel_l2([1.0, 2.0], [1.0, 2.0]), 0.0)
+        self.assertAlmostEqual(reference.rel_l2([3.0, 4.0], [0.0, 5.0]),
+                               math.hypot(3.0, 1.0) / 5.0)
+        # Against the terms where they are larger than the result.
+        self.assertAlmostEqual(
+            reference.rel_l2([1e-3], [0.0], [10.0]), 1e-4)
+        self.assertAlmostEqual(
+            reference.rel_l2([2.0], [1.0], [0.5]), 1.0)
+
+    def test_failures_are_infinite(self):
+        nan, inf = float("nan"), float("inf")
+        self.assertEqual(reference.rel_l2([nan, 1.0], [1.0, 1.0]), inf)
+        self.assertEqual(reference.rel_l2([inf], [1.0]), inf)
+        self.assertEqual(reference.rel_l2([1e-30], [0.0]), inf)
+        self.assertEqual(reference.rel_l2([0.0], [0.0]), 0.0)
+        err = reference.rel_l2([1.0], [nan])
+        self.assertFalse(err <= 1.0)  # a NaN reference fails too
+
+    def test_worst(self):
+        nan = float("nan")
+        self.assertEqual(reference.worst([1.0, 3.0, 2.0]), 3.0)
+        self.assertTrue(math.isnan(reference.worst([1.0, nan, 2.0])))
+        self.assertTrue(math.isnan(reference.worst([nan, 2.0])))
+        running = 0.0
+        for e in (1.0, nan, 5.0):
+            running = reference.worst((running, e))
+        self.assertTrue(math.isnan(running))
+        self.assertEqual(reference.worst([(1.0, "a"), (4.0, "b")],
+                                         key=lambda p: p[0]), (4.0, "b"))
+
+
 class NoTorch(unittest.TestCase):
     def test_import_needs_no_torch(self):
         import subprocess

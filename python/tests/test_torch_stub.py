@@ -4,7 +4,7 @@ tests/stub_torch standing in for torch (CI has no torch): rows, cols and
 row strides from [batch, seq, N] tensors, padded rows passed through,
 non-unit inner strides copied, the statistics flattened, outputs fresh,
 torch's current stream; a missing library is a clear error; the real call
-reaches the (fake) driver. The real thing runs in bench/train_check.py."""
+reaches the (fake) driver. The real thing runs in test/gpu/train_check.py."""
 
 import os
 import pathlib

@@ -27,9 +27,7 @@ import subprocess
 import sys
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                os.pardir, os.pardir, "bench"))
-import build_gpu_kernels as kernels  # noqa: E402
+from norm_opt import kernel_set as kernels  # noqa: E402  (lit's PYTHONPATH)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_shared_alignment  # noqa: E402

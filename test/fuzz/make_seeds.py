@@ -2,9 +2,10 @@
 #===- make_seeds.py - norm-fuzz's seed corpus ------------------------------===#
 #
 # Part of norm-opt. Writes the seed corpus of tools/norm-fuzz into OUT: every
-# lit input (test/**/*.mlir, examples, bench inputs) split on `// -----`,
-# and programs from the differential test's random generator
-# (test/lib-python/norm_diffgen.py). Deterministic; Python 3.11 stdlib.
+# lit input (test/**/*.mlir, the GPU checks' test/gpu/Inputs among them;
+# examples) split on `// -----`, and programs from the differential test's
+# random generator (test/lib-python/norm_diffgen.py). Deterministic; Python
+# 3.11 stdlib.
 #
 # usage: PYTHONPATH=python:test/lib-python make_seeds.py OUT [--generated N]
 #===----------------------------------------------------------------------===#
@@ -34,8 +35,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     files = sorted(glob.glob(os.path.join(ROOT, "test", "**", "*.mlir"),
                              recursive=True) +
-                   glob.glob(os.path.join(ROOT, "examples", "*.mlir")) +
-                   glob.glob(os.path.join(ROOT, "bench", "inputs", "*.mlir")))
+                   glob.glob(os.path.join(ROOT, "examples", "*.mlir")))
     count = 0
     for path in files:
         if os.sep + "fuzz" + os.sep in path:

@@ -15,9 +15,13 @@ fails too.
                             [--timeout-scale F]
 
 --quick passes each check its own quick option where it has one (fewer
-shapes or cases). The checks are still the scripts in bench/ (moving them
-here is the next step of issue 41, after gpu_check.py's library half moves
-into the package).
+shapes or cases). The checks are the scripts beside this one (test/gpu/);
+what they share with the benchmarks (bench/) is in the package:
+norm_opt.kernel_set (the kernel set and its manifest), norm_opt.testing
+(launching it with torch tensors, inputs, the models' norm spellings) and
+norm_opt.reference (the float64 reference and rel_l2). Each runs with
+PYTHONPATH=python:test/lib-python, except the `installed` one (the wheel
+check: the installed wheel only).
 """
 
 import argparse
@@ -45,41 +49,44 @@ class Check:
 
 
 CHECKS = [
-    Check("routing", ["bench/compile_routing_check.py"], timeout=900,
+    Check("routing", ["test/gpu/compile_routing_check.py"], timeout=900,
           what="torch.compile route: six norm spellings, f32 and bf16, "
                "against eager"),
-    Check("torch-ops", ["bench/torch_ops_check.py"],
+    Check("torch-ops", ["test/gpu/torch_ops_check.py"],
           what="norm_opt.torch ops against torch's op rules"),
-    Check("masks", ["bench/gpu_mask_check.py", "--dir", "{work}"],
-          build=["bench/gpu_mask_check.py", "--build", "{work}",
+    Check("masks", ["test/gpu/gpu_mask_check.py", "--dir", "{work}"],
+          build=["test/gpu/gpu_mask_check.py", "--build", "{work}",
                  "--norm-opt", "{norm_opt}"],
           quick=["--quick"], what="masked norms against float64"),
     Check("channels-first",
-          ["bench/gpu_channels_first_check.py", "--dir", "{work}"],
-          build=["bench/gpu_channels_first_check.py", "--build", "{work}",
+          ["test/gpu/gpu_channels_first_check.py", "--dir", "{work}"],
+          build=["test/gpu/gpu_channels_first_check.py", "--build", "{work}",
                  "--norm-opt", "{norm_opt}"],
           quick=["--quick"], what="channels-first kernels against float64"),
-    Check("kernels", ["bench/gpu_check.py", "--dir", "{work}"],
-          build=["bench/build_gpu_kernels.py", "--norm-opt", "{norm_opt}",
-                 "--out", "{work}"],
+    Check("kernels", ["test/gpu/gpu_check.py", "--dir", "{work}"],
+          build=["-m", "norm_opt.kernel_set", "--norm-opt", "{norm_opt}",
+                 "--out", "{work}", "--riders", "test/gpu/Inputs"],
           quick=["--quick"], timeout=1800,
           what="the kernel sets against float64 and torch"),
-    Check("random", ["bench/gpu_random_check.py", "run", "--dir", "{work}"],
-          build=["bench/gpu_random_check.py", "build", "--seed", "1",
+    Check("random", ["test/gpu/gpu_random_check.py", "run", "--dir",
+                     "{work}"],
+          build=["test/gpu/gpu_random_check.py", "build", "--seed", "1",
                  "--programs", "300", "--cases-per-program", "7",
                  "--norm-opt", "{norm_opt}", "--out", "{work}"],
           timeout=1800, what="random programs and shapes against float64"),
-    Check("capture", ["bench/gpu_capture_test.py", "--dir", "{work}"],
-          build=["bench/build_gpu_kernels.py", "--norm-opt", "{norm_opt}",
+    Check("capture", ["test/gpu/gpu_capture_test.py", "--dir", "{work}"],
+          build=["-m", "norm_opt.kernel_set", "--norm-opt", "{norm_opt}",
                  "--out", "{work}", "--ns", "4096,8192,32768",
                  "--configs", "bf16,f32", "--kinds", "layer,rms"],
           timeout=1200, what="kernels inside CUDA graph captures"),
-    Check("train", ["bench/train_check.py", "--steps", "20"], timeout=1200,
+    Check("train", ["test/gpu/train_check.py", "--steps", "20"],
+          timeout=1200,
           what="training steps, lockstep and free, against torch"),
-    Check("wheel", ["bench/wheel_check.py", "--steps", "20", "--self-check"],
+    Check("wheel", ["test/gpu/wheel_check.py", "--steps", "20",
+                    "--self-check"],
           timeout=1200, what="the installed wheel end to end",
           installed=True),
-    Check("ddp", ["bench/ddp_check.py"], gpus=2, timeout=1200,
+    Check("ddp", ["test/gpu/ddp_check.py"], gpus=2, timeout=1200,
           what="data and sequence parallel over NCCL"),
 ]
 
@@ -99,6 +106,12 @@ def gpu_count():
         return 0
     return len([l for l in out.stdout.splitlines() if l.strip()]) \
         if out.returncode == 0 else 0
+
+
+def scripts(check):
+    """The scripts (paths from ROOT) a check and its build step run."""
+    return [argv[0] for argv in (check.build, check.run)
+            if argv and argv[0] != "-m"]
 
 
 def fill(argv, work, norm_opt):
@@ -140,6 +153,12 @@ def main(argv=None):
                   f"(--list shows them)")
             return 1
         checks = [c for c in CHECKS if c.name in names]
+    missing = [p for c in checks for p in scripts(c)
+               if not os.path.isfile(os.path.join(ROOT, p))]
+    if missing:
+        print(f"FAIL: no {', '.join(missing)} (the suite names a script "
+              "that is not there)")
+        return 1
     if args.list:
         for c in checks:
             print(f"{c.name:15} {c.what}" + (f" ({c.gpus} GPUs)"
@@ -156,7 +175,7 @@ def main(argv=None):
               "wheel; scripts/dev.sh gpu-test sets it)")
         return 1
     env = dict(os.environ)
-    paths = [os.path.join(ROOT, "python"), os.path.join(ROOT, "bench"),
+    paths = [os.path.join(ROOT, "python"),
              os.path.join(ROOT, "test", "lib-python")]
     env["PYTHONPATH"] = os.pathsep.join(
         paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))

@@ -18,14 +18,14 @@ What is here, each usable on its own:
   exact, `printMemrefI32` prints integers), so nothing is lost in printing;
 - `run_pipeline` / `parse_printed`: `norm-opt` (decompose + lowering to the
   LLVM dialect) then `mlir-runner`, and reading the printed memrefs back;
-- `rel_l2` / `compare_case`: the error measure and the per-type tolerances.
+- `rel_l2` / `compare_case`: the error measure (norm_opt.reference's, the
+  one every numeric check shares) and the per-type tolerances.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 import os
 import random
 import re
@@ -34,6 +34,7 @@ import subprocess
 
 from norm_opt.reference import Rows
 from norm_opt.reference import backward as reference_backward
+from norm_opt.reference import rel_l2  # noqa: F401  (the error measure)
 
 # --------------------------------------------------------------------------
 # Float formats
@@ -414,32 +415,8 @@ def reference(case: Case, inp: Inputs, mutant: str | None = None) -> Result:
 
 
 # --------------------------------------------------------------------------
-# Error measure
+# Error measure (rel_l2: norm_opt.reference's)
 # --------------------------------------------------------------------------
-
-
-def _norm(v):
-    """L2 norm (math.hypot: C, scaled against overflow, ~1 ulp)."""
-    return math.hypot(*v)
-
-
-def rel_l2(out, ref, scale):
-    """||out - ref|| / max(||ref||, ||scale||), all L2 over the result.
-
-    `scale` holds the magnitudes of the terms each element is computed from
-    (rstd * w * dy for dx; sum_rows |dy * xhat| for dw; sum_rows |dy| for
-    db). Where the result is of the size of its terms this is the plain
-    relative L2 error. Where the terms cancel (RMSNorm with N = 1, where
-    dx ~ 1e-5 * rstd * w * dy; a column sum over rows of mixed signs) the
-    exact result is tiny and no f32 computation can match it to relative
-    precision, so the error is measured against the terms instead. A wrong
-    formula still fails: it is off by a sizeable fraction of the terms.
-    """
-    diff = _norm(map(operator.sub, out, ref))
-    if diff == 0.0:
-        return 0.0
-    denom = max(_norm(ref), _norm(scale))
-    return math.inf if denom == 0.0 else diff / denom
 
 
 def compare_case(case: Case, got: dict, ref: Result):

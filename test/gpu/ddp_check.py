@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-#===- bench/ddp_check.py - norm_opt.torch under DistributedDataParallel ---===#
+#===- test/gpu/ddp_check.py - norm_opt.torch under DistributedDataParallel ===#
 """Data-parallel training with norm_opt.torch's LayerNorm / RMSNorm on two
 GPUs (torch.distributed, NCCL), against one GPU (issue 27 item 5).
 
@@ -30,7 +30,7 @@ Self-contained on the GPU machine (no norm-opt there): the kernels come from
       --hidden 512 --dtype f32,bf16
 Run from the repo root on a machine with 2 GPUs (device kind
 nvidia-h100-x2; NVLink multicast left off):
-  PYTHONPATH=python python3 bench/ddp_check.py [--steps 20]
+  PYTHONPATH=python python3 test/gpu/ddp_check.py [--steps 20]
 One line per check; exit status 0 when every check passes.
 """
 
@@ -39,7 +39,7 @@ import os
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 os.environ.setdefault("NORM_OPT_LIBRARY_PATH",
                       str(ROOT / ".carry" / "norm_opt_libs"))
 
@@ -51,6 +51,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import norm_opt.torch as nt  # noqa: E402
+from norm_opt import reference as float64  # noqa: E402
+from norm_opt.reference import rel_l2, worst  # noqa: E402
 
 HIDDEN, VOCAB, BLOCKS, BATCH, SEQ = 512, 1024, 2, 8, 64
 GRAD_TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
@@ -115,11 +117,6 @@ def grads(model):
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
 
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
 def ddp_step(model, rank, world, inputs, targets):
     half = BATCH // world
     sl = slice(rank * half, (rank + 1) * half)
@@ -142,13 +139,8 @@ def sequence_parallel(rank, world, dtype, device):
     xf = x.double()
     mean = xf.mean(-1)
     rstd = (xf.var(-1, unbiased=False) + 1e-5).rsqrt()
-    # float64 over all rows: the reference.
-    xh = (xf - mean[:, None]) * rstd[:, None]
-    wdy = w.double() * dy.double()
-    ref_dx = rstd[:, None] * (wdy - wdy.mean(-1, keepdim=True)
-                              - xh * (wdy * xh).mean(-1, keepdim=True))
-    ref_dw = (dy.double() * xh).sum(0)
-    ref_db = dy.double().sum(0)
+    # float64 over all rows, from the float64 statistics: the reference.
+    ref = float64.backward("layer", x, dy, rstd, mean, w)
     mean, rstd = mean.float(), rstd.float()
     part = SP_ROWS // world
     sl = slice(rank * part, (rank + 1) * part)
@@ -165,8 +157,9 @@ def sequence_parallel(rank, world, dtype, device):
         dist.all_gather(gathered, dx)
         runs.append((torch.cat(gathered), dw, db))
     dx, dw, db = runs[0]
-    errs = [rel(dx, ref_dx), rel(dw, ref_dw), rel(db, ref_db)]
-    out = [(max(errs) <= SP_TOL[dtype],
+    errs = [rel_l2(dx, ref["dx"]), rel_l2(dw, ref["dw"]),
+            rel_l2(db, ref["db"])]
+    out = [(all(e <= SP_TOL[dtype] for e in errs),
             f"{name} rank {rank}: sequence-parallel LayerNorm ({world} x "
             f"{part} rows): dx {errs[0]:.1e}, dW {errs[1]:.1e}, dB "
             f"{errs[2]:.1e} vs float64 over {SP_ROWS} rows")]
@@ -216,14 +209,15 @@ def worker(rank, world, args, queue):
             model = DDP(make(dtype, device), device_ids=[rank])
             runs.append(ddp_step(model, rank, world, inputs, targets))
             del model
-        worst = max((rel(runs[0][n], want[n]), n) for n in want)
-        norm_worst = max((rel(runs[0][n], want[n]), n) for n in want
-                         if ".ln." in n or ".rms." in n or n.startswith(
-                             "norm."))
-        report(worst[0] <= GRAD_TOL[dtype],
+        errs = {n: rel_l2(runs[0][n], want[n]) for n in want}
+        bad = worst(((e, n) for n, e in errs.items()), key=lambda p: p[0])
+        norm_bad = worst(((e, n) for n, e in errs.items()
+                          if ".ln." in n or ".rms." in n
+                          or n.startswith("norm.")), key=lambda p: p[0])
+        report(bad[0] <= GRAD_TOL[dtype],
                f"{name} rank {rank}: DDP gradients vs one GPU, worst "
-               f"{worst[0]:.1e} ({worst[1]}); norm dW/dB worst "
-               f"{norm_worst[0]:.1e} ({norm_worst[1]})")
+               f"{bad[0]:.1e} ({bad[1]}); norm dW/dB worst "
+               f"{norm_bad[0]:.1e} ({norm_bad[1]})")
         same = all(torch.equal(runs[0][n], runs[1][n]) for n in want)
         report(same, f"{name} rank {rank}: DDP gradients bitwise equal over "
                "two runs")
@@ -254,8 +248,8 @@ def worker(rank, world, args, queue):
             total = ld.detach().clone()
             dist.all_reduce(total)
             total /= world
-            worst_loss = max(worst_loss,
-                             abs(total.item() - ls.item()) / abs(ls.item()))
+            worst_loss = worst((worst_loss, abs(total.item() - ls.item())
+                                / abs(ls.item())))
         report(worst_loss <= LOSS_TOL[dtype],
                f"{name} rank {rank}: {args.steps} AdamW steps, DDP loss vs "
                f"one GPU within {worst_loss:.1e} (last {ls.item():.4f})")

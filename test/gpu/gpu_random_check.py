@@ -19,31 +19,32 @@ one more, one less, or an odd N inside it; docs/gpu.md, "Resident tiers").
 
 Two steps, because the GPU machine has no MLIR:
 
-  build (here):   bench/gpu_random_check.py build [--seed 1] [--programs 300]
-                     [--cases-per-program 7] [--norm-opt build/bin/norm-opt]
+  build (here):   test/gpu/gpu_random_check.py build [--seed 1]
+                     [--programs 300] [--cases-per-program 7]
+                     [--norm-opt build/bin/norm-opt]
                      [--out .carry/gpurand] [-j 2]
       generates the programs, compiles them with `norm-opt compile
       --emit=lib` (many functions per library), records each op's kernel
       plan (from the IR after convert-norm-to-gpu) and writes manifest.json
       with every case.
-  run (GPU):      bench/gpu_random_check.py run --dir .carry/gpurand
+  run (GPU):      test/gpu/gpu_random_check.py run --dir .carry/gpurand
                      [--subset all|sanitize] [--limit N] [--out DIR]
       For every case: inputs drawn fresh on the GPU (never zero), outputs
       and row padding poisoned with NaN, the call, then
         - every result within its type's tolerance of the float64
-          reference (norm_opt.reference; relative L2, norm_numerics.rel_l2's
-          definition);
+          reference (norm_opt.reference; relative L2 against the terms,
+          norm_opt.reference.rel_l2 with the reference's scales);
         - every element written, no padding or neighbour touched;
         - dx / dW / dB bitwise equal on a second call and on the other
           launch path (NORMRT_NO_COOPERATIVE=1).
       Which kernels each call launched comes from the driver itself
-      (bench/tools/launch_trace.c, loaded as NORMRT_LIBCUDA), and with the
+      (test/gpu/tools/launch_trace.c, loaded as NORMRT_LIBCUDA), and with the
       plan it gives the coverage table (every variant >= 50 cases; a
       resident tier's kernels count as tier-vector / tier-scalar, and as
       tier-boundary at either end of the tier's range of N).
       --subset sanitize runs the small cases chosen for compute-sanitizer
       (every variant).
-  sanitize (GPU): bench/gpu_random_check.py sanitize --dir .carry/gpurand
+  sanitize (GPU): test/gpu/gpu_random_check.py sanitize --dir .carry/gpurand
                      [--tools memcheck,racecheck,synccheck]
                      [--sanitize-cases 120]
       runs that subset under each compute-sanitizer tool (our kernels only:
@@ -71,9 +72,10 @@ import zlib
 import norm_diffgen as dg
 from norm_opt import Library, compile_command
 from norm_opt import reference as float64
+from norm_opt.reference import rel_l2, worst
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # Largest problem (elements of one [rows, N] tensor) of an ordinary case,
 # and of the few large ones.
@@ -469,7 +471,7 @@ class Runner:
         self.dev = torch.device("cuda")
         self.DT = {"bf16": torch.bfloat16, "f16": torch.float16,
                    "f32": torch.float32}
-        # norm_numerics' tolerances by result type (rel_l2's definition).
+        # norm_numerics' tolerances by result type (rel_l2 with scales).
         self.TOL = {torch.bfloat16: 8e-3, torch.float16: 1e-3,
                     torch.float32: 1e-5}
 
@@ -645,13 +647,10 @@ class Runner:
                 problems.append(f"{name}: {int((~torch.isfinite(out)).sum())}"
                                 f" elements not written or not finite")
                 continue
-            num = torch.linalg.vector_norm(out - r).item()
-            den = max(torch.linalg.vector_norm(r).item(),
-                      torch.linalg.vector_norm(s).item(), 1e-30)
-            err = num / den
+            err = rel_l2(out, r, s)
             tol = self.TOL[view.dtype]
-            self.worst[view.dtype] = max(self.worst.get(view.dtype, 0.0),
-                                         err / tol)
+            self.worst[view.dtype] = worst((self.worst.get(view.dtype, 0.0),
+                                            err / tol))
             if not err <= tol:
                 problems.append(f"{name}: rel L2 {err:.3g} > {tol:g}")
             # Nothing outside the view written (padding, neighbours).
@@ -715,12 +714,12 @@ class Runner:
                 print(f"ok {entry['name']} case {ci} rows={case['rows']} "
                       f"n={case['n']} {trace}", flush=True)
         secs = time.time() - t0
-        worst = {str(k).replace("torch.", ""): round(v, 3)
-                 for k, v in self.worst.items()}
+        by_type = {str(k).replace("torch.", ""): round(v, 3)
+                   for k, v in self.worst.items()}
         summary = dict(seed=self.manifest["seed"], cases=len(todo),
                        failures=len(failures), seconds=round(secs, 1),
                        coverage=coverage, subset=self.args.subset,
-                       worst_error_over_tolerance=worst,
+                       worst_error_over_tolerance=by_type,
                        mutant=self.args.mutant)
         if self.args.out:
             os.makedirs(self.args.out, exist_ok=True)
@@ -733,7 +732,7 @@ class Runner:
         print(f"|---|---|")
         for v in VARIANTS:
             print(f"| {v} | {coverage[v]} |")
-        print(f"\nworst error / tolerance by result type: {worst}")
+        print(f"\nworst error / tolerance by result type: {by_type}")
         print(f"\n{len(todo)} cases ({self.args.subset}), "
               f"{len(failures)} failures, {secs:.0f} s")
         if self.args.mutant:  # the wrong reference must fail (nearly) all

@@ -1,7 +1,7 @@
 // Two norm backwards of different [rows, N] in one function, every input
 // an argument: the hidden RMSNorm ([tokens, 4096]) and a per-head QK
 // LayerNorm ([tokens x heads, 128]), in bf16 with f32 weights. One launcher
-// with a rows/cols pair per group (bench/gpu_graph_check.py).
+// with a rows/cols pair per group (test/gpu/gpu_graph_check.py).
 func.func @two_domains_bf16(
     %dy: tensor<?x4096xbf16>, %x: tensor<?x4096xbf16>, %rstd: tensor<?xf32>,
     %w: tensor<4096xf32>,

@@ -4,9 +4,9 @@
 
 Runs on the GPU machine over libraries built here (no MLIR needed there):
 
-  python3 bench/build_gpu_kernels.py --out .carry/capture \
+  python3 -m norm_opt.kernel_set --out .carry/capture \
       --ns 4096,8192,32768 --configs bf16,f32 --kinds layer,rms -j 2
-  python3 bench/gpu_capture_test.py --dir .carry/capture
+  python3 test/gpu/gpu_capture_test.py --dir .carry/capture
 
 (both with PYTHONPATH=python:test/lib-python, README.md).
 
@@ -35,7 +35,7 @@ allocated by the runtime. Scenarios:
 Each replay (or compiled call) gets fresh random inputs (never zero) and
 outputs poisoned with NaN first; dx, dw (and db) must equal an eager call on
 the same inputs bit for bit, and match a float64 reference (relative L2,
-bench/gpu_check.py's tolerances) on the first and last replay. Every return
+norm_opt.testing's tolerances) on the first and last replay. Every return
 status is checked. Launch paths: the cooperative single launch and, with
 NORMRT_NO_COOPERATIVE=1, the two-launch path. A table comes last; the exit
 status is non-zero on any failure.
@@ -43,7 +43,7 @@ status is non-zero on any failure.
 Under compute-sanitizer, run one scenario in this process:
 
   compute-sanitizer --tool memcheck --error-exitcode 99 \
-      python3 bench/gpu_capture_test.py --dir .carry/capture \
+      python3 test/gpu/gpu_capture_test.py --dir .carry/capture \
       --scenario default --case rms_bf16_4096 --replays 3
 
 or let the driver wrap every child: --sanitizer memcheck (with --replays 3).
@@ -84,19 +84,17 @@ class Failure(Exception):
 
 def load(directory, kind, config, n):
     """(ManifestLibrary, fn, sig) of function <kind>_<config>_<n> in the
-    manifest."""
-    from gpu_check import ManifestLibrary
-    with open(os.path.join(directory, "manifest.json")) as f:
-        manifest = json.load(f)
+    kernel set's manifest."""
+    from norm_opt import kernel_set
     name = f"{kind}_{config}_{n}"
-    for entry in manifest["libraries"]:
+    for entry in kernel_set.manifest(directory)["libraries"]:
         if any(sig["name"] == name for sig in entry["functions"]):
-            lib = ManifestLibrary(os.path.join(directory, entry["library"]),
-                                  entry)
+            lib = kernel_set.ManifestLibrary(
+                os.path.join(directory, entry["library"]), entry)
             fn, sig = lib.funcs[n]
             return lib, fn, sig
     raise Failure(f"no function {name} in {directory}/manifest.json; build "
-                  "it with bench/build_gpu_kernels.py (see --help)")
+                  "it with python3 -m norm_opt.kernel_set (see --help)")
 
 
 class Problem:
@@ -105,7 +103,7 @@ class Problem:
 
     def __init__(self, lib, fn, sig, rows, seed):
         import torch
-        from gpu_check import DT
+        from norm_opt.testing import DT
         self.torch = torch
         self.lib, self.fn, self.sig = lib, fn, sig
         self.kind, self.n, self.rows = sig["kind"], sig["n"], rows
@@ -116,7 +114,7 @@ class Problem:
         self.outs = self.empty_outputs()
 
     def fresh(self):
-        from gpu_check import make_inputs
+        from norm_opt.testing import make_inputs
         return make_inputs(self.kind, self.xdt, self.wdt, self.rows, self.n,
                            self.gen, "cuda")
 
@@ -184,11 +182,13 @@ class Checker:
         self.compared += 1
 
     def reference(self, problem, got, what):
-        from gpu_check import TOL, reference, rel_l2
-        ref = reference(problem.kind, problem.t, problem.rows, problem.n)
+        from norm_opt.reference import rel_l2, worst
+        from norm_opt.testing import TOL, float64_backward
+        ref = float64_backward(problem.kind, problem.t, problem.rows,
+                               problem.n)
         for r, out in got.items():
             err = rel_l2(out, ref[r])
-            self.worst = max(self.worst, err)
+            self.worst = worst((self.worst, err))
             if not err <= TOL[out.dtype]:
                 raise Failure(f"{what}: {r} relative L2 error {err:.3g} > "
                               f"{TOL[out.dtype]:.1g} (float64 reference)")
@@ -491,7 +491,7 @@ def main():
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--dir", default=".carry/capture",
                     help="libraries and manifest.json from "
-                         "bench/build_gpu_kernels.py")
+                         "python3 -m norm_opt.kernel_set")
     ap.add_argument("--scenario", choices=SCENARIOS,
                     help="run this one scenario in this process")
     ap.add_argument("--case", choices=list(CASES), default="rms_bf16_4096")

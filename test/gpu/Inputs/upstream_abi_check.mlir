@@ -5,7 +5,7 @@
 // doubles them again, and they come back: the program prints the number of
 // elements that are not 4 i (0), then their sum (2 * 4096 * 4095 = 33546240),
 // and returns the first as its exit status.
-// bench/build_upstream_abi_check.sh lowers, compiles and links it.
+// test/gpu/build_upstream_abi_check.sh lowers, compiles and links it.
 module attributes {gpu.container_module} {
   gpu.module @kernels [#nvvm.target<chip = "sm_90a">] {
     gpu.func @scale(%p: memref<?xf32>, %n: index) kernel {

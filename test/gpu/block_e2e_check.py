@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs bench/build_block_e2e.sh's program (a whole block backward lowered
+"""Runs test/gpu/build_block_e2e.sh's program (a whole block backward lowered
 by one pipeline: norm groups by --convert-norm-to-gpu-launch on the GPU,
 matmuls and the add by upstream passes on the host) on the GPU machine and
 checks every result against float64.
@@ -11,7 +11,8 @@ the CPU) from those inputs and compares: the largest |error| over the
 largest |reference| of each result, bound 1e-4 (f32 throughout; the host
 matmuls sum 512 products in f32).
 
-  python3 bench/block_e2e_check.py --dir .carry/block_e2e [--rows 1,37,300,4096]
+  PYTHONPATH=python python3 test/gpu/block_e2e_check.py --dir .carry/block_e2e
+      [--rows 1,37,300,4096]
 """
 
 import argparse
@@ -22,6 +23,8 @@ import tempfile
 
 import numpy as np
 import torch
+
+from norm_opt import reference as float64
 
 SHAPES = {"g": (-1, 512), "w_down": (512, 256), "x": (-1, 256), "rstd": (-1,),
           "weight": (256,), "g_residual": (-1, 256), "w_up": (256, 128),
@@ -36,18 +39,16 @@ def load(d, name, rows):
 
 
 def reference(t):
+    """The block in float64: the matmuls here, the two norm backwards
+    norm_opt.reference's."""
     dy = t["g"] @ t["w_down"]
-    xh = t["x"] * t["rstd"][:, None]
-    wdy = t["weight"] * dy
-    dx = t["rstd"][:, None] * (wdy - xh * (wdy * xh).mean(-1, keepdim=True))
-    dweight = (dy * xh).sum(0)
-    dq = (dx + t["g_residual"]) @ t["w_up"]
-    qh = (t["q"] - t["q_mean"][:, None]) * t["q_rstd"][:, None]
-    wdq = t["q_weight"] * dq
-    dqx = t["q_rstd"][:, None] * (wdq - wdq.mean(-1, keepdim=True)
-                                   - qh * (wdq * qh).mean(-1, keepdim=True))
-    return {"dqx": dqx, "dweight": dweight, "dqw": (dq * qh).sum(0),
-            "dqb": dq.sum(0)}
+    rms = float64.backward("rms", t["x"], dy, t["rstd"], weight=t["weight"],
+                           results=("dx", "dw"))
+    dq = (rms["dx"] + t["g_residual"]) @ t["w_up"]
+    layer = float64.backward("layer", t["q"], dq, t["q_rstd"], t["q_mean"],
+                             t["q_weight"])
+    return {"dqx": layer["dx"], "dweight": rms["dw"], "dqw": layer["dw"],
+            "dqb": layer["db"]}
 
 
 def main():

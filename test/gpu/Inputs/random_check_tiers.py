@@ -1,10 +1,11 @@
 #===- random_check_tiers.py - gpu_random_check.py's view of tiers ------===#
-"""Prints what bench/gpu_random_check.py makes of a run-time N's plan (its
-resident tiers) and of the kernels a call launched (bench-scripts.test)."""
+"""Prints what test/gpu/gpu_random_check.py makes of a run-time N's plan
+(its resident tiers) and of the kernels a call launched
+(check-scripts.test)."""
 import sys
 
-# bench/ (its scripts are no package); norm_opt and test/lib-python come
-# from lit's PYTHONPATH.
+# test/gpu (its scripts are no package); norm_opt and test/lib-python
+# come from lit's PYTHONPATH.
 sys.path.insert(0, sys.argv[1])
 import gpu_random_check as g  # noqa: E402
 

@@ -1,6 +1,7 @@
 /* The printing entry points vector.print lowers to (the subset
  * libmlir_c_runner_utils provides), for programs linked without MLIR's
- * libraries: the GPU machine has none (bench/build_upstream_abi_check.sh). */
+ * libraries: the GPU machine has none
+ * (test/gpu/build_upstream_abi_check.sh). */
 #include <inttypes.h>
 #include <stdio.h>
 

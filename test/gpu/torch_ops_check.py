@@ -7,7 +7,7 @@ inside the capture takes its workspace from torch's graph pool), replayed
 and compared bitwise with eager calls.
 
   PYTHONPATH=python NORM_OPT_LIBRARY_PATH=.carry/norm_opt_libs \\
-      python3 bench/torch_ops_check.py
+      python3 test/gpu/torch_ops_check.py
 """
 
 import sys

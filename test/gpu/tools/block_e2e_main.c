@@ -1,8 +1,8 @@
-/* The host of bench/build_block_e2e.sh's program: managed memory for every
+/* The host of test/gpu/build_block_e2e.sh's program: managed memory for every
  * allocation (finalize-memref-to-llvm's generic functions and the inputs),
  * fresh random inputs from a seed, two calls of the lowered block backward
  * (_mlir_ciface_block_backward), and every input and result written as raw
- * little-endian f32 to DIR for bench/block_e2e_check.py.
+ * little-endian f32 to DIR for test/gpu/block_e2e_check.py.
  *   block_e2e ROWS SEED DIR */
 #include <math.h>
 #include <stdint.h>

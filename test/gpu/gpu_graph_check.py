@@ -2,8 +2,9 @@
 """Norm groups of a whole graph on the GPU, against float64.
 
 Runs on the GPU machine over the libraries `norm-opt compile` made from
-bench/inputs/block_bf16.mlir (a function that is not only its groups: each
-group outlined, one launcher each) and bench/inputs/two_domains_bf16.mlir
+test/gpu/Inputs/block_bf16.mlir (a function that is not only its groups:
+each group outlined, one launcher each) and
+test/gpu/Inputs/two_domains_bf16.mlir
 (two groups of different [rows, N], one launcher with a rows/cols pair per
 group), loaded with the norm_opt package (PYTHONPATH=python):
 
@@ -19,7 +20,7 @@ Inputs are fresh random (never zero), outputs poisoned with NaN first,
 every result compared by relative L2 error with the tolerance of its type
 and checked written; dx/dW/dB bitwise identical over 5 repeated calls.
 
-  PYTHONPATH=python python3 bench/gpu_graph_check.py --dir .carry/graph
+  PYTHONPATH=python python3 test/gpu/gpu_graph_check.py --dir .carry/graph
       [--quick] [--cpu-matmuls]
 
 --cpu-matmuls runs the host's matmuls on the CPU (in float32, then rounded
@@ -36,8 +37,9 @@ import torch
 
 from norm_opt import Library
 from norm_opt import reference as float64
+from norm_opt.reference import rel_l2
+from norm_opt.testing import TOL
 
-TOL = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 REPEATS = 5
 
 
@@ -47,10 +49,6 @@ def norm_backward_f64(dy, x, mean, rstd, w):
     ref = float64.backward("layer" if mean is not None else "rms", x, dy,
                            rstd, mean, w)
     return ref["dx"], ref["dw"], ref["db"]
-
-
-def rel_l2(got, ref):
-    return ((got.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
 def poisoned_like(shape, dtype):

@@ -10,10 +10,11 @@ For each model and dtype: a small residual block (Linear -> norm ->
 Linear) compiled with torch.compile after the call, one forward + backward
 on fresh random inputs, the gradients of every parameter and of the input
 against the same model run eagerly without the routing (relative L2), the
-regions the route replaced, and our kernel launches.
+regions the route replaced, and our kernel launches. The norm spellings
+and the block are norm_opt.testing's.
 
   PYTHONPATH=python NORM_OPT=build/bin/norm-opt python3 \\
-      bench/compile_routing_check.py
+      test/gpu/compile_routing_check.py
 """
 
 import copy
@@ -24,43 +25,12 @@ import torch
 import torch.nn as nn
 
 import norm_opt.torch as nt
+from norm_opt.reference import rel_l2, worst
+from norm_opt.testing import (Block, CohereLayerNorm, GemmaRMSNorm,
+                              LlamaRMSNorm, OlmoLayerNorm)
 
-HIDDEN = 1024
+HIDDEN = 1024  # Block's default hidden size
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
-
-
-class LlamaRMSNorm(nn.Module):
-    def __init__(self, n, eps=1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(n)), eps
-
-    def forward(self, x):
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * h.to(x.dtype)
-
-
-class GemmaRMSNorm(LlamaRMSNorm):
-    def forward(self, x):
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (h * (1.0 + self.weight.float())).to(x.dtype)
-
-
-class Block(nn.Module):
-    def __init__(self, norm):
-        super().__init__()
-        self.up = nn.Linear(HIDDEN, HIDDEN)
-        self.norm = norm(HIDDEN)
-        self.down = nn.Linear(HIDDEN, HIDDEN)
-
-    def forward(self, x):
-        return x + self.down(self.norm(self.up(x)))
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
 def run(model, x, module=None):
@@ -71,28 +41,6 @@ def run(model, x, module=None):
     grads = {n: p.grad for n, p in (module or model).named_parameters()}
     grads["input"] = x.grad
     return grads
-
-
-class CohereLayerNorm(LlamaRMSNorm):
-    """A weight-only LayerNorm computed in fp32, written out."""
-
-    def forward(self, x):
-        h = x.float()
-        mean = h.mean(-1, keepdim=True)
-        var = (h - mean).pow(2).mean(-1, keepdim=True)
-        h = (h - mean) * torch.rsqrt(var + self.eps)
-        return (self.weight.float() * h).to(x.dtype)
-
-
-class OlmoLayerNorm(nn.Module):
-    """OLMo: LayerNorm without weight or bias."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n = n
-
-    def forward(self, x):
-        return torch.nn.functional.layer_norm(x, (self.n,), None, None, 1e-5)
 
 
 def main():
@@ -140,15 +88,15 @@ def main():
             print(f"  remark: {r}")
         remarks = len(routing.remarks)
         # NaN counts as the worst (not max's NaN-dropping order).
-        errs = [(rel(got[k], want[k]), k) for k in want]
-        worst = max(errs, key=lambda e: float("inf") if e[0] != e[0] else e[0])
-        ok = worst[0] <= TOL[dtype] and (replaced >= 1 and launches >= 1
-                                         if routed else replaced == 0)
+        errs = [(rel_l2(got[k], want[k]), k) for k in want]
+        bad = worst(errs, key=lambda e: e[0])
+        ok = bad[0] <= TOL[dtype] and (replaced >= 1 and launches >= 1
+                                       if routed else replaced == 0)
         failed += not ok
         print(f"{'PASS' if ok else 'FAIL'} {name:14} "
               f"{str(dtype).split('.')[-1]:9} regions routed {replaced}, our "
-              f"launches {launches}, worst gradient {worst[0]:.1e} "
-              f"({worst[1]})", flush=True)
+              f"launches {launches}, worst gradient {bad[0]:.1e} "
+              f"({bad[1]})", flush=True)
     print("ALL PASSED" if not failed else f"FAILED: {failed}")
     return 1 if failed else 0
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Channels-first norms on the GPU (issue 27 item 1): numerics against
-float64 and the ConvNeXt-T benchmark.
+float64 (the ConvNeXt-T benchmark of these libraries is
+bench/channels_first.py).
 
 N is not the last dim: ConvNeXt's LayerNorm2d normalises x [B, C, H, W]
 over C, with statistics [B, H, W] and weight [C]. The functions are
@@ -8,21 +9,15 @@ written as linalg on tensors (what a compiler hands over), fused by
 --norm-fuse-mixed-reductions into one norm.mixed_reduction with n_dim = 1
 and run by the channels-first kernel (docs/gpu.md, "Channels-first rows").
 
-Three modes (PYTHONPATH=python:test/lib-python):
-  bench/gpu_channels_first_check.py --build .carry/cf   (build machine:
+Two modes (PYTHONPATH=python:test/lib-python):
+  test/gpu/gpu_channels_first_check.py --build .carry/cf   (build machine:
       writes the functions below and compiles each to a library)
-  python3 bench/gpu_channels_first_check.py --dir .carry/cf [--quick]
+  python3 test/gpu/gpu_channels_first_check.py --dir .carry/cf [--quick]
       (GPU machine: numerics) -- fresh random inputs (never zero), outputs
       poisoned with NaN, every result against float64 by relative L2
-      error, dW/dB bitwise identical over 3 calls
-  python3 bench/gpu_channels_first_check.py --dir .carry/cf --bench
-      (GPU machine: the ConvNeXt-T stages at batch 32, C x S = 96x3136,
-      192x784, 384x196, 768x49, LayerNorm f32 and bf16, under the
-      BENCHMARKS.md protocol (cold L2, CUDA-graph replay, median): ours,
-      torch eager and torch.compile of the same backward math, and torch
-      eager as torchvision's LayerNorm2d runs it (permute, then
-      native_layer_norm_backward on the contiguous copy))
-Prints one line per check or point and a summary last.
+      error (norm_opt.testing's channels-first inputs and reference),
+      dW/dB bitwise identical over 3 calls
+Prints one line per check and a summary last.
 """
 
 import argparse
@@ -32,6 +27,8 @@ import sys
 
 from norm_opt import compile_command
 
+# The ConvNeXt-T stages (C, S): bench/channels_first.py times the rank-3
+# LayerNorms of these C (library_name there is name_of below).
 CONVNEXT = ((96, 3136), (192, 784), (384, 196), (768, 49))
 DTYPES = ("f32", "bf16")
 # (kind, dtype, C, rank, n_dim): the benchmark's functions (rank 3, N in
@@ -165,7 +162,7 @@ func.func @{name_of(kind, dt, c, rank, n_dim)}(%dy: {full_t}, %x: {full_t}, {mea
 
 
 GRAPH_TEST = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                          os.pardir, "test", "Transforms",
+                          os.pardir, "Transforms",
                           "fuse-mixed-reductions-graphs.mlir")
 GRAPH = "channels_first_between_matmuls"
 
@@ -202,54 +199,12 @@ def build(out, norm_opt):
 
 # --- GPU side ---------------------------------------------------------------
 
-TORCH_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
-
-
-def make_inputs(torch, kind, dt, c, shape, n_dim):
-    """dy, x, (mean,) rstd, w: random, never zero."""
-    dtype = getattr(torch, TORCH_DTYPES[dt])
-
-    def nonzero(*s):
-        v = torch.rand(*s, device="cuda") * 1.75 + 0.25
-        sign = torch.randint(0, 2, s, device="cuda") * 2 - 1
-        return v * sign
-
-    rows = shape[:n_dim] + shape[n_dim + 1:]
-    dy = nonzero(*shape).to(dtype)
-    x = nonzero(*shape).to(dtype)
-    rstd = torch.rand(*rows, device="cuda") * 1.5 + 0.5
-    w = nonzero(c).to(dtype)
-    if kind == "layer":
-        mean = nonzero(*rows) * 0.5
-        return dy, x, mean, rstd, w
-    return dy, x, rstd, w
-
-
-def reference(torch, kind, n_dim, dy, x, *rest):
-    """dx, dw (, db) in float64: norm_opt.reference's backward over the rows
-    of x with dim n_dim moved last, dx moved back."""
-    from norm_opt import reference as float64
-    if kind == "layer":
-        mean, rstd, w = rest
-    else:
-        (rstd, w), mean = rest, None
-    c = x.shape[n_dim]
-
-    def rows(t):  # [..., c] as [rows, c], the row dims in order
-        return t.double().movedim(n_dim, -1).reshape(-1, c)
-
-    ref = float64.backward(kind, rows(x), rows(dy), rstd.double().reshape(-1),
-                           None if mean is None else mean.double().reshape(-1),
-                           w.double())
-    shape = list(x.shape)
-    del shape[n_dim]
-    dx = ref["dx"].reshape(*shape, c).movedim(-1, n_dim)
-    return [dx, ref["dw"]] + ([ref["db"]] if kind == "layer" else [])
-
-
 def numerics(args):
     import torch
     from norm_opt import Library
+    from norm_opt.reference import rel_l2
+    from norm_opt.testing import (channels_first_inputs as make_inputs,
+                                  channels_first_reference as reference)
 
     failed = total = 0
     tol = {"f32": 1e-5, "bf16": 1.6e-2}
@@ -265,7 +220,7 @@ def numerics(args):
         for o in others:
             shape = list(o)
             shape.insert(n_dim, c)
-            ins = make_inputs(torch, kind, dt, c, shape, n_dim)
+            ins = make_inputs(kind, dt, c, shape, n_dim)
             dtype = ins[0].dtype
             runs = []
             for _ in range(3):
@@ -277,11 +232,10 @@ def numerics(args):
                 fn(*ins, *outs)
                 runs.append(outs)
             torch.cuda.synchronize()
-            ref = reference(torch, kind, n_dim, *ins)
+            ref = reference(kind, n_dim, *ins)
             case = f"{name} {tuple(shape)}"
             for label, got, want in zip(("dx", "dw", "db"), runs[0], ref):
-                err = ((got.double() - want).norm() /
-                       want.norm().clamp_min(1e-30)).item()
+                err = rel_l2(got, want)
                 ok = bool(torch.isfinite(got).all()) and err <= tol[dt]
                 total += 1
                 failed += not ok
@@ -293,15 +247,20 @@ def numerics(args):
             failed += not same
             print(f"{'PASS' if same else 'FAIL'} {case} dW/dB bitwise over 3 "
                   "calls")
-    bad, n = graph_check(torch, Library, args.dir)
+    bad, n = graph_check(args.dir)
     failed, total = failed + bad, total + n
     print(f"{total - failed} of {total} checks passed")
     return 1 if failed else 0
 
 
-def graph_check(torch, Library, folder):
+def graph_check(folder):
     """The whole graph: the batch_matmuls in torch, each outlined group
     through its launcher, against the float64 function. (failed, checks)"""
+    import torch
+    from norm_opt import Library
+    from norm_opt.reference import rel_l2
+    from norm_opt.testing import channels_first_reference as reference
+
     lib = Library(os.path.join(folder, f"lib{GRAPH}.so"))
     g0, g1 = (getattr(lib, f"{GRAPH}_group{i}") for i in (0, 1))
 
@@ -329,96 +288,19 @@ def graph_check(torch, Library, folder):
     dx2, dw2 = group(g1, x2, dy2, r2, w2)
     torch.cuda.synchronize()
     d = torch.float64
-    rdx1, rdw1 = reference(torch, "rms", 1, torch.bmm(a.to(d), g.to(d)),
+    rdx1, rdw1 = reference("rms", 1, torch.bmm(a.to(d), g.to(d)),
                            x1, r1, w1)[:2]
     rdy2 = torch.bmm(q.to(d), torch.bmm(p.to(d), rdx1))
-    rdx2, rdw2 = reference(torch, "rms", 1, rdy2, x2, r2, w2)[:2]
+    rdx2, rdw2 = reference("rms", 1, rdy2, x2, r2, w2)[:2]
     failed = 0
     for name, got, want in (("dx", dx2, rdx2), ("dw1", dw1, rdw1),
                             ("dw2", dw2, rdw2)):
-        err = ((got.double() - want).norm() / want.norm()).item()
+        err = rel_l2(got, want)
         ok = bool(torch.isfinite(got).all()) and err <= 1e-5
         failed += not ok
         print(f"{'PASS' if ok else 'FAIL'} {GRAPH} (graph) {name} "
               f"rel_l2={err:.2e}")
     return failed, 3
-
-
-def benchmark(args):
-    import torch
-    from norm_opt import Library
-    from bench import Timer  # bench/bench.py, beside this script
-
-    timer = Timer(args.reps)
-    bandwidth = timer.copy_bandwidth()
-    print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s")
-
-    def math(dy, x, mean, rstd, w):
-        """The LayerNorm2d backward in plain torch (dim 1 normalised)."""
-        xf, g = x.float(), dy.float()
-        m, r = mean[:, None], rstd[:, None]
-        xhat = (xf - m) * r
-        wg = g * w.float()[None, :, None]
-        c1 = (wg * xhat).mean(1, keepdim=True)
-        c2 = wg.mean(1, keepdim=True)
-        dx = (wg - xhat * c1 - c2) * r
-        return (dx.to(x.dtype), (g * xhat).sum((0, 2)).to(w.dtype),
-                g.sum((0, 2)).to(w.dtype))
-
-    def native(dy, x, mean, rstd, w):
-        """torchvision's LayerNorm2d: permute to [B, S, C], layer_norm."""
-        b, c, s = x.shape
-        xp = x.permute(0, 2, 1).contiguous()
-        gp = dy.permute(0, 2, 1).contiguous()
-        dx, dw, db = torch.ops.aten.native_layer_norm_backward(
-            gp, xp, [c], mean.reshape(b, s, 1), rstd.reshape(b, s, 1), w,
-            torch.zeros_like(w), [True, True, True])
-        return dx.permute(0, 2, 1), dw, db
-
-    compiled = torch.compile(math, dynamic=False)
-    rows = []
-    for dt in DTYPES:
-        esize = 4 if dt == "f32" else 2
-        for c, s in CONVNEXT:
-            name = name_of("layer", dt, c, 3, 1)
-            fn = getattr(Library(os.path.join(args.dir, f"lib{name}.so")),
-                         name)
-            shape = (32, c, s)
-            dy, x, mean, rstd, w = make_inputs(torch, "layer", dt, c,
-                                               list(shape), 1)
-            dx = torch.empty_like(x)
-            dw, db = torch.empty_like(w), torch.empty_like(w)
-            ref = reference(torch, "layer", 1, dy, x, mean, rstd, w)
-            fn(dy, x, mean, rstd, w, dx, dw, db)
-            err = max(((a.double() - r).norm() / r.norm()).item()
-                      for a, r in zip((dx, dw, db), ref))
-            m = 32 * s
-            floor = (3 * m * c * esize + 4 * c * esize + 8 * m) / bandwidth \
-                * 1e6
-            times = {
-                "ours": timer.graph_time(
-                    lambda: fn(dy, x, mean, rstd, w, dx, dw, db)),
-                "eager": timer.graph_time(lambda: math(dy, x, mean, rstd, w)),
-                "eager-native": timer.graph_time(
-                    lambda: native(dy, x, mean, rstd, w)),
-                "compile": timer.graph_time(
-                    lambda: compiled(dy, x, mean, rstd, w)),
-            }
-            rows.append((dt, c, s, floor, times, err))
-            print(f"layer {dt} 32x{c}x{s}: floor {floor:.1f} us, " +
-                  ", ".join(f"{k} {v:.1f}" for k, v in times.items()) +
-                  f", err {err:.1e}", flush=True)
-    print("\n| dtype | B x C x S | floor us | ours | torch eager (math) | "
-          "torch eager (permute + native) | torch.compile | ours SOL | "
-          "best peer / ours |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for dt, c, s, floor, t, err in rows:
-        best = min(t["eager"], t["eager-native"], t["compile"])
-        print(f"| {dt} | 32x{c}x{s} | {floor:.1f} | {t['ours']:.1f} | "
-              f"{t['eager']:.1f} | {t['eager-native']:.1f} | "
-              f"{t['compile']:.1f} | {floor / t['ours']:.2f} | "
-              f"{best / t['ours']:.2f} |")
-    return 0
 
 
 def main():
@@ -427,12 +309,10 @@ def main():
     ap.add_argument("--norm-opt", default="build/bin/norm-opt")
     ap.add_argument("--dir", default=".carry/cf")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--bench", action="store_true")
-    ap.add_argument("--reps", type=int, default=200)
     args = ap.parse_args()
     if args.build:
         return build(args.build, args.norm_opt)
-    return benchmark(args) if args.bench else numerics(args)
+    return numerics(args)
 
 
 if __name__ == "__main__":

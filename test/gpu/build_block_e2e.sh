@@ -5,16 +5,16 @@
 # groups by ours (--norm-lower-to-nvvm, then --convert-norm-to-gpu-launch:
 # gpu.launch_func on the GPU), everything else by upstream passes (the
 # matmuls and the add as host loops). Allocations go through
-# finalize-memref-to-llvm's generic functions, which bench/tools/
+# finalize-memref-to-llvm's generic functions, which test/gpu/tools/
 # block_e2e_main.c backs with managed memory (mgpuMemAlloc host_shared), so
 # host loops and kernels share every buffer. The GPU machine has no MLIR, so
 # instead of mlir-runner the lowered module is compiled here and linked with
-# the runtime into OUT/block_e2e (RUNPATH $ORIGIN); bench/block_e2e_check.py
+# the runtime into OUT/block_e2e (RUNPATH $ORIGIN); test/gpu/block_e2e_check.py
 # runs it there against float64. (llvm-request-c-wrappers runs before the
 # host lowering: the runtime's declarations keep their C names.)
-#   bench/build_block_e2e.sh [OUT=.carry/block_e2e]
+#   test/gpu/build_block_e2e.sh [OUT=.carry/block_e2e]
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${1:-$root/.carry/block_e2e}
 llvm=/usr/lib/llvm-22
 norm_opt=${NORM_OPT:-$root/build/bin/norm-opt}
@@ -28,6 +28,6 @@ mkdir -p "$out"
 "$llvm/bin/mlir-translate" --mlir-to-llvmir "$out/block.llvm.mlir" -o "$out/block.ll"
 clang-22 -O2 -c "$out/block.ll" -o "$out/block.o"
 cp "$root/build/lib/libnorm_runtime.so" "$out/"
-clang-22 -O2 "$out/block.o" "$root/bench/tools/block_e2e_main.c" \
+clang-22 -O2 "$out/block.o" "$root/test/gpu/tools/block_e2e_main.c" \
   -o "$out/block_e2e" -L"$out" -lnorm_runtime -lm -Wl,-rpath,'$ORIGIN'
 echo "built $out/block_e2e"

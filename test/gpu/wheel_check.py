@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-#===- bench/wheel_check.py - the wheel on a training machine, on the GPU ---===#
+#===- test/gpu/wheel_check.py - the wheel on a training machine, on a GPU -===#
 """norm_opt installed from the wheel on a machine with CUDA and torch but no
 LLVM (issue 39): every kernel is compiled on first use by the bundled
 norm-opt. Checks, each against a float64 reference on fresh random inputs
@@ -18,11 +18,12 @@ with poisoned outputs (a comparison fails on NaN):
   --sanitize    only a small LayerNorm and RMSNorm case each (for a run
                 under compute-sanitizer: memcheck, racecheck, synccheck)
 
-Then bench/train_check.py and bench/compile_routing_check.py as
+Then test/gpu/train_check.py and test/gpu/compile_routing_check.py as
 subprocesses on a fresh cache each. A table is printed last; exit 0 when
-every check passed.
+every check passed. Everything of norm_opt comes from the wheel (its
+norm_opt.reference.rel_l2 too).
   python3 -m pip install --no-deps --no-index dist/norm_opt-*.whl
-  python3 bench/wheel_check.py [--steps 20] [--self-check]
+  python3 test/gpu/wheel_check.py [--steps 20] [--self-check]
 """
 
 import argparse
@@ -45,13 +46,6 @@ def record(check, ok, detail):
     if not ok:
         failures.append(check)
     print(f"{'PASS' if ok else 'FAIL'} {check}: {detail}", flush=True)
-
-
-def rel(got, want):
-    import torch
-    got, want = got.double(), want.double()
-    return (torch.linalg.vector_norm(got - want) /
-            torch.linalg.vector_norm(want).clamp_min(1e-300)).item()
 
 
 TOL = {"f32": 1e-5, "bf16": 2e-2, "f16": 4e-3}
@@ -124,9 +118,10 @@ def reference(kind, x, dy, w, mean, rstd, wrong=0.0):
 
 
 def compare(got, want, tol):
+    from norm_opt.reference import rel_l2
     worst = 0.0
     for k in want:
-        e = rel(got[k], want[k])
+        e = rel_l2(got[k], want[k])
         if not e <= tol:  # NaN fails too
             return False, f"{k} rel L2 {e:.2e} > {tol:.0e}"
         worst = max(worst, e)

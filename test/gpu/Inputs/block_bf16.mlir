@@ -2,7 +2,7 @@
 // function: dy of the RMSNorm comes out of the down projection's matmul, a
 // residual gradient joins dx, dx goes into a projection whose output is dy
 // of a LayerNorm over another N. `norm-opt compile` outlines each group
-// (@block_bf16_group0, @block_bf16_group1); bench/gpu_graph_check.py runs
+// (@block_bf16_group0, @block_bf16_group1); test/gpu/gpu_graph_check.py runs
 // the matmuls in torch and the groups from the library.
 func.func @block_bf16(
     %g: tensor<?x8192xbf16>, %w_down: tensor<8192x2048xbf16>,

@@ -2,9 +2,9 @@
 """Integer and boolean inputs on the GPU, against float64 (issue 27 item 2).
 
 Two modes (PYTHONPATH=python:test/lib-python, README.md):
-  bench/gpu_mask_check.py --build .carry/masks     (build machine: writes
+  test/gpu/gpu_mask_check.py --build .carry/masks  (build machine: writes
       the inputs below and compiles them with norm-opt compile --emit=lib)
-  python3 bench/gpu_mask_check.py --dir .carry/masks
+  python3 test/gpu/gpu_mask_check.py --dir .carry/masks
       [--quick]                                   (GPU machine: checks)
 
 The functions: dropout before an RMSNorm backward with an i8 keep-mask
@@ -130,16 +130,13 @@ def check(args):
     import torch
     from norm_opt import Library
     from norm_opt import reference as float64
+    from norm_opt.reference import rel_l2
 
     failed = total = 0
 
-    def rel(got, ref):
-        return ((got.double() - ref).norm() /
-                ref.norm().clamp_min(1e-30)).item()
-
     def expect(case, name, got, ref, tol):
         nonlocal failed, total
-        err = rel(got, ref)
+        err = rel_l2(got, ref)
         ok = bool(torch.isfinite(got).all()) and err <= tol
         total += 1
         failed += not ok
