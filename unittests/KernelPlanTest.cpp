@@ -28,11 +28,11 @@ using namespace mlir::norm;
 namespace {
 
 struct Expected {
-  int64_t vector, threadsPerRow, rowsPerCTA, chunksPerThread, asyncStages;
-  bool prefetch, combineInCTA, singleLaunch;
+  int64_t vector, threadsPerRow, rowsPerCta, chunksPerThread, asyncStages;
+  bool prefetch, combineInCta, singleLaunch;
   int64_t columnGroups, splitColumnGroups, dynamicSharedBytes,
       splitSharedBytes;
-  int64_t clusterCTAs = 1;
+  int64_t clusterCtas = 1;
   int64_t bulkStages = 0;
   bool peel = false;
 };
@@ -45,8 +45,8 @@ struct Case {
   Expected plan;
 };
 
-// (op, activation/weight dtype, N, chip) -> plan, as bench/
-// build_gpu_kernels.py writes the ops (dynamic rows, static N).
+// (op, activation/weight dtype, N, chip) -> plan, as python/norm_opt/
+// kernel_set.py writes the ops (dynamic rows, static N).
 const Case kCases[] = {
     // Short rows: several rows per CTA, partials combined in the CTA.
     {"rms", "bf16", 384, "sm_90a", {8, 16, 16, 3, 3, false, true, true, 0, 0, 98304, 0}},
@@ -180,20 +180,20 @@ TEST_P(KernelPlanTest, MatchesTable) {
   const Expected &e = c.plan;
   EXPECT_EQ(plan.getVector(), e.vector);
   EXPECT_EQ(plan.getThreadsPerRow(), e.threadsPerRow);
-  EXPECT_EQ(plan.getRowsPerCta(), e.rowsPerCTA);
+  EXPECT_EQ(plan.getRowsPerCta(), e.rowsPerCta);
   EXPECT_EQ(plan.getChunksPerThread(), e.chunksPerThread);
   EXPECT_EQ(plan.getAsyncStages(), e.asyncStages);
   EXPECT_EQ(plan.getPrefetch(), e.prefetch);
-  EXPECT_EQ(plan.getCombineInCta().getValue(), e.combineInCTA);
+  EXPECT_EQ(plan.getCombineInCta().getValue(), e.combineInCta);
   EXPECT_EQ(plan.getSingleLaunch().getValue(), e.singleLaunch);
   EXPECT_EQ(plan.getColumnGroups(), e.columnGroups);
   EXPECT_EQ(plan.getSplitColumnGroups(), e.splitColumnGroups);
   EXPECT_EQ(plan.getDynamicSharedBytes(), e.dynamicSharedBytes);
   EXPECT_EQ(plan.getSplitSharedBytes(), e.splitSharedBytes);
-  EXPECT_EQ(plan.getClusterCtas(), e.clusterCTAs);
+  EXPECT_EQ(plan.getClusterCtas(), e.clusterCtas);
   EXPECT_EQ(plan.getBulkStages(), e.bulkStages);
   EXPECT_EQ(plan.getPeel(), e.peel);
-  EXPECT_EQ(plan.getBlock(), e.threadsPerRow * e.rowsPerCTA);
+  EXPECT_EQ(plan.getBlock(), e.threadsPerRow * e.rowsPerCta);
   // Every plan with column results on sm_90+ launches its final kernel as
   // a programmatic dependent; the tiers alike (their final kernels are
   // built with the plan's flag, their main kernels with their own).
@@ -207,30 +207,30 @@ TEST_P(KernelPlanTest, MatchesTable) {
 void expectSameForBuilders(const KernelPlan &a, const KernelPlan &b) {
   EXPECT_EQ(a.vector, b.vector);
   EXPECT_EQ(a.threadsPerRow, b.threadsPerRow);
-  EXPECT_EQ(a.rowsPerCTA, b.rowsPerCTA);
+  EXPECT_EQ(a.rowsPerCta, b.rowsPerCta);
   EXPECT_EQ(a.chunksPerThread, b.chunksPerThread);
-  EXPECT_EQ(a.programsPerSM, b.programsPerSM);
+  EXPECT_EQ(a.programsPerSm, b.programsPerSm);
   EXPECT_EQ(a.staticCols, b.staticCols);
-  EXPECT_EQ(a.combineInCTA, b.combineInCTA);
+  EXPECT_EQ(a.combineInCta, b.combineInCta);
   EXPECT_EQ(a.sharedAccumulators, b.sharedAccumulators);
   EXPECT_EQ(a.prefetch, b.prefetch);
   EXPECT_EQ(a.scalarPrefetch, b.scalarPrefetch);
   EXPECT_EQ(a.dynamicSharedBytes, b.dynamicSharedBytes);
   EXPECT_EQ(a.singleLaunch, b.singleLaunch);
   EXPECT_EQ(a.dependentLaunch, b.dependentLaunch);
-  EXPECT_EQ(a.minColumnGroups, b.minColumnGroups);
+  EXPECT_EQ(a.columnGroups, b.columnGroups);
   EXPECT_EQ(a.splitColumnGroups, b.splitColumnGroups);
   EXPECT_EQ(a.splitSharedBytes, b.splitSharedBytes);
-  EXPECT_EQ(a.twoCTAsPerSM, b.twoCTAsPerSM);
+  EXPECT_EQ(a.twoCtasPerSm, b.twoCtasPerSm);
   EXPECT_EQ(a.asyncStages, b.asyncStages);
   EXPECT_EQ(a.asyncRingOffset, b.asyncRingOffset);
   EXPECT_EQ(a.bulkStages, b.bulkStages);
   EXPECT_EQ(a.bulkRingOffset, b.bulkRingOffset);
-  EXPECT_EQ(a.clusterCTAs, b.clusterCTAs);
+  EXPECT_EQ(a.clusterCtas, b.clusterCtas);
   EXPECT_EQ(a.clusterSumsAhead, b.clusterSumsAhead);
   EXPECT_EQ(a.ringRowInputs, b.ringRowInputs);
   EXPECT_EQ(a.peel, b.peel);
-  EXPECT_EQ(a.tierCols, b.tierCols);
+  EXPECT_EQ(a.cols, b.cols);
   EXPECT_EQ(a.stridedRows, b.stridedRows);
   ASSERT_EQ(a.tiers.size(), b.tiers.size());
   for (auto [x, y] : llvm::zip(a.tiers, b.tiers))
@@ -279,7 +279,7 @@ TEST_P(KernelPlanTest, FitsTheChip) {
     EXPECT_TRUE(target.hasBulkCopy);
     EXPECT_GE(plan.bulkStages, 2);
     EXPECT_FALSE(plan.resident());
-    EXPECT_FALSE(plan.twoCTAsPerSM);
+    EXPECT_FALSE(plan.twoCtasPerSm);
     EXPECT_EQ(plan.bulkRingOffset % 16, 0);
     EXPECT_LE(plan.bulkRingOffset + plan.bulkStages * kBulkBarrierBytes,
               plan.dynamicSharedBytes);
@@ -289,9 +289,9 @@ TEST_P(KernelPlanTest, FitsTheChip) {
             target.sharedBytesPerBlock);
   // The ring is read with 16-byte vectors.
   EXPECT_EQ(plan.asyncRingOffset % 16, 0);
-  EXPECT_LE(plan.blockThreads(), target.maxThreadsPerBlock);
+  EXPECT_LE(plan.block(), target.maxThreadsPerBlock);
   EXPECT_LE(plan.estimatedRegisters, target.registersPerThread);
-  if (plan.twoCTAsPerSM) {
+  if (plan.twoCtasPerSm) {
     EXPECT_LE(2 * (plan.dynamicSharedBytes + 3 * 1024),
               target.sharedBytesPerSM);
   }
@@ -344,7 +344,7 @@ TEST_P(KernelPlanTest, PeelsExactlyWhereRowsMisalign) {
       EXPECT_GT(plan.vector, 1);
       EXPECT_NE(n % plan.vector, 0);
       EXPECT_TRUE(plan.resident());
-      EXPECT_EQ(plan.clusterCTAs, 1);
+      EXPECT_EQ(plan.clusterCtas, 1);
       EXPECT_GE(plan.threadsPerRow, plan.vector);
       EXPECT_GE(plan.threadsPerRow * plan.chunksPerThread * plan.vector, n);
     } else if (plan.vector > 1) {
@@ -385,17 +385,17 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
     // The clusters' st.async needs PTX 8.1.
     KernelPlanOptions ptx80;
     ptx80.features = "+ptx80";
-    EXPECT_EQ(planKernel(op, ptx80, target).clusterCTAs, 1);
+    EXPECT_EQ(planKernel(op, ptx80, target).clusterCtas, 1);
     if (!target.hasClusters) {
-      EXPECT_EQ(plan.clusterCTAs, 1);
+      EXPECT_EQ(plan.clusterCtas, 1);
       EXPECT_FALSE(plan.resident());
       continue;
     }
     // x and dy: 4 bytes a column.
     if (looped.bulkStages >= 2 && 4 * n < 48 * 1024) {
-      EXPECT_EQ(plan.clusterCTAs, 1);
+      EXPECT_EQ(plan.clusterCtas, 1);
       EXPECT_EQ(plan.bulkStages, looped.bulkStages);
-    } else if (plan.clusterCTAs > 1) {
+    } else if (plan.clusterCtas > 1) {
       EXPECT_TRUE(plan.resident());
       EXPECT_LE(plan.threadsPerRow, 128);
       // LayerNorm's two row sums go a row ahead, with a third ring row.
@@ -409,7 +409,7 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       KernelPlan shallow = planKernel(op, twoStages, target);
       EXPECT_EQ(shallow.asyncStages, 2);
       EXPECT_FALSE(shallow.clusterSumsAhead);
-      int64_t slots = plan.clusterCTAs * plan.threadsPerRow *
+      int64_t slots = plan.clusterCtas * plan.threadsPerRow *
                       plan.chunksPerThread * plan.vector;
       EXPECT_GE(slots, n);
       EXPECT_GE(10 * n, 9 * slots);
@@ -419,7 +419,7 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       EXPECT_TRUE(n > 8 * 128 * 32 || n == 20000);
     }
     if (n == 24576 || n == 32768) {
-      EXPECT_EQ(plan.clusterCTAs, 8);
+      EXPECT_EQ(plan.clusterCtas, 8);
     }
   }
 }
@@ -447,25 +447,25 @@ TEST_P(KernelPlanTierTest, TiersAreTheStaticPlans) {
   EXPECT_FALSE(plan.resident());
   EXPECT_FALSE(plan.staticCols);
   ASSERT_FALSE(plan.tiers.empty());
-  EXPECT_EQ(plan.tiers.front().tierCols, options.tierMinCols);
+  EXPECT_EQ(plan.tiers.front().cols, options.tierMinCols);
   int64_t previous = 0;
   for (const KernelPlan &tier : plan.tiers) {
-    SCOPED_TRACE("tier " + std::to_string(tier.tierCols));
-    EXPECT_GT(tier.tierCols, previous);
-    EXPECT_TRUE(tier.tierCols == 2 * previous || 2 * tier.tierCols == 3 * previous ||
-                tier.tierCols == 4 * previous / 3 || previous == 0);
-    previous = tier.tierCols;
+    SCOPED_TRACE("tier " + std::to_string(tier.cols));
+    EXPECT_GT(tier.cols, previous);
+    EXPECT_TRUE(tier.cols == 2 * previous || 2 * tier.cols == 3 * previous ||
+                tier.cols == 4 * previous / 3 || previous == 0);
+    previous = tier.cols;
     EXPECT_TRUE(tier.resident());
     EXPECT_FALSE(tier.staticCols); // its kernels read N at run time
     EXPECT_TRUE(tier.tiers.empty());
     EXPECT_EQ(tier.vector, plan.vector);
     EXPECT_GE(tier.threadsPerRow * tier.chunksPerThread * tier.vector,
-              tier.tierCols);
+              tier.cols);
     // Every tier of a vector plan also peels rows (a run-time N need not
     // be a multiple of the vector); its `_main` kernel is the static one.
     EXPECT_EQ(tier.peel, tier.vector > 1);
     Case fixed = GetParam();
-    fixed.n = tier.tierCols;
+    fixed.n = tier.cols;
     MixedReductionOp staticOp = fused(fixed);
     ASSERT_TRUE(staticOp);
     KernelPlan same = planKernel(staticOp, options, target);
@@ -478,19 +478,19 @@ TEST_P(KernelPlanTierTest, TiersAreTheStaticPlans) {
     EXPECT_EQ(same.singleLaunch, tier.singleLaunch);
     // Rows of 128 lanes: a static N takes two per CTA (partials combined),
     // a tier one (its masked scalar kernel would spill at 256 threads).
-    if (same.threadsPerRow == 128 && same.combineInCTA) {
-      EXPECT_EQ(same.rowsPerCTA, 2);
-      EXPECT_EQ(tier.rowsPerCTA, 1);
-      EXPECT_FALSE(tier.combineInCTA);
+    if (same.threadsPerRow == 128 && same.combineInCta) {
+      EXPECT_EQ(same.rowsPerCta, 2);
+      EXPECT_EQ(tier.rowsPerCta, 1);
+      EXPECT_FALSE(tier.combineInCta);
     } else {
-      EXPECT_EQ(same.rowsPerCTA, tier.rowsPerCTA);
-      EXPECT_EQ(same.combineInCTA, tier.combineInCTA);
+      EXPECT_EQ(same.rowsPerCta, tier.rowsPerCta);
+      EXPECT_EQ(same.combineInCta, tier.combineInCta);
       EXPECT_EQ(same.dynamicSharedBytes, tier.dynamicSharedBytes);
     }
     EXPECT_LE(tier.dynamicSharedBytes, maxAccumulatorSharedBytes(target));
   }
   // The next capacity up is looped: the tiers go as far as they can.
-  int64_t last = plan.tiers.back().tierCols;
+  int64_t last = plan.tiers.back().cols;
   bool lastIsPowerOfTwo = (last & (last - 1)) == 0;
   Case beyond = GetParam();
   beyond.n = lastIsPowerOfTwo ? last + last / 2 : last / 3 * 4;
@@ -509,7 +509,7 @@ TEST_P(KernelPlanTierTest, TiersAreTheStaticPlans) {
   bool over48K = !wide && 4 * beyond.n >= 48 * 1024;
   EXPECT_EQ(clustered.resident(), target.hasClusters && (wide || over48K))
       << "N = " << beyond.n;
-  EXPECT_EQ(clustered.clusterCTAs,
+  EXPECT_EQ(clustered.clusterCtas,
             !clustered.resident() ? 1 : wide ? 2 : 4);
   // No tiers for a static N, nor with tier-min-cols = 0.
   EXPECT_TRUE(planKernel(beyondOp, options, target).tiers.empty());

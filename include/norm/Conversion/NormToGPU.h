@@ -38,99 +38,34 @@ constexpr int64_t kSplitColumnGroups = 4;
 /// Passes.td (see GpuOptions.h).
 using KernelPlanOptions = ConvertNormToGPUOptions;
 
+/// The kernel plan's fields, defined once as the parameters of
+/// #norm.kernel_plan and #norm.resident_tier (NormAttrs.td, which says what
+/// each means; docs/gpu.md): a member per field, generated.
+#define GEN_KERNEL_PLAN_FIELDS
+#include "norm/Dialect/Norm/IR/KernelPlanFields.h.inc"
+
 /// How one op maps onto the GPU. A program is a group of `threadsPerRow`
-/// lanes; a CTA holds `rowsPerCTA` programs. Lane t of a program owns the
-/// chunks t, t + G, t + 2G, ... of `vector` consecutive columns.
-struct KernelPlan {
-  int64_t vector = 1;          // columns per access in the main kernel
-  int64_t threadsPerRow = 32;  // G
-  int64_t rowsPerCTA = 1;      // R (programs per CTA)
-  int64_t chunksPerThread = 0; // K; 0: the looped variant (N too long)
-  int64_t programsPerSM = 0;   // CTAs per SM; 0: the occupancy limit
+/// lanes; a CTA holds `rowsPerCta` programs. Lane t of a program owns the
+/// chunks t, t + G, t + 2G, ... of `vector` consecutive columns. The
+/// fields are KernelPlanFields'; here only what the attribute does not
+/// hold.
+struct KernelPlan : KernelPlanFields {
+  // The planner's estimate of the main kernel's registers per thread.
   int64_t estimatedRegisters = 0;
-  std::optional<int64_t> staticCols; // N when the type says it
-  // Resident, R > 1: the R programs of a CTA add their accumulators in
-  // shared memory (in order) and write one partial row per CTA.
-  bool combineInCTA = false;
-  // Looped: the column accumulators live in shared memory, not in the
-  // partial buffer (when N x column results fit).
-  bool sharedAccumulators = false;
-  // Resident: load the next row while this one is reduced (when the
-  // registers allow it).
-  bool prefetch = false;
-  // The same for the scalar fallback kernel of a vector plan (misaligned
-  // rows), which keeps one register per prefetched element.
-  bool scalarPrefetch = false;
-  int64_t dynamicSharedBytes = 0;
-  // The main kernel also does the final reduction, after a grid barrier
-  // (cooperative launch; the launcher falls back to the final kernel).
-  bool singleLaunch = false;
-  // The two-launch path (sm_90+): the final kernel is launched as a
-  // programmatic dependent of the main kernel (griddepcontrol; the main
-  // kernels signal after their partial rows, the final kernel waits for
-  // the main kernel before it reads).
-  bool dependentLaunch = false;
-  // Looped: programs (CTAs) per row, a compile-time constant (column
-  // groups; the `_main_split` kernels have their own, below).
-  int64_t minColumnGroups = 1;
-  // Looped: the `_main_split` kernels share each row among this many CTAs
-  // (0: none), with `splitSharedBytes` of accumulators; the launcher takes
-  // them when there are too few rows to fill the SMs.
-  int64_t splitColumnGroups = 0;
-  int64_t splitSharedBytes = 0;
-  // Looped: ask ptxas for two CTAs per SM (<= 64 registers at 512
-  // threads) in the vector kernel.
-  bool twoCTAsPerSM = false;
-  // Resident vector kernel: rows in the cp.async ring (0: plain loads); the
-  // ring starts at byte `asyncRingOffset` of the dynamic shared memory.
-  int64_t asyncStages = 0;
-  int64_t asyncRingOffset = 0;
-  // The row inputs ride the cp.async ring (rows of several warps, 4-byte
-  // row inputs): no register carried a row ahead.
-  bool ringRowInputs = false;
-  // Looped vector kernel (sm_90+, static N, 16-byte chunks of every full
-  // input): this many rows of the full inputs staged whole in shared
-  // memory by cp.async.bulk (0: none), at byte `bulkRingOffset` of the
-  // dynamic shared memory, then one mbarrier per stage.
-  int64_t bulkStages = 0;
-  int64_t bulkRingOffset = 0;
-  // Resident, static N too long for one CTA: this many CTAs of a
-  // thread-block cluster share each row (1: none). CTA r owns the r-th
-  // contiguous part of the row's chunks (chunksPerThread counts the part);
-  // the cluster is the program, writing one partial row.
-  int64_t clusterCTAs = 1;
-  // Cluster rows with a cp.async ring of >= 3 rows and one row stage: row
-  // it + 1's sums are pushed to the cluster before row it's are awaited,
-  // and the vector kernel reads each row from the ring twice (sums, then
-  // the elementwise part) instead of holding it.
-  bool clusterSumsAhead = false;
-  // Resident vector plan of one CTA per row: a `_main_peel` kernel for
-  // rows that need not start on a 16-byte boundary (a static N not a
-  // multiple of `vector`, which then has no `_main` kernel, or a tier's
-  // run-time N). Each program's rows share one phase (the launcher makes
-  // the row stride P x the rows' stride a multiple of `vector`); the
-  // program peels the columns before its first boundary (head) and after
-  // its last whole chunk (tail), one per lane, and takes the 16-byte chunks
-  // in between.
-  bool peel = false;
-  // A resident tier of a run-time N: the plan made as for a static N =
-  // tierCols, whose kernels read N at run time and take any N <= tierCols
-  // (0: not a tier).
-  int64_t tierCols = 0;
-  // A channels-first domain (N not the last dim): one kernel
-  // (`_main_scalar`) of threadsPerRow / 32 warps that split N, a lane per
-  // row (StridedKernel.cpp, docs/gpu.md "Channels-first rows"); static N.
-  bool stridedRows = false;
-  // Run-time N: the resident tiers, by increasing tierCols (the launcher
+  // N when the op's type says it.
+  std::optional<int64_t> staticCols;
+  // Run-time N: the resident tiers, by increasing `cols` (the launcher
   // takes the first that holds N; this plan's looped kernels above the
   // last). Empty for a static N and with tier-min-cols = 0.
   std::vector<KernelPlan> tiers;
 
-  int64_t blockThreads() const { return threadsPerRow * rowsPerCTA; }
-  /// Threads of the final reduction (kernel or tail): the main kernel's
-  /// block, so both paths sum in one order; 32 columns x threads / 32.
+  /// Threads per CTA (the attribute's derived `block`).
+  int64_t block() const { return threadsPerRow * rowsPerCta; }
+  /// Threads of the final reduction (kernel or tail; the attribute's
+  /// derived `final_threads`): the main kernel's block, so both paths sum
+  /// in one order; 32 columns x threads / 32.
   int64_t finalThreads() const {
-    return blockThreads() % kFinalColumnsPerCTA == 0 ? blockThreads() : 512;
+    return block() % kFinalColumnsPerCTA == 0 ? block() : 512;
   }
   bool resident() const { return chunksPerThread > 0; }
   /// Looped: chunks per iteration of the loops over a row, for the kernel
@@ -153,7 +88,7 @@ int64_t maxDynamicSharedBytes(const GpuTarget &target);
 constexpr int64_t kBulkBarrierBytes = 16;
 
 /// The looped variant's accumulators per CTA when it aims at two CTAs per
-/// SM (KernelPlan::twoCTAsPerSM): 100 KiB on the H100, at most half an SM's
+/// SM (KernelPlan::twoCtasPerSm): 100 KiB on the H100, at most half an SM's
 /// shared memory less 14 KiB (static arrays, the reserved 1 KiB per CTA).
 int64_t loopedSharedBytes(const GpuTarget &target);
 

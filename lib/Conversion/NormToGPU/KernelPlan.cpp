@@ -128,7 +128,7 @@ private:
     if (options.threadsPerRow >= 32)
       warps = options.threadsPerRow / 32;
     plan.threadsPerRow = 32 * warps;
-    plan.rowsPerCTA = options.rowsPerCTA > 0
+    plan.rowsPerCta = options.rowsPerCTA > 0
                           ? options.rowsPerCTA
                           : std::max<int64_t>(1, kStridedWarpsPerCTA / warps);
     // The vector kernel's rows per lane: at most kStridedRowsPerLane, and
@@ -152,16 +152,16 @@ private:
         break;
       }
     }
-    plan.combineInCTA = true;
+    plan.combineInCta = true;
     // The grid's partial rows reduced after a grid barrier where the
     // launch can be cooperative (one CTA per SM), else by the final kernel.
     plan.singleLaunch = options.singleLaunch;
     // The groups' column accumulators [R][C][N] f32.
     plan.dynamicSharedBytes =
-        llvm::alignTo(plan.rowsPerCTA * op.getColResults().size() *
+        llvm::alignTo(plan.rowsPerCta * op.getColResults().size() *
                           *plan.staticCols * 4,
                       16);
-    plan.programsPerSM = options.programsPerSM;
+    plan.programsPerSm = options.programsPerSM;
     plan.estimatedRegisters = 64;
     return plan;
   }
@@ -195,10 +195,10 @@ private:
     KernelPlan clustered = planWith(looped.staticCols, /*tier=*/false,
                                     /*allowPeel=*/false);
     clusters16 = false;
-    int64_t slots = clustered.clusterCTAs * clustered.threadsPerRow *
+    int64_t slots = clustered.clusterCtas * clustered.threadsPerRow *
                     clustered.chunksPerThread * clustered.vector;
     bool filled = 10 * *looped.staticCols >= 9 * slots;
-    return clustered.clusterCTAs > 1 && filled ? clustered : looped;
+    return clustered.clusterCtas > 1 && filled ? clustered : looped;
   }
   /// The row inputs (if any) can ride the cp.async ring (pickAsyncRing):
   /// rows of more than 32 lanes, row inputs of 4 bytes.
@@ -234,7 +234,7 @@ private:
     plan = KernelPlan();
     cols = n;
     if (tier)
-      plan.tierCols = *n;
+      plan.cols = *n;
     else
       plan.staticCols = n;
     pickVectorWidth(allowPeel);
@@ -251,7 +251,7 @@ private:
   /// The peeled kernel is a resident one of one CTA per row, with a lane
   /// per head and tail column (both < vector).
   static bool peelable(const KernelPlan &p) {
-    return p.resident() && p.clusterCTAs == 1 && p.threadsPerRow >= p.vector;
+    return p.resident() && p.clusterCtas == 1 && p.threadsPerRow >= p.vector;
   }
   /// Chunks of `vector` columns that cover the row (the peeled kernel's
   /// whole chunks are at most this many).
@@ -328,7 +328,7 @@ void KernelPlanner::pickVectorWidth(bool allowPeel) {
     widest = std::max(widest, elementBytes(v.getType()));
   int64_t vectorBytes = std::clamp<int64_t>(options.vectorBytes, widest, 16);
   plan.vector = std::max<int64_t>(1, vectorBytes / widest);
-  bool misaligned = cols && (*cols % plan.vector != 0 || plan.tierCols);
+  bool misaligned = cols && (*cols % plan.vector != 0 || plan.cols);
   if (misaligned && allowPeel && plan.vector > 1)
     plan.peel = true;
   else if (cols && *cols % plan.vector != 0)
@@ -341,13 +341,13 @@ void KernelPlanner::pickVectorWidth(bool allowPeel) {
 void KernelPlanner::pickRowGroup() {
   // With a cluster, a CTA's part of the row.
   int64_t chunks =
-      cols ? (rowChunks() + plan.clusterCTAs - 1) / plan.clusterCTAs : -1;
+      cols ? (rowChunks() + plan.clusterCtas - 1) / plan.clusterCtas : -1;
   int64_t maxResident = options.maxResidentElements;
   plan.chunksPerThread = 0;
   if (chunks > 0) {
     // A cluster's parts take at most kMaxClusterLanes lanes: above, the
     // scalar kernel (odd N) spills under the 128-register cap of 512 lanes.
-    int64_t maxLanes = plan.clusterCTAs == 1 ? target.maxThreadsPerBlock
+    int64_t maxLanes = plan.clusterCtas == 1 ? target.maxThreadsPerBlock
                        : clusters16         ? kMaxClusterLanes16
                                             : kMaxClusterLanes;
     for (int64_t g = 1; g <= maxLanes; g *= 2) {
@@ -361,7 +361,7 @@ void KernelPlanner::pickRowGroup() {
       bool fits = maxResident ? columns <= maxResident
                               : registersFor(columns) <= registerBudget(g) &&
                                     (columns <= 32 ||
-                                     (g == maxLanes && plan.clusterCTAs == 1) ||
+                                     (g == maxLanes && plan.clusterCtas == 1) ||
                                      options.threadsPerRow);
       if (fits) {
         plan.threadsPerRow = g;
@@ -403,7 +403,7 @@ void KernelPlanner::pickRowGroup() {
 /// fast as parts of 128 lanes); 32-bit rows and the scalar kernel (odd N)
 /// gain (0.60-0.85 -> 0.85-0.94 of the floor; 29 x 17389 18 -> 15 us).
 void KernelPlanner::pickCluster() {
-  if (plan.resident() || !cols || plan.tierCols || !clustersAvailable() ||
+  if (plan.resident() || !cols || plan.cols || !clustersAvailable() ||
       options.rowsPerCTA > 1 ||
       (widest < 4 && plan.vector > 1 && !clusters16))
     return;
@@ -412,12 +412,12 @@ void KernelPlanner::pickCluster() {
     int64_t part = (chunks + c - 1) / c;
     if (part * (c - 1) >= chunks)
       break;
-    plan.clusterCTAs = c;
+    plan.clusterCtas = c;
     pickRowGroup();
     if (plan.resident())
       return;
   }
-  plan.clusterCTAs = 1;
+  plan.clusterCtas = 1;
   pickRowGroup();
 }
 
@@ -435,27 +435,30 @@ void KernelPlanner::pickRowsPerCTA() {
   // 128 threads, spilled 52-312 bytes with 256 (5000x2999 with N dynamic:
   // 61 -> 109 us).
   if (options.rowsPerCTA)
-    plan.rowsPerCTA = options.rowsPerCTA;
-  else if (plan.clusterCTAs > 1)
-    plan.rowsPerCTA = 1;
+    plan.rowsPerCta = options.rowsPerCTA;
+  else if (plan.clusterCtas > 1)
+    plan.rowsPerCta = 1;
   else if (plan.resident() && plan.threadsPerRow <= 64)
-    plan.rowsPerCTA = std::max<int64_t>(1, 256 / plan.threadsPerRow);
-  else if (plan.resident() && plan.threadsPerRow == 128 && !plan.tierCols &&
+    plan.rowsPerCta = std::max<int64_t>(1, 256 / plan.threadsPerRow);
+  else if (plan.resident() && plan.threadsPerRow == 128 && !plan.cols &&
            partialsCombineInCTA(2))
-    plan.rowsPerCTA = 2;
+    plan.rowsPerCta = 2;
   else
-    plan.rowsPerCTA = 1;
+    plan.rowsPerCta = 1;
 }
 
 void KernelPlanner::pickSharedAccumulators() {
+  // A looped plan takes at least one CTA per row (more below where its
+  // accumulators need them); a resident plan has no column groups.
+  plan.columnGroups = plan.resident() ? 0 : 1;
   // Shared-memory accumulators where they fit (static N or a tier's N).
   int64_t numCol = op.getColResults().size();
   if (cols && numCol > 0) {
     int64_t row = numCol * *cols * 4;
-    if (plan.resident() && plan.rowsPerCTA > 1 &&
-        partialsCombineInCTA(plan.rowsPerCTA)) {
-      plan.combineInCTA = true;
-      plan.dynamicSharedBytes = plan.rowsPerCTA * row;
+    if (plan.resident() && plan.rowsPerCta > 1 &&
+        partialsCombineInCTA(plan.rowsPerCta)) {
+      plan.combineInCta = true;
+      plan.dynamicSharedBytes = plan.rowsPerCta * row;
     } else if (!plan.resident()) {
       // The looped variant keeps its part of the row's accumulators in
       // shared memory: the fewest column groups (CTAs per row) whose part
@@ -471,10 +474,10 @@ void KernelPlanner::pickSharedAccumulators() {
       int64_t budget = twoPerSM ? twoPerSMBytes : maxAccumulatorSharedBytes(target);
       int64_t groups = (row + budget - 1) / budget;
       if (groups >= 1 && groups <= kMaxColumnGroups) { // N = 0: none
-        plan.twoCTAsPerSM = twoPerSM;
+        plan.twoCtasPerSm = twoPerSM;
         int64_t chunks = *cols / plan.vector;
         int64_t partChunks = (chunks + groups - 1) / groups;
-        plan.minColumnGroups = groups;
+        plan.columnGroups = groups;
         plan.sharedAccumulators = true;
         plan.dynamicSharedBytes = numCol * partChunks * plan.vector * 4;
         // Few rows (29 x 17389): more CTAs per row, so the dx pass and the
@@ -507,17 +510,17 @@ void KernelPlanner::pickAsyncRing() {
   // A cluster's part counts as a wide row (RMSNorm bf16 1024x32768 in
   // parts of 128 lanes 95.5 -> 94.0 us with the ring, 4096x32768 329.7 ->
   // 322.8).
-  bool wideRow = plan.threadsPerRow >= 256 || plan.clusterCTAs > 1;
+  bool wideRow = plan.threadsPerRow >= 256 || plan.clusterCtas > 1;
   if (target.hasAsyncCopy && plan.resident() && plan.vector > 1 &&
       options.asyncStages >= 2 && plan.threadsPerRow >= kMinRingLanes &&
       (plan.threadsPerRow <= 32 ||
        (widest < 4 && (!plan.prefetch || wideRow)))) {
     int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
     int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
-                       plan.blockThreads();
+                       plan.block();
     int64_t clusterMost = clusterSumsAheadFits() ? kClusterSumsAheadStages
                                                  : kMaxClusterAsyncStages;
-    int64_t most = plan.clusterCTAs > 1
+    int64_t most = plan.clusterCtas > 1
                        ? std::min(options.asyncStages, clusterMost)
                        : options.asyncStages;
     for (int64_t s = most; s >= 2; --s) {
@@ -539,7 +542,7 @@ void KernelPlanner::pickAsyncRing() {
         plan.estimatedRegisters -= static_cast<int64_t>(
             prefetchRegistersPerColumn() * plan.chunksPerThread * plan.vector);
       plan.prefetch = plan.scalarPrefetch = false;
-      plan.clusterSumsAhead = plan.clusterCTAs > 1 &&
+      plan.clusterSumsAhead = plan.clusterCtas > 1 &&
                               s >= kClusterSumsAheadStages &&
                               clusterSumsAheadFits();
       break;
@@ -561,7 +564,7 @@ void KernelPlanner::pickBulkRing() {
   // input: the launcher checks the pointers and strides to them) and a
   // multiple of 16 bytes per row (cp.async.bulk's size).
   if (!target.hasBulkCopy || plan.resident() || !plan.staticCols ||
-      plan.vector == 1 || plan.rowsPerCTA != 1 || options.bulkStages < 2)
+      plan.vector == 1 || plan.rowsPerCta != 1 || options.bulkStages < 2)
     return;
   if (llvm::any_of(op.getFull(), [&](Value v) {
         return elementBytes(v.getType()) * plan.vector != 16;
@@ -576,7 +579,7 @@ void KernelPlanner::pickBulkRing() {
     plan.bulkStages = s;
     plan.bulkRingOffset = offset;
     plan.dynamicSharedBytes = bytes;
-    plan.twoCTAsPerSM = false;
+    plan.twoCtasPerSm = false;
     return;
   }
 }
@@ -584,7 +587,7 @@ void KernelPlanner::pickBulkRing() {
 void KernelPlanner::pickLaunch() {
   // 0: the launcher fills every SM with as many CTAs as the driver's
   // occupancy calculator allows (it knows the real register count).
-  plan.programsPerSM = options.programsPerSM;
+  plan.programsPerSm = options.programsPerSM;
   // One launch when there are column results to finish and the block can
   // hold the final reduction's 32-column tiles.
   // Only for the resident variant: measured on the H100, the looped
@@ -594,9 +597,9 @@ void KernelPlanner::pickLaunch() {
   // Clusters take two launches: a cooperative launch of clustered kernels
   // is not one the runtime makes.
   plan.singleLaunch = options.singleLaunch && plan.resident() &&
-                      plan.clusterCTAs == 1 &&
+                      plan.clusterCtas == 1 &&
                       !op.getColResults().empty() &&
-                      plan.blockThreads() % kFinalColumnsPerCTA == 0;
+                      plan.block() % kFinalColumnsPerCTA == 0;
   // The split kernels (few rows) could finish in one launch too, but
   // measured no faster (29x17389: 18.4 vs 18.0 us, perf-notes, "Split
   // kernels"): their tail is latency-bound over few partial rows; they take

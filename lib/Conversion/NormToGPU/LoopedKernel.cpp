@@ -40,7 +40,7 @@ LogicalResult LoopedKernelBuilder::build(gpu::GPUFuncOp func) {
   unpackArguments(func);
   // A compile-time constant: at run time it costs ~35 registers (and a CTA
   // per SM).
-  colGroups = c64(plan.minColumnGroups);
+  colGroups = c64(plan.columnGroups);
   if (failed(cloneCaptures()))
     return failure();
   layoutSharedMemory(func);

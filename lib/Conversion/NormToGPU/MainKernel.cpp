@@ -19,7 +19,7 @@ using namespace mlir::norm;
 MainKernelBuilder::MainKernelBuilder(OpBuilder &b, MixedReductionOp op,
                                      const KernelPlan &plan, int64_t vector)
     : KernelBuilderBase(b, op.getLoc()), op(op), plan(plan), V(vector),
-      G(plan.threadsPerRow), R(plan.rowsPerCTA),
+      G(plan.threadsPerRow), R(plan.rowsPerCta),
       numCol(op.getColResults().size()) {}
 
 std::unique_ptr<MainKernelBuilder>
@@ -116,7 +116,7 @@ void MainKernelBuilder::computeProgramIds() {
 }
 
 void MainKernelBuilder::computeRowParts() {
-  int64_t C = plan.clusterCTAs;
+  int64_t C = plan.clusterCtas;
   if (C == 1) {
     progRow = prog;
     rowPrograms = programs;
@@ -235,12 +235,12 @@ void MainKernelBuilder::loadColumnInputs(Chunk &chunk) {
 /// owned chunk; the scalar kernels of 32 columns per lane spilled).
 bool MainKernelBuilder::alwaysInPart(Value k) const {
   APInt index;
-  if (plan.clusterCTAs == 1 || !plan.staticCols ||
+  if (plan.clusterCtas == 1 || !plan.staticCols ||
       !matchPattern(k, m_ConstantInt(&index)))
     return false;
   int64_t total = *plan.staticCols / V;
-  int64_t part = (total + plan.clusterCTAs - 1) / plan.clusterCTAs;
-  return part * plan.clusterCTAs == total &&
+  int64_t part = (total + plan.clusterCtas - 1) / plan.clusterCtas;
+  return part * plan.clusterCtas == total &&
          (index.getSExtValue() + 1) * G <= part;
 }
 

@@ -129,7 +129,7 @@ protected:
   /// would be a run-time value per chunk, live across the row loop (the
   /// scalar kernels spilled); this one is the lane's column plus a constant.
   bool maskedChunks() const {
-    return plan.tierCols > 0 || plan.clusterCTAs > 1 || peel();
+    return plan.cols > 0 || plan.clusterCtas > 1 || peel();
   }
   /// The raw access of `chunk` at base[index]: zeros for a masked chunk
   /// past the row.
@@ -165,7 +165,7 @@ protected:
   /// The warps of a row (G > 32): lane 0 of each writes the program's
   /// slots, every lane reads its program's slots in warp order.
   void reduceAcrossWarps(SmallVector<Value> &sums);
-  /// The CTAs of a cluster (plan.clusterCTAs > 1): each pushes its part's
+  /// The CTAs of a cluster (plan.clusterCtas > 1): each pushes its part's
   /// sums into every CTA's slots (st.async into distributed shared memory,
   /// completing on their mbarriers); every thread waits on its CTA's and
   /// adds the slots in rank order.

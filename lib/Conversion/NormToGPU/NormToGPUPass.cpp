@@ -82,13 +82,13 @@ struct ConvertNormToGPUPass
                                         << describe(decided);
             if (!decided.tiers.empty())
               remark << "; a run-time N up to "
-                     << decided.tiers.back().tierCols << " takes the smallest of "
+                     << decided.tiers.back().cols << " takes the smallest of "
                      << decided.tiers.size()
                      << " resident tiers that holds it";
           }
           for (const KernelPlan &tier : decided.tiers)
             op.emitRemark() << "GPU kernels "
-                            << residentTierPrefix(prefix, tier.tierCols)
+                            << residentTierPrefix(prefix, tier.cols)
                             << ": " << describe(tier);
         }
       }
@@ -101,8 +101,8 @@ struct ConvertNormToGPUPass
     llvm::raw_string_ostream os(text);
     auto ctasPerSM = [&] {
       os << "CTAs per SM: ";
-      if (plan.programsPerSM)
-        os << plan.programsPerSM;
+      if (plan.programsPerSm)
+        os << plan.programsPerSm;
       else
         os << "occupancy";
       return text;
@@ -111,23 +111,23 @@ struct ConvertNormToGPUPass
       os << "channels-first rows: " << plan.vector
          << " rows per lane (1 in the scalar kernel), "
          << plan.threadsPerRow / 32 << " warps splitting N, "
-         << plan.rowsPerCTA << " tiles per CTA, ";
+         << plan.rowsPerCta << " tiles per CTA, ";
       if (plan.chunksPerThread > 0)
         os << plan.chunksPerThread << " columns per warp held, ";
       return ctasPerSM();
     }
     os << (plan.resident() ? "resident" : "looped");
-    if (plan.tierCols)
-      os << " tier, N <= " << plan.tierCols << " at run time";
-    os << ", " << plan.threadsPerRow << " lanes per row, " << plan.rowsPerCTA
+    if (plan.cols)
+      os << " tier, N <= " << plan.cols << " at run time";
+    os << ", " << plan.threadsPerRow << " lanes per row, " << plan.rowsPerCta
        << " rows per CTA, vector " << plan.vector << ", chunks per lane "
        << plan.chunksPerThread << (plan.prefetch ? ", prefetch" : "")
        << (plan.peel ? ", peeled rows (scalar head and tail)" : "");
-    if (plan.minColumnGroups > 1)
-      os << ", " << plan.minColumnGroups << " CTAs per row (column groups)";
-    if (plan.clusterCTAs > 1)
-      os << ", clusters of " << plan.clusterCTAs << " CTAs per row";
-    os << (plan.combineInCTA         ? ", CTA-combined partials"
+    if (plan.columnGroups > 1)
+      os << ", " << plan.columnGroups << " CTAs per row (column groups)";
+    if (plan.clusterCtas > 1)
+      os << ", clusters of " << plan.clusterCtas << " CTAs per row";
+    os << (plan.combineInCta         ? ", CTA-combined partials"
            : plan.sharedAccumulators ? ", shared-memory accumulators"
                                      : "");
     if (plan.asyncStages)
@@ -182,7 +182,7 @@ struct ConvertNormToGPUPass
       return failure();
     for (const KernelPlan &tier : plan.tiers)
       if (failed(emitMainKernels(b, gpuModule, symbols, op, tier,
-                                 residentTierPrefix(prefix, tier.tierCols),
+                                 residentTierPrefix(prefix, tier.cols),
                                  target)))
         return failure();
     // The final kernel of the two-launch path has the main kernel's block
@@ -231,7 +231,7 @@ struct ConvertNormToGPUPass
         maxSums = std::max<size_t>(
             maxSums, stage.front().getTerminator()->getNumOperands());
       mainSmem.push_back(workgroupBuffer(
-          b, maxSums * (plan.threadsPerRow / 32) * plan.rowsPerCTA));
+          b, maxSums * (plan.threadsPerRow / 32) * plan.rowsPerCta));
     }
     // The single-launch tail's slices (the last attribution).
     int64_t numCol = op.getColResults().size();
@@ -265,15 +265,15 @@ struct ConvertNormToGPUPass
         makeMainKernelBuilder(b, op, plan, kernel.vector);
     gpu::GPUFuncOp fn =
         makeKernel(b, gpuModule, symbols, op.getLoc(), kernel.name,
-                   builder->parameterTypes(), plan.blockThreads(), mainSmem);
+                   builder->parameterTypes(), plan.block(), mainSmem);
     // The scalar fallback (misaligned rows) would spill under the cap.
-    if (plan.twoCTAsPerSM && kernel.vector > 1)
+    if (plan.twoCtasPerSm && kernel.vector > 1)
       fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
     // The cluster shape is the kernel's (.reqnctapercluster): a plain
     // launch then makes the clusters.
-    if (plan.clusterCTAs > 1)
+    if (plan.clusterCtas > 1)
       fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
-                  b.getDenseI32ArrayAttr({int32_t(plan.clusterCTAs), 1, 1}));
+                  b.getDenseI32ArrayAttr({int32_t(plan.clusterCtas), 1, 1}));
     return failure(failed(builder->build(fn)) ||
                    failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
                                                target)));
@@ -299,7 +299,7 @@ struct ConvertNormToGPUPass
       // The row-sum slots (W > 1); the column accumulators are the dynamic
       // shared memory.
       int64_t slots = plan.threadsPerRow > 32
-                          ? maxSums * plan.blockThreads() * vector
+                          ? maxSums * plan.block() * vector
                           : 1;
       SmallVector<Type> buffers = {workgroupBuffer(b, slots)};
       // The single-launch tail's slices (the last attribution).
@@ -307,7 +307,7 @@ struct ConvertNormToGPUPass
         buffers.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
       gpu::GPUFuncOp fn =
           makeKernel(b, gpuModule, symbols, op.getLoc(), name,
-                     builder->parameterTypes(), plan.blockThreads(), buffers);
+                     builder->parameterTypes(), plan.block(), buffers);
       if (failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
                                       target)) ||
           failed(builder->build(fn)))

@@ -14,42 +14,15 @@ using namespace mlir;
 using namespace mlir::norm;
 
 namespace {
-ResidentTierAttr tierAttr(MLIRContext *ctx, const KernelPlan &tier) {
-  auto flag = [&](bool v) { return BoolAttr::get(ctx, v); };
-  return ResidentTierAttr::get(
-      ctx, tier.tierCols, tier.vector, tier.threadsPerRow, tier.rowsPerCTA,
-      tier.chunksPerThread, tier.blockThreads(), flag(tier.combineInCTA),
-      flag(tier.singleLaunch), tier.asyncStages, tier.finalThreads(),
-      tier.dynamicSharedBytes, tier.peel, tier.prefetch, tier.scalarPrefetch,
-      tier.asyncRingOffset, tier.ringRowInputs);
-}
-
-/// The fields a plan and a resident tier both have (#norm.kernel_plan and
-/// #norm.resident_tier share these parameters).
-template <typename PlanOrTier>
-void readShared(PlanOrTier attr, KernelPlan &plan) {
-  plan.vector = attr.getVector();
-  plan.threadsPerRow = attr.getThreadsPerRow();
-  plan.rowsPerCTA = attr.getRowsPerCta();
-  plan.chunksPerThread = attr.getChunksPerThread();
-  plan.combineInCTA = attr.getCombineInCta().getValue();
-  plan.singleLaunch = attr.getSingleLaunch().getValue();
-  plan.asyncStages = attr.getAsyncStages();
-  plan.dynamicSharedBytes = attr.getDynamicSharedBytes();
-  plan.peel = attr.getPeel();
-  plan.prefetch = attr.getPrefetch();
-  plan.scalarPrefetch = attr.getScalarPrefetch();
-  plan.asyncRingOffset = attr.getAsyncRingOffset();
-  plan.ringRowInputs = attr.getRingRowInputs();
-}
+#define GEN_KERNEL_PLAN_CONVERSIONS
+#include "norm/Dialect/Norm/IR/KernelPlanFields.h.inc"
 
 /// A tier's plan: what its attribute says, and what every tier shares
 /// with its plan (the grid and the dependent final launch).
 KernelPlan tierPlan(ResidentTierAttr attr, const KernelPlan &own) {
   KernelPlan tier;
-  readShared(attr, tier);
-  tier.tierCols = attr.getCols();
-  tier.programsPerSM = own.programsPerSM;
+  readFields(attr, tier);
+  tier.programsPerSm = own.programsPerSm;
   tier.dependentLaunch = own.dependentLaunch;
   return tier;
 }
@@ -57,24 +30,14 @@ KernelPlan tierPlan(ResidentTierAttr attr, const KernelPlan &own) {
 
 KernelPlanAttr mlir::norm::kernelPlanAttr(MLIRContext *ctx, StringRef prefix,
                                           const KernelPlan &plan) {
-  auto flag = [&](bool v) { return BoolAttr::get(ctx, v); };
   ArrayAttr tiers;
   if (!plan.tiers.empty()) {
     SmallVector<Attribute> elements;
     for (const KernelPlan &tier : plan.tiers)
-      elements.push_back(tierAttr(ctx, tier));
+      elements.push_back(getResidentTierAttr(ctx, tier));
     tiers = ArrayAttr::get(ctx, elements);
   }
-  return KernelPlanAttr::get(
-      ctx, prefix, plan.vector, plan.threadsPerRow, plan.rowsPerCTA,
-      plan.chunksPerThread, plan.programsPerSM, plan.blockThreads(),
-      flag(plan.combineInCTA), flag(plan.singleLaunch), plan.asyncStages,
-      plan.resident() ? 0 : plan.minColumnGroups, plan.splitColumnGroups,
-      plan.splitSharedBytes, plan.finalThreads(), plan.dynamicSharedBytes,
-      plan.clusterCTAs, plan.bulkStages, plan.dependentLaunch, plan.peel,
-      plan.prefetch, plan.scalarPrefetch, plan.sharedAccumulators,
-      plan.twoCTAsPerSM, plan.asyncRingOffset, plan.ringRowInputs,
-      plan.bulkRingOffset, plan.clusterSumsAhead, plan.stridedRows, tiers);
+  return getKernelPlanAttr(ctx, plan, prefix, tiers);
 }
 
 FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
@@ -83,31 +46,25 @@ FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
     return op.emitError("fused op has no kernel plan (--convert-norm-to-gpu "
                         "did not run)");
   KernelPlan plan;
-  readShared(attr, plan);
-  plan.programsPerSM = attr.getProgramsPerSm();
-  plan.minColumnGroups = std::max<int64_t>(1, attr.getColumnGroups());
-  plan.splitColumnGroups = attr.getSplitColumnGroups();
-  plan.splitSharedBytes = attr.getSplitSharedBytes();
-  plan.clusterCTAs = attr.getClusterCtas();
-  plan.bulkStages = attr.getBulkStages();
-  plan.dependentLaunch = attr.getDependentLaunch();
-  plan.sharedAccumulators = attr.getSharedAccumulators();
-  plan.twoCTAsPerSM = attr.getTwoCtasPerSm();
-  plan.bulkRingOffset = attr.getBulkRingOffset();
-  plan.clusterSumsAhead = attr.getClusterSumsAhead();
-  plan.stridedRows = attr.getStridedRows();
+  readFields(attr, plan);
   if (!ShapedType::isDynamic(op.getStaticCols()))
     plan.staticCols = op.getStaticCols();
-  if (plan.blockThreads() != attr.getBlock() ||
-      plan.finalThreads() != attr.getFinalThreads())
-    return op.emitError("kernel plan: block or final_threads disagree with "
-                        "threads_per_row x rows_per_cta");
+  if (StringRef field = derivedFieldMismatch(attr, plan); !field.empty())
+    return op.emitError("kernel plan: ")
+           << field << " disagrees with threads_per_row x rows_per_cta";
   if (ArrayAttr tiers = attr.getTiers()) {
     if (plan.staticCols)
       return op.emitError("resident tiers in the kernel plan of an op with a "
                           "static N");
-    for (auto tier : tiers.getAsRange<ResidentTierAttr>())
-      plan.tiers.push_back(tierPlan(tier, plan));
+    for (auto tierAttr : tiers.getAsRange<ResidentTierAttr>()) {
+      KernelPlan tier = tierPlan(tierAttr, plan);
+      if (StringRef field = derivedFieldMismatch(tierAttr, tier);
+          !field.empty())
+        return op.emitError("kernel plan: the tier of ")
+               << tier.cols << " columns' " << field
+               << " disagrees with threads_per_row x rows_per_cta";
+      plan.tiers.push_back(std::move(tier));
+    }
   }
   return plan;
 }
@@ -138,9 +95,9 @@ SmallVector<MainKernel> mlir::norm::mainKernels(const KernelPlan &plan,
 
 KernelPlan mlir::norm::splitKernelPlan(const KernelPlan &plan) {
   KernelPlan split = plan;
-  split.minColumnGroups = plan.splitColumnGroups;
+  split.columnGroups = plan.splitColumnGroups;
   split.dynamicSharedBytes = plan.splitSharedBytes;
-  split.twoCTAsPerSM = false;
+  split.twoCtasPerSm = false;
   split.bulkStages = 0;
   // Measured no faster with the tail (perf-notes, "Split kernels"): two
   // launches.

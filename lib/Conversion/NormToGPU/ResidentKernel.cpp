@@ -45,7 +45,7 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   // Row loading: the cp.async ring (vector kernel), else the register
   // prefetch of the next row (when the plan has room for it), else plain.
   stages = V > 1 ? plan.asyncStages : 0;
-  if (plan.clusterCTAs > 1) {
+  if (plan.clusterCtas > 1) {
     if (sumsAhead())
       clusterSetsPerStage = 4;
     declareClusterSlots(func);
@@ -65,14 +65,14 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   if (stages > 0) // no copy may still be writing the ring at exit
     NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
   // No CTA may leave while a peer can still read its slots.
-  if (plan.clusterCTAs > 1)
+  if (plan.clusterCtas > 1)
     clusterBarrier();
-  if (plan.combineInCTA)
+  if (plan.combineInCta)
     combinePartialsInCTA(rowLoop);
   else
     writePartials(rowLoop);
   if (plan.singleLaunch)
-    emitSingleLaunchTail(func, plan.combineInCTA ? gridDim() : rowPrograms);
+    emitSingleLaunchTail(func, plan.combineInCta ? gridDim() : rowPrograms);
   signalDependents();
   gpu::ReturnOp::create(b, loc);
   return success();
@@ -92,7 +92,7 @@ scf::ForOp ResidentKernelBuilder::rowLoopHeld(bool inRing) {
   if (!inRing)
     llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
 
-  if (plan.clusterCTAs > 1)
+  if (plan.clusterCtas > 1)
     waitForClusterSlots();
   auto rowLoop = scf::ForOp::create(
       b, loc, zero64, iters, one64, loopInit,
@@ -211,7 +211,7 @@ scf::ForOp ResidentKernelBuilder::rowLoopSumsAhead(ValueRange accInit) {
 
 void ResidentKernelBuilder::initAccumulators() {
   for (int64_t k = 0; k < K; ++k)
-    owned.push_back(chunkAt(c64(k), /*inPart=*/plan.clusterCTAs > 1));
+    owned.push_back(chunkAt(c64(k), /*inPart=*/plan.clusterCtas > 1));
   if (peel())
     llvm::append_range(owned, edgeChunks());
   for (const Chunk &chunk : owned) {
@@ -245,7 +245,7 @@ void ResidentKernelBuilder::startAsyncRing(gpu::GPUFuncOp func) {
 /// ((stage * K + k) * F + input) * T + t: a warp's accesses to one slot
 /// index are contiguous (no bank conflicts).
 Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
-  const int64_t F = fullIn.size(), T = plan.blockThreads();
+  const int64_t F = fullIn.size(), T = plan.block();
   Value index =
       add(mul(add(mul(stage, c64(K * F)), c64(k * F + i)), c64(T)), tid);
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
@@ -259,7 +259,7 @@ bool ResidentKernelBuilder::rowInputsInRing() const {
 }
 
 void ResidentKernelBuilder::declareRowInputSlots(gpu::GPUFuncOp func) {
-  int64_t warps = plan.blockThreads() / 32;
+  int64_t warps = plan.block() / 32;
   rowInputSlots = sharedF32Array(func, "_row_inputs",
                                  stages * warps * int64_t(rowIn.size()));
   warpInCTA = arith::DivUIOp::create(b, loc, tid, c64(32));
@@ -271,7 +271,7 @@ void ResidentKernelBuilder::declareRowInputSlots(gpu::GPUFuncOp func) {
 
 /// Slot (stage, warp, j): 4 bytes at ((stage * warps) + warp) * J + j.
 Value ResidentKernelBuilder::rowInputSlot(Value stage, int64_t j) {
-  int64_t warps = plan.blockThreads() / 32, J = rowIn.size();
+  int64_t warps = plan.block() / 32, J = rowIn.size();
   Value index = add(mul(add(mul(stage, c64(warps)), warpInCTA), c64(J)),
                     c64(j));
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);

@@ -37,7 +37,7 @@ void MainKernelBuilder::finishStage(Region &stage, SmallVector<Value> sums,
                                     RowState &row) {
   TypeRange yieldTypes = stage.front().getTerminator()->getOperandTypes();
   reduceWithinProgram(sums);
-  if (plan.clusterCTAs > 1)
+  if (plan.clusterCtas > 1)
     reduceAcrossCluster(sums, row.iteration,
                         stage.getRegionNumber() -
                             op.getRowStages().front().getRegionNumber());
@@ -107,7 +107,7 @@ void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
   int64_t stages = op.getRowStages().size();
   int64_t sets = clusterSetsPerStage * stages;
   clusterSlots =
-      sharedF32Array(func, "_cluster_sums", sets * plan.clusterCTAs * maxSums);
+      sharedF32Array(func, "_cluster_sums", sets * plan.clusterCtas * maxSums);
   // 8 bytes per mbarrier (two f32 slots; the array is 16-byte aligned).
   clusterBarriers = sharedF32Array(func, "_cluster_barriers", 2 * sets);
   Value isFirst = isThreadZero();
@@ -135,7 +135,7 @@ void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
 
 void MainKernelBuilder::armClusterSet(Value barrier, int64_t stageIndex) {
   Region &stage = op.getRowStages()[stageIndex];
-  int64_t bytes = plan.clusterCTAs * 4 *
+  int64_t bytes = plan.clusterCtas * 4 *
                   int64_t(stage.front().getTerminator()->getNumOperands());
   NVVM::MBarrierArriveExpectTxOp::create(
       b, loc, Type(), barrier,
@@ -182,7 +182,7 @@ Value MainKernelBuilder::clusterSetOf(Value use, int64_t stageIndex) {
 
 Value MainKernelBuilder::clusterSlot(Value set, Value rank, unsigned j) {
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  Value index = add(mul(add(mul(set, c64(plan.clusterCTAs)), rank),
+  Value index = add(mul(add(mul(set, c64(plan.clusterCtas)), rank),
                         c64(maxSums)),
                     c64(j));
   return LLVM::GEPOp::create(b, loc, ptr3, f32, clusterSlots,
@@ -208,7 +208,7 @@ void MainKernelBuilder::pushClusterSums(ArrayRef<Value> sums, Value set,
   if (G <= 32)
     NVVM::SyncWarpOp::create(b, loc, allLanes());
   // Every lane holds the CTA's sums: lane r < C pushes them to rank r.
-  Value pusher = ult(tid, c64(plan.clusterCTAs));
+  Value pusher = ult(tid, c64(plan.clusterCtas));
   ifThen(pusher, [&] {
     Value peer = arith::TruncIOp::create(b, loc, i32, tid);
     Value remoteBarrier = NVVM::MapaOp::create(b, loc, ptr7, barrier, peer);
@@ -237,7 +237,7 @@ MainKernelBuilder::collectClusterSums(unsigned count, Value use, Value set,
   SmallVector<Value> totals;
   for (unsigned j = 0; j < count; ++j) {
     Value total;
-    for (int64_t r = 0; r < plan.clusterCTAs; ++r) {
+    for (int64_t r = 0; r < plan.clusterCtas; ++r) {
       Value part = LLVM::LoadOp::create(b, loc, f32, clusterSlot(set, c64(r), j),
                                         /*alignment=*/4);
       total = total ? arith::AddFOp::create(b, loc, total, part).getResult()

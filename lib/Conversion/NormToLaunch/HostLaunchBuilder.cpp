@@ -210,11 +210,11 @@ HostLaunchBuilder::vectorFlags(StringRef function, const GroupLaunchPlan &plan,
            {v.value, constant(v.elementBytes),
             message((function + ": " + v.name).str())});
   Value no = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
-  if (plan.vector <= 1)
+  if (plan.kernels.vector <= 1)
     return {no, no};
   // 16-byte alignment of every pointer, cols and strides picks the vector
   // kernel; strides that agree modulo V (any phase) the peeled one.
-  int64_t V = plan.vector;
+  int64_t V = plan.kernels.vector;
   auto isZero = [&](Value x) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x,
                                  constant(0));
@@ -259,7 +259,7 @@ void HostLaunchBuilder::launchGroup(StringRef function,
       return launchPlan(plan, plan.kernels, ops, flags, sms, stream);
     Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
                                        ops.cols,
-                                       constant(plan.tiers[t].tierCols));
+                                       constant(plan.tiers[t].cols));
     auto ifOp = scf::IfOp::create(b, loc, fits, /*withElse=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -368,7 +368,7 @@ HostLaunchBuilder::chooseKernel(const KernelLaunch &k, const Flags &flags,
     c.kernels.push_back(k.prefix + suffix.str());
     c.which = m.select(when, m.i64(c.kernels.size() - 1), c.which);
   };
-  if (k.peel)
+  if (k.peelKernel)
     candidate(kMainPeelKernelSuffix, flags.vecPeel);
   if (k.alignedKernel)
     candidate(kMainKernelSuffix, flags.vec);
@@ -402,21 +402,21 @@ HostLaunchBuilder::Grid HostLaunchBuilder::persistentGrid(
   Arith m{b, loc};
   using P = Arith::P;
   Value rows = ops.rows;
-  const int64_t R = k.rowsPerCTA;
+  const int64_t R = k.rowsPerCta;
   auto occupancy = [&](int64_t cluster) {
     return query(c.kernels, c.which, NORMRT_IR_QUERY_OCCUPANCY, cluster,
-                 m.i64(1), k.block, c.smem);
+                 m.i64(1), k.block(), c.smem);
   };
-  if (k.clusterCTAs > 1) {
-    int64_t C = k.clusterCTAs;
-    Value clusters = plan.programsPerSM > 0
-                         ? m.div(m.mul(sms, m.i64(plan.programsPerSM)),
+  if (k.clusterCtas > 1) {
+    int64_t C = k.clusterCtas;
+    Value clusters = plan.kernels.programsPerSm > 0
+                         ? m.div(m.mul(sms, m.i64(plan.kernels.programsPerSm)),
                                  m.i64(C))
                          : occupancy(C);
     Value programs = m.min(rows, m.max(clusters, m.i64(1)));
     return {m.mul(programs, m.i64(C)), programs};
   }
-  Value perSM = plan.programsPerSM > 0 ? m.i64(plan.programsPerSM)
+  Value perSM = plan.kernels.programsPerSm > 0 ? m.i64(plan.kernels.programsPerSm)
                                        : m.max(occupancy(1), m.i64(1));
   Value limit = m.mul(sms, perSM);
   if (k.columnGroups > 0) {
@@ -426,16 +426,16 @@ HostLaunchBuilder::Grid HostLaunchBuilder::persistentGrid(
     return {grid, m.div(grid, c.cg)};
   }
   Value grid = m.min(m.div(m.add(rows, m.i64(R - 1)), m.i64(R)), limit);
-  if (k.peel) {
+  if (k.peelKernel) {
     // Programs that take more than one row walk rows grid x R apart, at one
     // phase only if (grid x R x stride) % V == 0: fewer CTAs (at most
     // V - 1), or where fewer than one such grid fits, more.
-    Value phase = m.rem(ops.stridesIn.front().value, m.i64(plan.vector));
+    Value phase = m.rem(ops.stridesIn.front().value, m.i64(plan.kernels.vector));
     Value lowBit =
         arith::AndIOp::create(b, loc, phase, m.sub(m.i64(0), phase));
     Value isZero = m.cmp(P::eq, phase, m.i64(0));
     Value q = m.select(isZero, m.i64(1),
-                       m.div(m.i64(plan.vector),
+                       m.div(m.i64(plan.kernels.vector),
                              m.select(isZero, m.i64(1), lowBit)));
     Value every = m.select(m.cmp(P::sgt, q, m.i64(R)), m.div(q, m.i64(R)),
                            m.i64(1));
@@ -445,7 +445,7 @@ HostLaunchBuilder::Grid HostLaunchBuilder::persistentGrid(
                           m.cmp(P::sgt, rows, m.mul(grid, m.i64(R))));
     grid = m.select(needed, peeled, grid);
   }
-  return {grid, m.mul(grid, m.i64(k.combineInCTA ? 1 : R))};
+  return {grid, m.mul(grid, m.i64(k.combineInCta ? 1 : R))};
 }
 
 /// The [C, P, N] fp32 partial rows from the runtime (NULL for no programs).
@@ -520,7 +520,7 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
     scf::YieldOp::create(b, loc,
                          query(c.kernels, c.which,
                                NORMRT_IR_QUERY_COOPERATIVE_FITS, 1, g.grid,
-                               k.block, c.smem));
+                               k.block(), c.smem));
     b.setInsertionPointToStart(&fitsIf.getElseRegion().front());
     scf::YieldOp::create(b, loc, m.i64(0));
     b.setInsertionPointAfter(fitsIf);
@@ -540,7 +540,7 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
   // The kernels' parameters, in their order (mainKernelParams).
   SmallVector<Value> args = kernelArguments(
       mainKernelParams(ops.op), ops, {ws, barrier, coop, Value()});
-  launch(c.kernels, c.which, g.grid, k.block, c.smem, args);
+  launch(c.kernels, c.which, g.grid, k.block(), c.smem, args);
   if (!anyTail)
     return never;
   scf::YieldOp::create(b, loc, coop);
@@ -564,12 +564,12 @@ void HostLaunchBuilder::launchFinal(const GroupLaunchPlan &plan,
   SmallVector<Value> args = kernelArguments(
       finalKernelParams(ops.op), ops, {ws, Value(), Value(), programs});
   call(RuntimeFn::NextLaunch,
-       {m.i32(plan.dependentFinal ? NORMRT_IR_LAUNCH_DEPENDENT
+       {m.i32(plan.kernels.dependentLaunch ? NORMRT_IR_LAUNCH_DEPENDENT
                                   : NORMRT_IR_LAUNCH),
         m.i64(1)});
   Value grid = m.div(m.add(ops.cols, m.i64(kFinalColumnsPerCTA - 1)),
                      m.i64(kFinalColumnsPerCTA));
-  launch({k.finalKernel}, Value(), grid, k.finalThreads, m.i64(0), args);
+  launch({k.finalKernel}, Value(), grid, k.finalThreads(), m.i64(0), args);
 }
 
 /// The launches of one plan's kernels (`k`): the kernel, its persistent

@@ -14,8 +14,9 @@ using namespace mlir;
 using namespace mlir::norm;
 
 bool GroupLaunchPlan::anyPeel() const {
-  return kernels.peel ||
-         llvm::any_of(tiers, [](const KernelLaunch &t) { return t.peel; });
+  return kernels.peelKernel || llvm::any_of(tiers, [](const KernelLaunch &t) {
+           return t.peelKernel;
+         });
 }
 
 namespace {
@@ -23,21 +24,12 @@ namespace {
 /// mainKernels, the one place that says.
 KernelLaunch launchOf(const KernelPlan &p, StringRef prefix) {
   KernelLaunch k;
+  static_cast<KernelPlan &>(k) = p;
+  k.tiers.clear();
   k.prefix = prefix.str();
-  k.block = p.blockThreads();
-  k.rowsPerCTA = p.rowsPerCTA;
-  k.dynamicSharedBytes = p.dynamicSharedBytes;
-  k.combineInCTA = p.combineInCTA;
-  k.singleLaunch = p.singleLaunch;
-  k.finalThreads = p.finalThreads();
-  k.columnGroups = p.resident() ? 0 : p.minColumnGroups;
-  k.splitColumnGroups = p.splitColumnGroups;
-  k.splitSharedBytes = p.splitSharedBytes;
-  k.clusterCTAs = p.clusterCTAs;
-  k.tierCols = p.tierCols;
   for (const MainKernel &m : mainKernels(p, prefix))
     if (!m.split && m.vector > 1)
-      (m.peel ? k.peel : k.alignedKernel) = true;
+      (m.peel ? k.peelKernel : k.alignedKernel) = true;
   return k;
 }
 } // namespace
@@ -49,17 +41,13 @@ FailureOr<GroupLaunchPlan> mlir::norm::readLaunchPlan(MixedReductionOp op) {
   StringRef prefix =
       op->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName).getKernel();
   GroupLaunchPlan launch;
-  launch.vector = plan->vector;
-  launch.programsPerSM = plan->programsPerSM;
-  launch.dependentFinal = plan->dependentLaunch;
   launch.numColumnResults = op.getColResults().size();
   launch.kernels = launchOf(*plan, prefix);
   int64_t own = plan->finalThreads();
   launch.kernels.finalKernel = finalKernelName(prefix, own, own);
   for (const KernelPlan &tier : plan->tiers) {
-    KernelLaunch k =
-        launchOf(tier, residentTierPrefix(prefix, tier.tierCols));
-    k.finalKernel = finalKernelName(prefix, k.finalThreads, own);
+    KernelLaunch k = launchOf(tier, residentTierPrefix(prefix, tier.cols));
+    k.finalKernel = finalKernelName(prefix, k.finalThreads(), own);
     launch.tiers.push_back(std::move(k));
   }
   return launch;

@@ -24,38 +24,30 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::norm {
 
 /// The kernels of one plan (the op's own or a resident tier's) and how to
-/// launch them.
-struct KernelLaunch {
+/// launch them: the plan as its attribute says (no tiers), and the kernel
+/// names that follow from it.
+struct KernelLaunch : KernelPlan {
   std::string prefix;      // main kernels: prefix + the suffixes
   std::string finalKernel; // the two-launch path's final kernel
-  int64_t block = 0, rowsPerCTA = 1, dynamicSharedBytes = 0;
-  int64_t finalThreads = 512;
-  bool combineInCTA = false, singleLaunch = false;
-  int64_t columnGroups = 0; // looped: the fewest programs per row; else 0
-  int64_t splitColumnGroups = 0, splitSharedBytes = 0; // the _split kernels
-  int64_t tierCols = 0;    // a resident tier: the largest N it takes
-  int64_t clusterCTAs = 1; // CTAs of a cluster per row (the kernels' shape)
   // A `_main` kernel: the vector kernel of 16-byte aligned rows (not for a
   // static N that is not a multiple of the vector).
   bool alignedKernel = false;
   // A `_main_peel` kernel: the vector kernel of rows at any phase; its
   // programs' row stride keeps every row of a program at one phase.
-  bool peel = false;
+  bool peelKernel = false;
 };
 
-/// How one fused group launches: its plan and its resident tiers.
+/// How one fused group launches: its plan and its resident tiers (which
+/// share the plan's vector, programs per SM and dependent final launch).
 struct GroupLaunchPlan {
-  int64_t vector = 1, programsPerSM = 0;
   int64_t numColumnResults = 0;
-  // The final kernels wait for the main kernel (griddepcontrol): launched
-  // as its programmatic dependents.
-  bool dependentFinal = false;
   KernelLaunch kernels;             // the plan's own
-  SmallVector<KernelLaunch> tiers;  // run-time N: the resident tiers
+  std::vector<KernelLaunch> tiers; // run-time N: the resident tiers
   bool anyPeel() const;
 };
 

@@ -10,6 +10,38 @@
 include "norm/Dialect/Norm/IR/NormDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 
+//===----------------------------------------------------------------------===//
+// The kernel plan's fields
+//===----------------------------------------------------------------------===//
+//
+// The parameters of #norm.kernel_plan and #norm.resident_tier below are the
+// one definition of the kernel plan's fields. cmake/gen_plan_fields.py
+// writes KernelPlanFields.h.inc from them: the struct KernelPlanFields (one
+// member per field parameter, named in camelCase: `rows_per_cta` is
+// `rowsPerCta`; a BoolAttr or bool parameter is a bool member) and the
+// conversions between it and both attributes (lib/Conversion/NormToGPU/
+// PlanAttr.cpp). A new field is one parameter here plus its use.
+
+// A field the planner decides; `init`: the member's value before it does.
+class PlanField<string type, string init, string desc>
+    : AttrParameter<type, desc> {
+  string planInit = init;
+}
+
+// A field printed only when it is not `default` (also the member's initial
+// value).
+class DefaultPlanField<string type, string default, string desc>
+    : DefaultValuedParameter<type, default, desc> {
+  string planInit = default;
+}
+
+// Printed for the reader, not a member: the value of the KernelPlan method
+// `method`, checked against it when the attribute is read.
+class DerivedPlanField<string method, string desc>
+    : AttrParameter<"int64_t", desc> {
+  string planMethod = method;
+}
+
 def Norm_ResidentTierAttr : AttrDef<Norm_Dialect, "ResidentTier"> {
   let mnemonic = "resident_tier";
   let summary = "One resident tier of a kernel plan for a run-time N";
@@ -32,27 +64,22 @@ def Norm_ResidentTierAttr : AttrDef<Norm_Dialect, "ResidentTier"> {
     ```
   }];
   let parameters = (ins
-    "int64_t":$cols,
-    "int64_t":$vector,
-    "int64_t":$threads_per_row,
-    "int64_t":$rows_per_cta,
-    "int64_t":$chunks_per_thread,
-    "int64_t":$block,
-    "::mlir::BoolAttr":$combine_in_cta,
-    "::mlir::BoolAttr":$single_launch,
-    "int64_t":$async_stages,
-    "int64_t":$final_threads,
-    "int64_t":$dynamic_shared_bytes,
-    DefaultValuedParameter<"bool", "false",
-                           "the vector kernel peels rows">:$peel,
-    DefaultValuedParameter<"bool", "false",
-                           "register prefetch of the next row">:$prefetch,
-    DefaultValuedParameter<"bool", "false",
-                           "the scalar kernel's prefetch">:$scalar_prefetch,
-    DefaultValuedParameter<"int64_t", "0",
-                           "first byte of the cp.async ring">:$async_ring_offset,
-    DefaultValuedParameter<"bool", "false",
-                           "row inputs ride the cp.async ring">:$ring_row_inputs
+    PlanField<"int64_t", "0", "a resident tier: the largest N it takes (0: not a tier)">:$cols,
+    PlanField<"int64_t", "1", "columns per access in the main kernel">:$vector,
+    PlanField<"int64_t", "32", "lanes of a program, which share one row">:$threads_per_row,
+    PlanField<"int64_t", "1", "programs (rows at once) per CTA">:$rows_per_cta,
+    PlanField<"int64_t", "0", "chunks of `vector` columns a lane keeps in registers; 0: looped">:$chunks_per_thread,
+    DerivedPlanField<"block", "threads per CTA: threads_per_row x rows_per_cta">:$block,
+    PlanField<"::mlir::BoolAttr", "false", "the CTA's programs add their partials in shared memory">:$combine_in_cta,
+    PlanField<"::mlir::BoolAttr", "false", "the main kernel also does the final reduction">:$single_launch,
+    PlanField<"int64_t", "0", "rows in the cp.async ring (0: plain loads)">:$async_stages,
+    DerivedPlanField<"finalThreads", "threads of the final reduction">:$final_threads,
+    PlanField<"int64_t", "0", "bytes of dynamic shared memory per CTA">:$dynamic_shared_bytes,
+    DefaultPlanField<"bool", "false", "the vector kernel peels rows">:$peel,
+    DefaultPlanField<"bool", "false", "register prefetch of the next row">:$prefetch,
+    DefaultPlanField<"bool", "false", "the scalar kernel's prefetch">:$scalar_prefetch,
+    DefaultPlanField<"int64_t", "0", "first byte of the cp.async ring">:$async_ring_offset,
+    DefaultPlanField<"bool", "false", "row inputs ride the cp.async ring">:$ring_row_inputs
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -140,47 +167,33 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
   }];
   let parameters = (ins
     StringRefParameter<"kernel name prefix">:$kernel,
-    "int64_t":$vector,
-    "int64_t":$threads_per_row,
-    "int64_t":$rows_per_cta,
-    "int64_t":$chunks_per_thread,
-    "int64_t":$programs_per_sm,
-    "int64_t":$block,
-    "::mlir::BoolAttr":$combine_in_cta,
-    "::mlir::BoolAttr":$single_launch,
-    "int64_t":$async_stages,
-    "int64_t":$column_groups,
-    "int64_t":$split_column_groups,
-    "int64_t":$split_shared_bytes,
-    "int64_t":$final_threads,
-    "int64_t":$dynamic_shared_bytes,
-    DefaultValuedParameter<"int64_t", "1",
-                           "CTAs of a thread-block cluster per row">:$cluster_ctas,
-    DefaultValuedParameter<"int64_t", "0",
-                           "rows of the looped kernel's bulk ring">:$bulk_stages,
-    DefaultValuedParameter<"bool", "false",
-                           "final kernel launched as a programmatic "
-                           "dependent">:$dependent_launch,
-    DefaultValuedParameter<"bool", "false",
-                           "the vector kernel peels rows">:$peel,
-    DefaultValuedParameter<"bool", "false",
-                           "register prefetch of the next row">:$prefetch,
-    DefaultValuedParameter<"bool", "false",
-                           "the scalar kernel's prefetch">:$scalar_prefetch,
-    DefaultValuedParameter<"bool", "false",
-                           "looped: accumulators in shared memory">:$shared_accumulators,
-    DefaultValuedParameter<"bool", "false",
-                           "looped: two CTAs per SM">:$two_ctas_per_sm,
-    DefaultValuedParameter<"int64_t", "0",
-                           "first byte of the cp.async ring">:$async_ring_offset,
-    DefaultValuedParameter<"bool", "false",
-                           "row inputs ride the cp.async ring">:$ring_row_inputs,
-    DefaultValuedParameter<"int64_t", "0",
-                           "first byte of the bulk ring">:$bulk_ring_offset,
-    DefaultValuedParameter<"bool", "false",
-                           "cluster: the row sums a row ahead">:$cluster_sums_ahead,
-    DefaultValuedParameter<"bool", "false",
-                           "channels-first: the strided kernel">:$strided_rows,
+    PlanField<"int64_t", "1", "columns per access in the main kernel">:$vector,
+    PlanField<"int64_t", "32", "lanes of a program, which share one row">:$threads_per_row,
+    PlanField<"int64_t", "1", "programs (rows at once) per CTA">:$rows_per_cta,
+    PlanField<"int64_t", "0", "chunks of `vector` columns a lane keeps in registers; 0: looped">:$chunks_per_thread,
+    PlanField<"int64_t", "0", "CTAs per SM; 0: the occupancy limit">:$programs_per_sm,
+    DerivedPlanField<"block", "threads per CTA: threads_per_row x rows_per_cta">:$block,
+    PlanField<"::mlir::BoolAttr", "false", "the CTA's programs add their partials in shared memory">:$combine_in_cta,
+    PlanField<"::mlir::BoolAttr", "false", "the main kernel also does the final reduction">:$single_launch,
+    PlanField<"int64_t", "0", "rows in the cp.async ring (0: plain loads)">:$async_stages,
+    PlanField<"int64_t", "0", "looped: CTAs per row (at least 1); 0 for a resident plan">:$column_groups,
+    PlanField<"int64_t", "0", "looped: CTAs per row of the _main_split kernels (0: none)">:$split_column_groups,
+    PlanField<"int64_t", "0", "the _main_split kernels' dynamic shared memory">:$split_shared_bytes,
+    DerivedPlanField<"finalThreads", "threads of the final reduction">:$final_threads,
+    PlanField<"int64_t", "0", "bytes of dynamic shared memory per CTA">:$dynamic_shared_bytes,
+    DefaultPlanField<"int64_t", "1", "CTAs of a thread-block cluster per row">:$cluster_ctas,
+    DefaultPlanField<"int64_t", "0", "rows of the looped kernel's bulk ring">:$bulk_stages,
+    DefaultPlanField<"bool", "false", "final kernel launched as a programmatic dependent">:$dependent_launch,
+    DefaultPlanField<"bool", "false", "the vector kernel peels rows">:$peel,
+    DefaultPlanField<"bool", "false", "register prefetch of the next row">:$prefetch,
+    DefaultPlanField<"bool", "false", "the scalar kernel's prefetch">:$scalar_prefetch,
+    DefaultPlanField<"bool", "false", "looped: accumulators in shared memory">:$shared_accumulators,
+    DefaultPlanField<"bool", "false", "looped: two CTAs per SM">:$two_ctas_per_sm,
+    DefaultPlanField<"int64_t", "0", "first byte of the cp.async ring">:$async_ring_offset,
+    DefaultPlanField<"bool", "false", "row inputs ride the cp.async ring">:$ring_row_inputs,
+    DefaultPlanField<"int64_t", "0", "first byte of the bulk ring">:$bulk_ring_offset,
+    DefaultPlanField<"bool", "false", "cluster: the row sums a row ahead">:$cluster_sums_ahead,
+    DefaultPlanField<"bool", "false", "channels-first: the strided kernel">:$strided_rows,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
