@@ -23,8 +23,8 @@
 #
 # Environment: NORM_BUILD_DIR (default: build/), NORM_ASAN_BUILD_DIR
 # (default: build-asan/), NORM_SANITIZE=0 (test: without the sanitizer job), NORM_WHEEL=0 (test:
-# without the wheel job), NORM_FUZZ_SECONDS (default 60), MLIR_DIR,
-# CUDAToolkit_ROOT.
+# without the wheel job), NORM_FUZZ_SECONDS (default 60), NORM_UNITY=0
+# (configure without unity builds), MLIR_DIR, CUDAToolkit_ROOT.
 # Re-running is fast and quiet when everything is already in place.
 #===----------------------------------------------------------------------===#
 set -euo pipefail
@@ -53,10 +53,20 @@ install_missing() {
     --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Unity builds (CMake's CMAKE_UNITY_BUILD, up to 8 sources per
+# translation unit): most of a translation unit's compile time here is
+# parsing MLIR's headers, so batching the sources halves a cold build
+# (docs/reliability.md, "Sanitizer jobs"). NORM_UNITY=0 configures one
+# translation unit per source (faster to rebuild after editing one file).
+unity_build=()
+[ "${NORM_UNITY:-1}" = 0 ] ||
+  unity_build=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
+
 configure_and_build() {
   if [ ! -f "$build/build.ninja" ]; then
     log "configuring $build"
-    local args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release)
+    local args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
+                "${unity_build[@]}")
     [ -n "${MLIR_DIR:-}" ] && args+=(-DMLIR_DIR="$MLIR_DIR")
     [ -n "${CUDAToolkit_ROOT:-}" ] && args+=(-DCUDAToolkit_ROOT="$CUDAToolkit_ROOT")
     # The log lives in the build directory (cmake creates it).
@@ -137,7 +147,7 @@ sanitize() {
     # LLVM_USE_SANITIZER: LLVM's CMake adds the flags (and drops -z defs
     # from shared libraries: the sanitizer runtime is the executable's).
     CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$asan" \
-      -DCMAKE_BUILD_TYPE=Release -DNORM_ENABLE_FUZZER=ON \
+      -DCMAKE_BUILD_TYPE=Release -DNORM_ENABLE_FUZZER=ON "${unity_build[@]}" \
       -DLLVM_USE_SANITIZER='Address;Undefined' \
       -DLLVM_UBSAN_FLAGS="-fsanitize=undefined -fno-sanitize=vptr,function" \
       -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only -DNDEBUG" \
