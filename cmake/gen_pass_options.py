@@ -15,6 +15,8 @@
 import json
 import sys
 
+from gen_common import write_if_changed
+
 
 def c_string(text):
     return '"' + text.replace('\\', '\\\\').replace('"', '\\"') + '"'
@@ -43,14 +45,7 @@ def main():
             c_string(option["description"])))
     lines.append("#undef " + macro)
     text = "\n".join(lines) + "\n"
-    try:
-        with open(out_path) as f:
-            if f.read() == text:
-                return
-    except OSError:
-        pass
-    with open(out_path, "w") as f:
-        f.write(text)
+    write_if_changed(out_path, text)
 
 
 if __name__ == "__main__":

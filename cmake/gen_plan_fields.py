@@ -8,7 +8,8 @@
 # parameters; see NormAttrs.td):
 #
 #   GEN_KERNEL_PLAN_FIELDS       the struct KernelPlanFields: a member per
-#                                field parameter of either attribute;
+#                                field parameter of either attribute, and
+#                                firstDifferentField (a comparison);
 #   GEN_KERNEL_PLAN_CONVERSIONS  for each attribute, `get<Attr>` (the
 #                                attribute of a plan; the parameters that
 #                                are not fields, such as `kernel` and
@@ -25,6 +26,8 @@
 #===----------------------------------------------------------------------===#
 import json
 import sys
+
+from gen_common import write_if_changed
 
 # The attributes whose parameters are plan fields, in the order their
 # members are declared (a member of both is declared once).
@@ -92,7 +95,13 @@ def struct(params_by_attr):
             declared[p.member] = p
             lines.append(f"  /// {p.summary} (`{p.name}`)")
             lines.append(f"  {p.member_type()} {p.member} = {p.init};")
-    lines.append("};")
+    lines += ["", "  /// The parameter name of the first member that differs from",
+              "  /// `other`'s, or \"\".",
+              "  const char *firstDifferentField(const KernelPlanFields &other) const {"]
+    for p in declared.values():
+        lines.append(f"    if ({p.member} != other.{p.member})")
+        lines.append(f"      return \"{p.name}\";")
+    lines += ["    return \"\";", "  }", "};"]
     return lines
 
 
@@ -142,14 +151,7 @@ def main():
         lines += conversions(attr, params)
     lines.append("#endif // GEN_KERNEL_PLAN_CONVERSIONS")
     text = "\n".join(lines) + "\n"
-    try:
-        with open(out_path) as f:
-            if f.read() == text:
-                return
-    except OSError:
-        pass
-    with open(out_path, "w") as f:
-        f.write(text)
+    write_if_changed(out_path, text)
 
 
 if __name__ == "__main__":

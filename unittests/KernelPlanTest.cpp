@@ -203,35 +203,11 @@ TEST_P(KernelPlanTest, MatchesTable) {
   EXPECT_FALSE(planKernel(op, off, *target).dependentLaunch);
 }
 
-/// The fields of a plan the kernel builders and the launches read.
+/// The fields of a plan the kernel builders and the launches read: every
+/// generated field (KernelPlanFields), the static N and the tiers.
 void expectSameForBuilders(const KernelPlan &a, const KernelPlan &b) {
-  EXPECT_EQ(a.vector, b.vector);
-  EXPECT_EQ(a.threadsPerRow, b.threadsPerRow);
-  EXPECT_EQ(a.rowsPerCta, b.rowsPerCta);
-  EXPECT_EQ(a.chunksPerThread, b.chunksPerThread);
-  EXPECT_EQ(a.programsPerSm, b.programsPerSm);
+  EXPECT_STREQ(a.firstDifferentField(b), "");
   EXPECT_EQ(a.staticCols, b.staticCols);
-  EXPECT_EQ(a.combineInCta, b.combineInCta);
-  EXPECT_EQ(a.sharedAccumulators, b.sharedAccumulators);
-  EXPECT_EQ(a.prefetch, b.prefetch);
-  EXPECT_EQ(a.scalarPrefetch, b.scalarPrefetch);
-  EXPECT_EQ(a.dynamicSharedBytes, b.dynamicSharedBytes);
-  EXPECT_EQ(a.singleLaunch, b.singleLaunch);
-  EXPECT_EQ(a.dependentLaunch, b.dependentLaunch);
-  EXPECT_EQ(a.columnGroups, b.columnGroups);
-  EXPECT_EQ(a.splitColumnGroups, b.splitColumnGroups);
-  EXPECT_EQ(a.splitSharedBytes, b.splitSharedBytes);
-  EXPECT_EQ(a.twoCtasPerSm, b.twoCtasPerSm);
-  EXPECT_EQ(a.asyncStages, b.asyncStages);
-  EXPECT_EQ(a.asyncRingOffset, b.asyncRingOffset);
-  EXPECT_EQ(a.bulkStages, b.bulkStages);
-  EXPECT_EQ(a.bulkRingOffset, b.bulkRingOffset);
-  EXPECT_EQ(a.clusterCtas, b.clusterCtas);
-  EXPECT_EQ(a.clusterSumsAhead, b.clusterSumsAhead);
-  EXPECT_EQ(a.ringRowInputs, b.ringRowInputs);
-  EXPECT_EQ(a.peel, b.peel);
-  EXPECT_EQ(a.cols, b.cols);
-  EXPECT_EQ(a.stridedRows, b.stridedRows);
   ASSERT_EQ(a.tiers.size(), b.tiers.size());
   for (auto [x, y] : llvm::zip(a.tiers, b.tiers))
     expectSameForBuilders(x, y);
@@ -257,6 +233,41 @@ TEST_P(KernelPlanTest, RoundTripsThroughTheAttribute) {
     EXPECT_EQ(kernels.back().name, decided.splitColumnGroups > 0
                                        ? "f_0_main_split_scalar"
                                        : "f_0_main_scalar");
+  }
+}
+
+// Each main kernel is built from its own plan (mainKernelPlan), with every
+// choice of that kernel made there: the builders change nothing.
+TEST_P(KernelPlanTest, EachMainKernelHasItsOwnPlan) {
+  const Case &c = GetParam();
+  MixedReductionOp op = fused(c);
+  ASSERT_TRUE(op);
+  KernelPlan plan =
+      planKernel(op, KernelPlanOptions(), *lookupGpuTarget(c.chip));
+  for (const MainKernel &kernel : mainKernels(plan, "f_0")) {
+    SCOPED_TRACE(kernel.name);
+    KernelPlan k = mainKernelPlan(op, plan, kernel);
+    EXPECT_EQ(k.vector, kernel.vector);
+    // The same columns per lane in every kernel of the plan.
+    EXPECT_EQ(k.chunksPerThread * k.vector,
+              plan.chunksPerThread * plan.vector);
+    if (kernel.vector == 1) {
+      EXPECT_EQ(k.asyncStages, 0);
+      EXPECT_EQ(k.bulkStages, 0);
+    }
+    if (kernel.vector < plan.vector) {
+      EXPECT_EQ(k.prefetch, plan.scalarPrefetch && k.asyncStages == 0);
+      EXPECT_FALSE(k.twoCtasPerSm);
+    }
+    EXPECT_FALSE(k.prefetch && k.asyncStages > 0);
+    EXPECT_FALSE(k.ringRowInputs && k.asyncStages == 0);
+    EXPECT_FALSE(k.clusterSumsAhead && k.asyncStages < 3);
+    if (!kernel.split && kernel.vector > 1)
+      EXPECT_EQ(k.peel, kernel.peel);
+    if (kernel.split)
+      EXPECT_EQ(k.columnGroups, plan.splitColumnGroups);
+    else
+      EXPECT_EQ(k.columnGroups, plan.columnGroups);
   }
 }
 

@@ -122,6 +122,17 @@ KernelPlan splitKernelPlan(const KernelPlan &plan);
 /// launches alike.
 SmallVector<MainKernel> mainKernels(const KernelPlan &plan, StringRef prefix);
 
+/// The plan one main kernel of `plan` is built from, every choice of that
+/// kernel made: the split kernels' (splitKernelPlan); the aligned vector
+/// kernel's (no peel); the scalar kernels' (`vector` 1 and as many columns
+/// per lane as the vector kernel, no cp.async or bulk ring, the plan's
+/// scalar prefetch, no two-CTAs-per-SM cap); the register prefetch only
+/// without a ring, the row inputs in the ring and the cluster sums a row
+/// ahead only where this kernel has what they need. The kernel builders
+/// read it as it is.
+KernelPlan mainKernelPlan(MixedReductionOp op, const KernelPlan &plan,
+                          const MainKernel &kernel);
+
 /// What a kernel parameter carries. The kernel builders declare and read
 /// their parameters, and the host launches pass them, in the order
 /// mainKernelParams / finalKernelParams give: one list for both sides.

@@ -54,8 +54,6 @@ LogicalResult LoopedKernelBuilder::build(gpu::GPUFuncOp func) {
   // the part for the rest).
   loopedChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(G));
   partLoopedChunks = arith::CeilDivUIOp::create(b, loc, partChunks, c64(G));
-  unroll = plan.loopUnroll(op, V);
-  bulkStages = V > 1 ? plan.bulkStages : 0;
   zeroAccumulators();
   if (bulkStages)
     startBulkRing(func);

@@ -20,7 +20,8 @@ MainKernelBuilder::MainKernelBuilder(OpBuilder &b, MixedReductionOp op,
                                      const KernelPlan &plan, int64_t vector)
     : KernelBuilderBase(b, op.getLoc()), op(op), plan(plan), V(vector),
       G(plan.threadsPerRow), R(plan.rowsPerCta),
-      numCol(op.getColResults().size()) {}
+      numCol(op.getColResults().size()),
+      clusterSetsPerStage(plan.clusterSumsAhead ? 4 : 2) {}
 
 std::unique_ptr<MainKernelBuilder>
 mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,

@@ -266,14 +266,18 @@ protected:
   Value clusterRank;   // cluster: the CTA's rank in it
   // cluster: slot sets per row stage, used in turn by consecutive rows (4
   // with the sums a row ahead, see ResidentKernelBuilder::rowLoopSumsAhead)
-  int64_t clusterSetsPerStage = 2;
+  const int64_t clusterSetsPerStage;
   Value accSmem;       // dynamic shared memory as f32
 };
 
 /// A lane keeps its K chunks of the row in registers (ResidentKernel.cpp).
 class ResidentKernelBuilder : public MainKernelBuilder {
 public:
-  using MainKernelBuilder::MainKernelBuilder;
+  /// `plan`: the kernel's own (mainKernelPlan).
+  ResidentKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                        const KernelPlan &plan, int64_t vector)
+      : MainKernelBuilder(b, op, plan, vector), K(plan.chunksPerThread),
+        stages(plan.asyncStages), prefetch(plan.prefetch) {}
   LogicalResult build(gpu::GPUFuncOp func) override;
 
 private:
@@ -297,7 +301,7 @@ private:
   /// of each warp copies its row's into the warp's slots with the row's
   /// full inputs, and the warp reads them back after the row's copies
   /// landed (perf-notes, "Row inputs ahead").
-  bool rowInputsInRing() const;
+  bool rowInputsInRing() const { return plan.ringRowInputs; }
   void declareRowInputSlots(gpu::GPUFuncOp func);
   Value rowInputSlot(Value stage, int64_t j);
   void issueRowInputCopies(Value rowIndex, Value stage);
@@ -310,7 +314,7 @@ private:
                               ArrayRef<ChunkValues> fullVals);
   /// Cluster rows with one row stage and the ring: the row loop with row
   /// it + 1's sums pushed before row it's are awaited.
-  bool sumsAhead();
+  bool sumsAhead() const { return plan.clusterSumsAhead; }
   scf::ForOp rowLoopHeld(bool inRing);
   scf::ForOp rowLoopSumsAhead(ValueRange accInit);
   /// Row it's sums within the CTA (from the ring), pushed to the cluster.
@@ -329,11 +333,12 @@ private:
     return rowLoop.getResult(accumulatorIndex(c, k, e));
   }
 
-  int64_t K = 0;      // whole chunks per lane (then the peeled edges)
+  // How the kernel loads its rows, as its plan says.
+  const int64_t K;      // whole chunks per lane (then the peeled edges)
+  const int64_t stages; // rows of the cp.async ring (0: none)
+  const bool prefetch;  // the register prefetch of the next row
   int64_t ownedWidth = 0;           // columns of all owned chunks
   SmallVector<int64_t> ownedOffset; // of each owned chunk's first
-  int64_t stages = 0; // rows of the cp.async ring (0: none)
-  bool prefetch = false;
   SmallVector<Chunk> owned;
   SmallVector<Value> accInit;
   Value ring;
@@ -344,7 +349,11 @@ private:
 /// Rows too long for registers (LoopedKernel.cpp).
 class LoopedKernelBuilder : public MainKernelBuilder {
 public:
-  using MainKernelBuilder::MainKernelBuilder;
+  /// `plan`: the kernel's own (mainKernelPlan).
+  LoopedKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                      const KernelPlan &plan, int64_t vector)
+      : MainKernelBuilder(b, op, plan, vector),
+        unroll(plan.loopUnroll(op, vector)), bulkStages(plan.bulkStages) {}
   LogicalResult build(gpu::GPUFuncOp func) override;
 
 private:
@@ -371,8 +380,8 @@ private:
   }
 
   Value colGroups, partCols, partFirstCol, loopedChunks, partLoopedChunks;
-  int64_t unroll = 2; // chunks per loop iteration
-  int64_t bulkStages = 0;     // rows of the bulk ring (0: none)
+  const int64_t unroll;     // chunks per loop iteration
+  const int64_t bulkStages; // rows of the bulk ring (0: none)
   int64_t bulkStageBytes = 0; // one row of every full input
   SmallVector<int64_t> bulkInputOffsets; // of each full input in a stage
   Value bulkRing;             // !llvm.ptr<3>

@@ -237,23 +237,15 @@ struct ConvertNormToGPUPass
     int64_t numCol = op.getColResults().size();
     if (plan.singleLaunch && numCol > 0)
       mainSmem.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
-    KernelPlan split = splitKernelPlan(plan);
-    KernelPlan aligned = plan;
-    aligned.peel = false;
-    for (const MainKernel &kernel : mainKernels(plan, prefix)) {
-      // The aligned vector kernel does not peel; the split kernels have
-      // their own plan.
-      const KernelPlan &variant = kernel.split ? split
-                                  : kernel.vector > 1 && !kernel.peel ? aligned
-                                                                      : plan;
-      if (failed(emitMainKernel(b, gpuModule, symbols, op, variant, kernel,
+    for (const MainKernel &kernel : mainKernels(plan, prefix))
+      if (failed(emitMainKernel(b, gpuModule, symbols, op,
+                                mainKernelPlan(op, plan, kernel), kernel,
                                 mainSmem, target)))
         return failure();
-    }
     return success();
   }
 
-  /// One main kernel of `plan` (a variant of the op's plan).
+  /// One main kernel, from its own plan (mainKernelPlan).
   LogicalResult emitMainKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
                                SymbolTable &symbols, MixedReductionOp op,
                                const KernelPlan &plan,
@@ -266,8 +258,7 @@ struct ConvertNormToGPUPass
     gpu::GPUFuncOp fn =
         makeKernel(b, gpuModule, symbols, op.getLoc(), kernel.name,
                    builder->parameterTypes(), plan.block(), mainSmem);
-    // The scalar fallback (misaligned rows) would spill under the cap.
-    if (plan.twoCtasPerSm && kernel.vector > 1)
+    if (plan.twoCtasPerSm)
       fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
     // The cluster shape is the kernel's (.reqnctapercluster): a plain
     // launch then makes the clusters.

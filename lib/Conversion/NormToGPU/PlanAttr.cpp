@@ -105,6 +105,37 @@ KernelPlan mlir::norm::splitKernelPlan(const KernelPlan &plan) {
   return split;
 }
 
+KernelPlan mlir::norm::mainKernelPlan(MixedReductionOp op,
+                                      const KernelPlan &plan,
+                                      const MainKernel &kernel) {
+  KernelPlan k = kernel.split ? splitKernelPlan(plan) : plan;
+  if (!kernel.split && kernel.vector > 1 && !kernel.peel)
+    k.peel = false;
+  // The scalar fallback of a vector plan owns as many columns per lane as
+  // the vector kernel, and has its own prefetch rule.
+  bool scalarFallback = kernel.vector < plan.vector;
+  if (scalarFallback) {
+    k.chunksPerThread = plan.chunksPerThread * (plan.vector / kernel.vector);
+    k.prefetch = plan.scalarPrefetch;
+    // It would spill under the cap.
+    k.twoCtasPerSm = false;
+  }
+  k.vector = kernel.vector;
+  // The rings copy 16-byte chunks: vector kernels only.
+  if (kernel.vector == 1) {
+    k.asyncStages = 0;
+    k.bulkStages = 0;
+  }
+  k.prefetch = k.prefetch && k.asyncStages == 0;
+  bool hasRowInputs = !op.getRow().empty();
+  k.ringRowInputs = plan.ringRowInputs && k.asyncStages > 0 && hasRowInputs;
+  k.clusterSumsAhead = plan.clusterSumsAhead && k.asyncStages >= 3 &&
+                       !(k.peel && kernel.vector > 1) &&
+                       op.getRowStages().size() == 1 &&
+                       (!hasRowInputs || k.ringRowInputs);
+  return k;
+}
+
 namespace {
 unsigned nonConstantInits(MixedReductionOp op) {
   return llvm::count_if(op.getColInit(), [](Value init) {

@@ -32,8 +32,6 @@ using namespace mlir;
 using namespace mlir::norm;
 
 LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
-  // The scalar kernel owns as many columns per lane as the vector one.
-  K = plan.chunksPerThread * (plan.vector / V);
   unpackArguments(func);
   if (failed(cloneCaptures()))
     return failure();
@@ -44,12 +42,8 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   computePeel();
   // Row loading: the cp.async ring (vector kernel), else the register
   // prefetch of the next row (when the plan has room for it), else plain.
-  stages = V > 1 ? plan.asyncStages : 0;
-  if (plan.clusterCtas > 1) {
-    if (sumsAhead())
-      clusterSetsPerStage = 4;
+  if (plan.clusterCtas > 1)
     declareClusterSlots(func);
-  }
   initAccumulators();
 
   bool inRing = rowInputsInRing();
@@ -57,8 +51,6 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
     declareRowInputSlots(func);
   if (stages > 0)
     startAsyncRing(func);
-  prefetch = (V < plan.vector ? plan.scalarPrefetch : plan.prefetch) &&
-             stages == 0;
   scf::ForOp rowLoop =
       sumsAhead() ? rowLoopSumsAhead(accInit) : rowLoopHeld(inRing);
 
@@ -129,13 +121,6 @@ scf::ForOp ResidentKernelBuilder::rowLoopHeld(bool inRing) {
 //===----------------------------------------------------------------------===//
 // Cluster rows: the row sums a row ahead
 //===----------------------------------------------------------------------===//
-
-bool ResidentKernelBuilder::sumsAhead() {
-  // The vector kernel only: the scalar fallback of the plan has no ring.
-  return plan.clusterSumsAhead && stages >= 3 && !peel() &&
-         op.getRowStages().size() == 1 &&
-         (rowIn.empty() || rowInputsInRing());
-}
 
 RowState ResidentKernelBuilder::rowAt(Value it) {
   RowState row;
@@ -252,10 +237,6 @@ Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
   return LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), ring,
                              ValueRange{mul(index, c64(kSharedAlignment))})
       .getResult();
-}
-
-bool ResidentKernelBuilder::rowInputsInRing() const {
-  return plan.ringRowInputs && stages > 0 && !rowIn.empty();
 }
 
 void ResidentKernelBuilder::declareRowInputSlots(gpu::GPUFuncOp func) {
