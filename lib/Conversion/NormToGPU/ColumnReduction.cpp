@@ -183,7 +183,7 @@ void KernelBuilderBase::emitColumnReduction(
 //===----------------------------------------------------------------------===//
 
 SmallVector<Type> FinalKernelBuilder::parameterTypes() {
-  return parameterTypesOf(finalKernelParams(op));
+  return kernelParameterTypes(b.getContext(), finalKernelParams(op));
 }
 
 LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
@@ -203,12 +203,14 @@ LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
     }
   }
   SmallVector<Value> inits = columnInits(op, initIn);
-  dimCols = cols;
+  CaptureSources sources;
+  sources.domainRank = op.getDomainShape().size();
+  sources.cols = cols;
   // Launched as a programmatic dependent, it may start while the main
   // kernel runs: nothing of it may be read or written before this.
   if (waitForMain)
     NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
-  if (failed(cloneEpilogueCaptures(op)))
+  if (failed(cloneEpilogueCaptures(op, sources)))
     return failure();
   emitColumnReduction(op, threads, partial, inits, outs, programs, cols,
                       func.getWorkgroupAttributions().front(), blockId(),

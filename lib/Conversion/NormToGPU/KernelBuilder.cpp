@@ -86,13 +86,15 @@ void KernelBuilderBase::store(Value base, Type elem, Value index,
 // Captured values
 //===----------------------------------------------------------------------===//
 
-LogicalResult KernelBuilderBase::cloneCapturedValues(Operation *op, int64_t domainRank) {
+LogicalResult
+KernelBuilderBase::cloneCapturedValues(Operation *op,
+                                       const CaptureSources &sources) {
   auto visit = [&](Operation *inner) {
     for (Value operand : inner->getOperands()) {
       Region *home = operand.getParentRegion();
       if (op->isAncestor(home->getParentOp()))
         continue;
-      if (failed(cloneCaptured(operand, domainRank))) {
+      if (failed(cloneCaptured(operand, sources))) {
         inner->emitError("convert-norm-to-gpu: a payload uses a value "
                          "defined outside the op that is neither a "
                          "constant nor computed from the domain's sizes");
@@ -107,7 +109,9 @@ LogicalResult KernelBuilderBase::cloneCapturedValues(Operation *op, int64_t doma
   return success();
 }
 
-LogicalResult KernelBuilderBase::cloneCaptured(Value v, int64_t domainRank) {
+LogicalResult KernelBuilderBase::cloneCaptured(Value v,
+                                               const CaptureSources &sources) {
+  int64_t domainRank = sources.domainRank;
   if (above.contains(v))
     return success();
   Operation *def = v.getDefiningOp();
@@ -118,7 +122,7 @@ LogicalResult KernelBuilderBase::cloneCaptured(Value v, int64_t domainRank) {
     return success();
   }
   if (auto extract = dyn_cast<tensor::ExtractOp>(def)) {
-    Value pointer = scalarPointers.lookup(v);
+    Value pointer = sources.scalarPointers.lookup(v);
     if (!pointer)
       return failure();
     above.map(v, LLVM::LoadOp::create(b, loc, v.getType(), pointer,
@@ -131,11 +135,11 @@ LogicalResult KernelBuilderBase::cloneCaptured(Value v, int64_t domainRank) {
     if (!index || !type || type.getRank() != domainRank)
       return failure();
     Value size;
-    int64_t colsIndex = dimColsIndex >= 0 ? dimColsIndex : domainRank - 1;
-    if (*index == colsIndex)
-      size = dimCols;
+    int64_t colsDim = sources.colsDim >= 0 ? sources.colsDim : domainRank - 1;
+    if (*index == colsDim)
+      size = sources.cols;
     else if (domainRank == 2)
-      size = dimRows;
+      size = sources.rows;
     if (!size)
       return failure();
     above.map(v, arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
@@ -146,21 +150,23 @@ LogicalResult KernelBuilderBase::cloneCaptured(Value v, int64_t domainRank) {
       !isa<arith::ArithDialect>(def->getDialect()))
     return failure();
   for (Value operand : def->getOperands())
-    if (failed(cloneCaptured(operand, domainRank)))
+    if (failed(cloneCaptured(operand, sources)))
       return failure();
   Operation *clone = b.clone(*def, above);
   above.map(def->getResults(), clone->getResults());
   return success();
 }
 
-LogicalResult KernelBuilderBase::cloneEpilogueCaptures(MixedReductionOp op) {
+LogicalResult
+KernelBuilderBase::cloneEpilogueCaptures(MixedReductionOp op,
+                                         const CaptureSources &sources) {
   for (Value r : op.getColResults())
     if (linalg::GenericOp e = getColumnEpilogue(r))
-      if (failed(cloneCapturedValues(e, op.getDomainShape().size())))
+      if (failed(cloneCapturedValues(e, sources)))
         return failure();
   for (Value init : op.getColInit())
     if (linalg::GenericOp p = getColumnInitPrologue(init))
-      if (failed(cloneCapturedValues(p, op.getDomainShape().size())))
+      if (failed(cloneCapturedValues(p, sources)))
         return failure();
   return success();
 }
@@ -170,7 +176,10 @@ LogicalResult KernelBuilderBase::cloneEpilogueCaptures(MixedReductionOp op) {
 //===----------------------------------------------------------------------===//
 
 SmallVector<Type>
-KernelBuilderBase::parameterTypesOf(ArrayRef<KernelParamGroup> groups) {
+mlir::norm::kernelParameterTypes(MLIRContext *context,
+                                 ArrayRef<KernelParamGroup> groups) {
+  Type ptr = LLVM::LLVMPointerType::get(context, /*addressSpace=*/1);
+  Type i64 = IntegerType::get(context, 64);
   SmallVector<Type> types;
   for (const KernelParamGroup &g : groups)
     types.append(g.count, g.pointer ? ptr : i64);

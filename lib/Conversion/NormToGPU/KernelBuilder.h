@@ -35,12 +35,29 @@ inline Type elementTypeOf(Value v) {
 /// KernelBuilder.cpp for why it is an external declaration).
 LLVM::GlobalOp getDynamicSharedMemory(OpBuilder &b, gpu::GPUModuleOp module);
 
+/// The kernel parameter types of `groups` (mainKernelParams, ...).
+SmallVector<Type> kernelParameterTypes(MLIRContext *context,
+                                       ArrayRef<KernelParamGroup> groups);
+
+/// What a kernel reads the values its payloads capture from above the op
+/// from (KernelBuilderBase::cloneCapturedValues).
+struct CaptureSources {
+  int64_t domainRank = 2;
+  int64_t colsDim = -1; // the domain dim that is N (-1: the last)
+  Value rows, cols;     // i64 sizes for a captured tensor.dim, if known
+  /// Captured 0-d tensor reads -> the kernel pointers that hold them.
+  DenseMap<Value, Value> scalarPointers;
+};
+
 class KernelBuilderBase {
 public:
-  KernelBuilderBase(OpBuilder &b, Location loc)
+  /// `above`: values from above the op already cloned at the kernel's
+  /// entry.
+  KernelBuilderBase(OpBuilder &b, Location loc, IRMapping above = {})
       : b(b), loc(loc), i64(b.getI64Type()), i32(b.getI32Type()),
         f32(b.getF32Type()),
-        ptr(LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1)) {}
+        ptr(LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1)),
+        above(std::move(above)) {}
 
 protected:
   //===--------------------------------------------------------------===//
@@ -117,19 +134,20 @@ protected:
   // Values the payloads capture from above the op
   //===--------------------------------------------------------------===//
   /// Clones, at the kernel's entry, the values defined above `op` that its
-  /// regions use: constants, captured 0-d tensor reads (scalarPointers),
-  /// and pure scalar arithmetic on them and on the domain's sizes. Fails
-  /// (with an error) on anything else, e.g. a scalar function argument.
-  LogicalResult cloneCapturedValues(Operation *op, int64_t domainRank);
+  /// regions use into `above`: constants, captured 0-d tensor reads
+  /// (sources.scalarPointers), and pure scalar arithmetic on them and on
+  /// the domain's sizes. Fails (with an error) on anything else, e.g. a
+  /// scalar function argument.
+  LogicalResult cloneCapturedValues(Operation *op,
+                                    const CaptureSources &sources);
   /// Clones what the column epilogues and init prologues capture
   /// (constants) to the entry.
-  LogicalResult cloneEpilogueCaptures(MixedReductionOp op);
+  LogicalResult cloneEpilogueCaptures(MixedReductionOp op,
+                                      const CaptureSources &sources);
 
   //===--------------------------------------------------------------===//
   // Column results: parameters, grid barrier, fixed-order reduction
   //===--------------------------------------------------------------===//
-  /// The parameter types of `groups` (mainKernelParams, ...).
-  SmallVector<Type> parameterTypesOf(ArrayRef<KernelParamGroup> groups);
   /// A kernel's arguments, split by `groups`.
   static SmallVector<std::pair<KernelParamGroup, SmallVector<Value>>>
   groupArguments(ArrayRef<KernelParamGroup> groups, ValueRange args);
@@ -151,17 +169,15 @@ protected:
                            Value programs, Value cols, Value smem,
                            Value firstTile, Value tileStride);
 
-  Value dimRows, dimCols; // i64 sizes for captured tensor.dim, if known
-  int64_t dimColsIndex = -1; // the domain dim that is N (-1: the last)
-  // Captured 0-d tensor reads and the kernel pointers that hold them.
-  DenseMap<Value, Value> scalarPointers;
+  // The builder's context: where it writes, its types, and the values from
+  // above the op as cloned at the kernel's entry (cloneCapturedValues).
   OpBuilder &b;
   Location loc;
   Type i64, i32, f32, ptr;
   IRMapping above;
 
 private:
-  LogicalResult cloneCaptured(Value v, int64_t domainRank);
+  LogicalResult cloneCaptured(Value v, const CaptureSources &sources);
   /// The column reduction's steps (ColumnReduction.cpp).
   struct SliceShape {
     Value slices;   // S: programs per column are split into S slices

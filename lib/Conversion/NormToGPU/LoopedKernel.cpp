@@ -8,9 +8,11 @@
 // sums; the column accumulators live in shared memory when the part fits
 // (plan.sharedAccumulators), else in the program's partial row.
 //
+//   prologue (makeMainKernelBuilder: arguments, captures, shared memory,
+//             program layout with computeColumnParts: progRow,
+//             rowPrograms, [partBegin, partEnd))
+//   constructor: computeRowLoops, declareBulkRing (plan.bulkStages)
 //   build:
-//     prologue (unpack, captures, shared memory, program ids)
-//     computeColumnParts     progRow, rowPrograms, [partBegin, partEnd)
 //     zeroAccumulators
 //     startBulkRing          (plan.bulkStages) mbarriers, the first rows
 //     row loop (RowState):
@@ -36,90 +38,89 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-LogicalResult LoopedKernelBuilder::build(gpu::GPUFuncOp func) {
-  unpackArguments(func);
-  // A compile-time constant: at run time it costs ~35 registers (and a CTA
-  // per SM).
-  colGroups = c64(plan.columnGroups);
-  if (failed(cloneCaptures()))
-    return failure();
-  layoutSharedMemory(func);
-  computeProgramIds();
-  computeColumnParts();
-  computeRowBounds();
-  // The shared-memory accumulators hold the program's part of the row.
-  partCols = mul(partChunks, c64(V));
-  partFirstCol = mul(partBegin, c64(V));
-  // Chunks per lane at run time (over the whole row for the row sums, over
-  // the part for the rest).
-  loopedChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(G));
-  partLoopedChunks = arith::CeilDivUIOp::create(b, loc, partChunks, c64(G));
+LoopedKernelBuilder::LoopedKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                                         const KernelPlan &plan, int64_t vector,
+                                         gpu::GPUFuncOp func,
+                                         MainKernelPrologue prologue)
+    : MainKernelBuilder(b, op, plan, vector, func, std::move(prologue)),
+      unroll(plan.loopUnroll(op, vector)), bulkStages(plan.bulkStages),
+      loops(computeRowLoops()),
+      bulk(bulkStages ? declareBulkRing() : BulkRing()) {}
+
+LoopedKernelBuilder::RowLoops LoopedKernelBuilder::computeRowLoops() {
+  RowLoops loops;
+  loops.partCols = mul(layout.partChunks, c64(V));
+  loops.partFirstCol = mul(layout.partBegin, c64(V));
+  loops.loopedChunks =
+      arith::CeilDivUIOp::create(b, loc, layout.chunks, c64(G));
+  loops.partLoopedChunks =
+      arith::CeilDivUIOp::create(b, loc, layout.partChunks, c64(G));
+  return loops;
+}
+
+void LoopedKernelBuilder::build() {
   zeroAccumulators();
   if (bulkStages)
-    startBulkRing(func);
+    startBulkRing();
 
   // With the bulk ring (one CTA per SM, registers to spare) the row inputs
   // are loaded a row ahead, so no row starts with a memory latency.
   SmallVector<Value> firstInputs;
   if (bulkStages)
-    firstInputs = loadRowInputs(minU(progRow, lastRow));
-  scf::ForOp::create(
-      b, loc, zero64, iters, one64, firstInputs,
-      [&](OpBuilder &, Location, Value it, ValueRange carried) {
-        RowState row;
-        row.iteration = it;
-        row.row = add(mul(it, rowPrograms), progRow);
-        row.valid = ult(row.row, rows);
-        row.clamped = minU(row.row, lastRow);
-        SmallVector<Value> nextInputs;
-        if (bulkStages) {
-          row.inputs.assign(carried.begin(), carried.end());
-          nextInputs = loadRowInputs(minU(add(row.row, rowPrograms), lastRow));
-          stageRow(it);
-        } else {
-          row.inputs = loadRowInputs(row.clamped);
-        }
-        reduceRowStages(row);
-        finishRow(row);
-        scf::YieldOp::create(b, loc, nextInputs);
-      });
+    firstInputs = loadRowInputs(minU(layout.progRow, layout.lastRow));
+  scf::ForOp::create(b, loc, zero64, layout.iters, one64, firstInputs,
+                     [&](OpBuilder &, Location, Value it, ValueRange carried) {
+                       RowState row;
+                       row.iteration = it;
+                       row.row =
+                           add(mul(it, layout.rowPrograms), layout.progRow);
+                       row.valid = ult(row.row, args.rows);
+                       row.clamped = minU(row.row, layout.lastRow);
+                       SmallVector<Value> nextInputs;
+                       if (bulkStages) {
+                         row.inputs.assign(carried.begin(), carried.end());
+                         nextInputs = loadRowInputs(minU(
+                             add(row.row, layout.rowPrograms), layout.lastRow));
+                         row.staged = stageRow(it);
+                       } else {
+                         row.inputs = loadRowInputs(row.clamped);
+                       }
+                       reduceRowStages(row);
+                       finishRow(row);
+                       scf::YieldOp::create(b, loc, nextInputs);
+                     });
 
   if (plan.sharedAccumulators)
     copySharedAccumulators();
   if (plan.singleLaunch)
-    emitSingleLaunchTail(func, rowPrograms);
+    emitSingleLaunchTail(layout.rowPrograms);
   signalDependents();
   gpu::ReturnOp::create(b, loc);
-  return success();
-}
-
-void LoopedKernelBuilder::computeColumnParts() {
-  progRow = arith::DivUIOp::create(b, loc, prog, colGroups);
-  rowPrograms = arith::DivUIOp::create(b, loc, programs, colGroups);
-  partChunks = arith::CeilDivUIOp::create(b, loc, chunks, colGroups);
-  partBegin = mul(arith::RemUIOp::create(b, loc, prog, colGroups), partChunks);
-  partEnd = minU(add(partBegin, partChunks), chunks);
 }
 
 //===----------------------------------------------------------------------===//
 // The bulk ring
 //===----------------------------------------------------------------------===//
 
+LoopedKernelBuilder::BulkRing LoopedKernelBuilder::declareBulkRing() {
+  BulkRing ring;
+  Value base = LLVM::AddressOfOp::create(
+      b, loc,
+      getDynamicSharedMemory(b, func->getParentOfType<gpu::GPUModuleOp>()));
+  ring.base = LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                                  ValueRange{c64(plan.bulkRingOffset)});
+  for (Value in : op.getFull()) {
+    ring.inputOffsets.push_back(ring.stageBytes);
+    ring.stageBytes += elementBytes(in.getType()) * *plan.staticCols;
+  }
+  return ring;
+}
+
 /// Thread 0 initialises one mbarrier per stage (one arrival: its own, with
 /// the stage's byte count) and makes them visible to the async proxy
 /// before any thread waits or any copy completes on them; then the first
 /// S - 1 rows.
-void LoopedKernelBuilder::startBulkRing(gpu::GPUFuncOp func) {
-  Value base = LLVM::AddressOfOp::create(
-      b, loc,
-      getDynamicSharedMemory(b, func->getParentOfType<gpu::GPUModuleOp>()));
-  bulkRing = LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
-                                 ValueRange{c64(plan.bulkRingOffset)});
-  bulkStageBytes = 0;
-  for (Value in : op.getFull()) {
-    bulkInputOffsets.push_back(bulkStageBytes);
-    bulkStageBytes += elementBytes(in.getType()) * *plan.staticCols;
-  }
+void LoopedKernelBuilder::startBulkRing() {
   ifThen(isThreadZero(), [&] {
     for (int64_t s = 0; s < bulkStages; ++s)
       NVVM::MBarrierInitOp::create(b, loc, bulkBarrier(c64(s)),
@@ -143,12 +144,12 @@ void LoopedKernelBuilder::fenceProxyAsyncShared() {
 }
 
 Value LoopedKernelBuilder::bulkAt(Value byteOffset) {
-  return LLVM::GEPOp::create(b, loc, bulkRing.getType(), b.getI8Type(),
-                             bulkRing, ValueRange{byteOffset});
+  return LLVM::GEPOp::create(b, loc, bulk.base.getType(), b.getI8Type(),
+                             bulk.base, ValueRange{byteOffset});
 }
 
 Value LoopedKernelBuilder::bulkBarrier(Value stage) {
-  return bulkAt(add(c64(bulkStages * bulkStageBytes),
+  return bulkAt(add(c64(bulkStages * bulk.stageBytes),
                     mul(stage, c64(kBulkBarrierBytes))));
 }
 
@@ -156,8 +157,10 @@ Value LoopedKernelBuilder::bulkBarrier(Value stage) {
 /// unless j is past the loop (every copy issued is waited for).
 void LoopedKernelBuilder::issueBulkRow(Value j) {
   Value stage = arith::RemUIOp::create(b, loc, j, c64(bulkStages));
-  Value rowIndex = minU(add(mul(j, rowPrograms), progRow), lastRow);
-  Value go = arith::AndIOp::create(b, loc, isThreadZero(), ult(j, iters));
+  Value rowIndex =
+      minU(add(mul(j, layout.rowPrograms), layout.progRow), layout.lastRow);
+  Value go =
+      arith::AndIOp::create(b, loc, isThreadZero(), ult(j, layout.iters));
   ifThen(go, [&] {
     // The CTA's reads of the stage (a row ago, before the barrier) come
     // before the copy's writes.
@@ -165,16 +168,16 @@ void LoopedKernelBuilder::issueBulkRow(Value j) {
     Value barrier = bulkBarrier(stage);
     NVVM::MBarrierArriveExpectTxOp::create(
         b, loc, Type(), barrier,
-        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(bulkStageBytes)),
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(bulk.stageBytes)),
         NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
-    Value stageBase = bulkAt(mul(stage, c64(bulkStageBytes)));
-    for (auto [i, in] : llvm::enumerate(fullIn)) {
+    Value stageBase = bulkAt(mul(stage, c64(bulk.stageBytes)));
+    for (auto [i, in] : llvm::enumerate(args.fullIn)) {
       Type elem = elementTypeOf(op.getFull()[i]);
-      Value src = LLVM::GEPOp::create(b, loc, ptr, elem, in,
-                                      ValueRange{mul(rowIndex, strideIn[i])});
-      Value dst = LLVM::GEPOp::create(b, loc, bulkRing.getType(),
-                                      b.getI8Type(), stageBase,
-                                      ValueRange{c64(bulkInputOffsets[i])});
+      Value src = LLVM::GEPOp::create(
+          b, loc, ptr, elem, in, ValueRange{mul(rowIndex, args.strideIn[i])});
+      Value dst =
+          LLVM::GEPOp::create(b, loc, bulk.base.getType(), b.getI8Type(),
+                              stageBase, ValueRange{c64(bulk.inputOffsets[i])});
       // As a shared::cluster address (the CTA's own window): the
       // shared::cta form of the copy needs PTX 8.6.
       dst = LLVM::AddrSpaceCastOp::create(
@@ -191,13 +194,13 @@ void LoopedKernelBuilder::issueBulkRow(Value j) {
 /// Row iteration `it`: once every thread is past the previous row (the
 /// barrier), its stage takes row it + S - 1; then every thread waits for
 /// this row's stage (phase parity (it / S) % 2) and reads it from there.
-void LoopedKernelBuilder::stageRow(Value it) {
+Value LoopedKernelBuilder::stageRow(Value it) {
   gpu::BarrierOp::create(b, loc);
   issueBulkRow(add(it, c64(bulkStages - 1)));
   Value stage = arith::RemUIOp::create(b, loc, it, c64(bulkStages));
   waitForPhase(bulkBarrier(stage),
                arith::DivUIOp::create(b, loc, it, c64(bulkStages)));
-  rowStage = bulkAt(mul(stage, c64(bulkStageBytes)));
+  return bulkAt(mul(stage, c64(bulk.stageBytes)));
 }
 
 /// The full inputs of `chunk`: from the row's stage of the bulk ring, else
@@ -209,10 +212,10 @@ ChunkValues LoopedKernelBuilder::loadRowChunk(const RowState &row,
   ChunkValues vals;
   for (auto [i, in] : llvm::enumerate(op.getFull())) {
     Type elem = elementTypeOf(in);
-    Value input = LLVM::GEPOp::create(b, loc, rowStage.getType(),
-                                      b.getI8Type(), rowStage,
-                                      ValueRange{c64(bulkInputOffsets[i])});
-    Value at = LLVM::GEPOp::create(b, loc, rowStage.getType(), elem, input,
+    Value input =
+        LLVM::GEPOp::create(b, loc, row.staged.getType(), b.getI8Type(),
+                            row.staged, ValueRange{c64(bulk.inputOffsets[i])});
+    Value at = LLVM::GEPOp::create(b, loc, row.staged.getType(), elem, input,
                                    ValueRange{chunk.column});
     Value raw = loadElements(elem, V, at, kSharedAlignment);
     vals.push_back(split(raw, V));
@@ -227,16 +230,16 @@ ChunkValues LoopedKernelBuilder::loadRowChunk(const RowState &row,
 /// The program's part of its accumulators starts at zero.
 void LoopedKernelBuilder::zeroAccumulators() {
   scf::ForOp::create(
-      b, loc, zero64, partLoopedChunks, one64, ValueRange{},
+      b, loc, zero64, loops.partLoopedChunks, one64, ValueRange{},
       [&](OpBuilder &, Location, Value k, ValueRange) {
-        Value c = add(add(mul(k, c64(G)), lane), partBegin);
-        ifThen(ult(c, partEnd), [&] {
+        Value c = add(add(mul(k, c64(G)), layout.lane), layout.partBegin);
+        ifThen(ult(c, layout.partEnd), [&] {
           SmallVector<Value> zeros(V, zeroF32());
           for (unsigned ci = 0; ci < numCol; ++ci) {
             if (plan.sharedAccumulators)
               storeShared(sharedIndex(ci, mul(c, c64(V))), zeros);
             else
-              store(partial, f32, partialIndex(ci, mul(c, c64(V))), zeros);
+              store(args.partial, f32, partialIndex(ci, mul(c, c64(V))), zeros);
           }
         });
         scf::YieldOp::create(b, loc);
@@ -248,17 +251,17 @@ void LoopedKernelBuilder::reduceRowStages(RowState &row) {
     SmallVector<Value> sums(stage.front().getTerminator()->getNumOperands(),
                             zeroF32());
     auto loop = scf::ForOp::create(
-        b, loc, zero64, loopedChunks, c64(unroll), sums,
+        b, loc, zero64, loops.loopedChunks, c64(unroll), sums,
         [&](OpBuilder &, Location, Value k, ValueRange carried) {
-          SmallVector<Chunk> group;
+          SmallVector<Chunk> batch;
           SmallVector<ChunkValues> vals;
           for (int64_t u = 0; u < unroll; ++u) {
-            group.push_back(chunkAt(add(k, c64(u))));
-            vals.push_back(loadRowChunk(row, group.back()));
+            batch.push_back(chunkAt(add(k, c64(u))));
+            vals.push_back(loadRowChunk(row, batch.back()));
           }
           SmallVector<Value> next(carried);
           for (int64_t u = 0; u < unroll; ++u)
-            accumulateStage(stage, row, group[u], vals[u], next);
+            accumulateStage(stage, row, batch[u], vals[u], next);
           scf::YieldOp::create(b, loc, next);
         });
     finishStage(stage, SmallVector<Value>(loop.getResults()), row);
@@ -269,20 +272,20 @@ void LoopedKernelBuilder::reduceRowStages(RowState &row) {
 /// contributions added to the accumulators in memory.
 void LoopedKernelBuilder::finishRow(const RowState &row) {
   scf::ForOp::create(
-      b, loc, zero64, partLoopedChunks, c64(unroll), ValueRange{},
+      b, loc, zero64, loops.partLoopedChunks, c64(unroll), ValueRange{},
       [&](OpBuilder &, Location, Value k, ValueRange) {
-        SmallVector<Chunk> group;
+        SmallVector<Chunk> batch;
         SmallVector<ChunkValues> vals;
         for (int64_t u = 0; u < unroll; ++u) {
-          group.push_back(chunkAt(add(k, c64(u)), /*inPart=*/true));
-          vals.push_back(loadRowChunk(row, group.back()));
+          batch.push_back(chunkAt(add(k, c64(u)), /*inPart=*/true));
+          vals.push_back(loadRowChunk(row, batch.back()));
         }
         for (int64_t u = 0; u < unroll; ++u) {
-          ChunkResults results = computeElementwise(row, group[u], vals[u]);
-          Value live = isLive(row, group[u]);
+          ChunkResults results = computeElementwise(row, batch[u], vals[u]);
+          Value live = isLive(row, batch[u]);
           ifThen(live, [&] {
-            storeFullResults(row, group[u], results.outs);
-            accumulateColumns(group[u], results.contribs);
+            storeFullResults(row, batch[u], results.outs);
+            accumulateColumns(batch[u], results.contribs);
           });
         }
         scf::YieldOp::create(b, loc);
@@ -296,13 +299,13 @@ void LoopedKernelBuilder::accumulateColumns(
     Value index = shared ? sharedIndex(c, chunk.column)
                          : partialIndex(c, chunk.column);
     SmallVector<Value> sums =
-        shared ? loadShared(index, V) : load(partial, f32, index, V);
+        shared ? loadShared(index, V) : load(args.partial, f32, index, V);
     for (int64_t e = 0; e < V; ++e)
       sums[e] = arith::AddFOp::create(b, loc, sums[e], contribs[c][e]);
     if (shared)
       storeShared(index, sums);
     else
-      store(partial, f32, index, sums);
+      store(args.partial, f32, index, sums);
   }
 }
 
@@ -310,13 +313,13 @@ void LoopedKernelBuilder::accumulateColumns(
 /// them) to the program's partial row.
 void LoopedKernelBuilder::copySharedAccumulators() {
   scf::ForOp::create(
-      b, loc, zero64, partLoopedChunks, one64, ValueRange{},
+      b, loc, zero64, loops.partLoopedChunks, one64, ValueRange{},
       [&](OpBuilder &, Location, Value k, ValueRange) {
-        Value c = add(add(mul(k, c64(G)), lane), partBegin);
-        ifThen(ult(c, partEnd), [&] {
+        Value c = add(add(mul(k, c64(G)), layout.lane), layout.partBegin);
+        ifThen(ult(c, layout.partEnd), [&] {
           for (unsigned ci = 0; ci < numCol; ++ci) {
             Value column = mul(c, c64(V));
-            store(partial, f32, partialIndex(ci, column),
+            store(args.partial, f32, partialIndex(ci, column),
                   loadShared(sharedIndex(ci, column), V));
           }
         });

@@ -16,78 +16,152 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-MainKernelBuilder::MainKernelBuilder(OpBuilder &b, MixedReductionOp op,
-                                     const KernelPlan &plan, int64_t vector)
-    : KernelBuilderBase(b, op.getLoc()), op(op), plan(plan), V(vector),
-      G(plan.threadsPerRow), R(plan.rowsPerCta),
-      numCol(op.getColResults().size()),
-      clusterSetsPerStage(plan.clusterSumsAhead ? 4 : 2) {}
+namespace {
+/// The prologue of a main kernel: its arguments, the captured values, its
+/// shared memory, and (row-major kernels) its program layout. Each step
+/// returns what it sets up; the later steps take it.
+class PrologueBuilder : public KernelBuilderBase {
+public:
+  PrologueBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
+                  int64_t vector)
+      : KernelBuilderBase(b, op.getLoc()), op(op), plan(plan), V(vector),
+        G(plan.threadsPerRow), R(plan.rowsPerCta) {}
 
-std::unique_ptr<MainKernelBuilder>
-mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,
-                                  const KernelPlan &plan, int64_t vector) {
-  if (plan.stridedRows)
-    return std::make_unique<StridedKernelBuilder>(b, op, plan, vector);
-  if (plan.resident())
-    return std::make_unique<ResidentKernelBuilder>(b, op, plan, vector);
-  return std::make_unique<LoopedKernelBuilder>(b, op, plan, vector);
+  FailureOr<MainKernelPrologue> build(gpu::GPUFuncOp func);
+
+private:
+  /// The kernel's arguments by group (in parameter order); the insertion
+  /// point goes to the entry block.
+  KernelArgs unpackArguments(gpu::GPUFuncOp func,
+                             DenseMap<Value, Value> &scalarPointers);
+  /// Clones the captured constants / scalars / sizes to the entry.
+  LogicalResult cloneCaptures(const KernelArgs &args,
+                              DenseMap<Value, Value> scalarPointers);
+  /// The warp slots (static) and the accumulators' view of the dynamic
+  /// shared memory (plan.dynamicSharedBytes, as f32).
+  SharedViews layoutSharedMemory(gpu::GPUFuncOp func);
+  /// lane, group, prog, programs, chunks.
+  ProgramLayout computeProgramIds(Value tid, const KernelArgs &args);
+  /// The resident kernel: the row's part of the program, the whole row, or
+  /// with a cluster the CTA's rank-th part (partBegin, partEnd,
+  /// partChunks); progRow and rowPrograms (a cluster is one program).
+  ProgramLayout computeRowParts(ProgramLayout layout);
+  /// The looped kernel: plan.columnGroups programs (CTAs) share a row, each
+  /// owning a part of its chunks.
+  ProgramLayout computeColumnParts(ProgramLayout layout);
+  /// iters = ceil(rows / rowPrograms), lastRow.
+  ProgramLayout computeRowBounds(ProgramLayout layout, const KernelArgs &args);
+  /// Peeled rows: the program's phase, head and whole chunks; lastRow
+  /// becomes the program's own last row.
+  ProgramLayout computePeel(ProgramLayout layout, const KernelArgs &args);
+
+  MixedReductionOp op;
+  const KernelPlan &plan;
+  const int64_t V, G, R;
+};
+} // namespace
+
+FailureOr<MainKernelPrologue> PrologueBuilder::build(gpu::GPUFuncOp func) {
+  MainKernelPrologue prologue;
+  DenseMap<Value, Value> scalarPointers;
+  prologue.args = unpackArguments(func, scalarPointers);
+  if (failed(cloneCaptures(prologue.args, std::move(scalarPointers))))
+    return failure();
+  prologue.shared = layoutSharedMemory(func);
+  prologue.tid = threadId();
+  if (!plan.stridedRows) {
+    ProgramLayout layout = computeProgramIds(prologue.tid, prologue.args);
+    layout =
+        plan.resident() ? computeRowParts(layout) : computeColumnParts(layout);
+    layout = computeRowBounds(layout, prologue.args);
+    if (plan.peel && V > 1)
+      layout = computePeel(layout, prologue.args);
+    prologue.layout = layout;
+  }
+  prologue.captured = std::move(above);
+  return prologue;
 }
 
-SmallVector<Type> MainKernelBuilder::parameterTypes() {
-  return parameterTypesOf(mainKernelParams(op));
-}
-
-//===----------------------------------------------------------------------===//
-// Prologue
-//===----------------------------------------------------------------------===//
-
-void MainKernelBuilder::unpackArguments(gpu::GPUFuncOp func) {
+KernelArgs
+PrologueBuilder::unpackArguments(gpu::GPUFuncOp func,
+                                 DenseMap<Value, Value> &scalarPointers) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
+  KernelArgs args;
   SmallVector<Value> scalars, initIn;
   for (auto [group, values] :
        groupArguments(mainKernelParams(op), entry.getArguments())) {
     using K = KernelParam;
     switch (group.kind) {
-    case K::FullIn: fullIn = values; break;
-    case K::RowIn: rowIn = values; break;
-    case K::ColIn: colIn = values; break;
-    case K::FullOut: fullOut = values; break;
-    case K::Partial: partial = values[0]; break;
-    case K::Rows: rows = values[0]; break;
-    case K::Cols: cols = plan.staticCols ? c64(*plan.staticCols) : values[0];
+    case K::FullIn:
+      args.fullIn = values;
       break;
-    case K::StrideIn: strideIn = values; break;
-    case K::StrideOut: strideOut = values; break;
+    case K::RowIn:
+      args.rowIn = values;
+      break;
+    case K::ColIn:
+      args.colIn = values;
+      break;
+    case K::FullOut:
+      args.fullOut = values;
+      break;
+    case K::Partial:
+      args.partial = values[0];
+      break;
+    case K::Rows:
+      args.rows = values[0];
+      break;
+    case K::Cols:
+      args.cols = plan.staticCols ? c64(*plan.staticCols) : values[0];
+      break;
+    case K::StrideIn:
+      args.strideIn = values;
+      break;
+    case K::StrideOut:
+      args.strideOut = values;
+      break;
     case K::Scalar: scalars = values; break;
-    case K::Barrier: barrierWord = values[0]; break;
+    case K::Barrier:
+      args.barrierWord = values[0];
+      break;
     case K::InitIn: initIn = values; break;
-    case K::ColOut: finalOuts = values; break;
-    case K::Finalize: finalize = values[0]; break;
+    case K::ColOut:
+      args.finalOuts = values;
+      break;
+    case K::Finalize:
+      args.finalize = values[0];
+      break;
     case K::Programs: break;
     }
   }
   for (auto [extract, pointer] : llvm::zip(getCapturedScalars(op), scalars))
     scalarPointers[extract.getResult()] = pointer;
-  if (numCol > 0)
-    finalInits = columnInits(op, initIn);
+  if (!op.getColResults().empty())
+    args.finalInits = columnInits(op, initIn);
+  return args;
 }
 
-LogicalResult MainKernelBuilder::cloneCaptures() {
-  dimRows = rows;
-  dimCols = cols;
-  dimColsIndex = op.getNDimIndex();
-  if (failed(cloneCapturedValues(op, op.getDomainShape().size())) ||
-      failed(cloneEpilogueCaptures(op)))
+LogicalResult
+PrologueBuilder::cloneCaptures(const KernelArgs &args,
+                               DenseMap<Value, Value> scalarPointers) {
+  CaptureSources sources;
+  sources.domainRank = op.getDomainShape().size();
+  sources.colsDim = op.getNDimIndex();
+  sources.rows = args.rows;
+  sources.cols = args.cols;
+  sources.scalarPointers = std::move(scalarPointers);
+  if (failed(cloneCapturedValues(op, sources)) ||
+      failed(cloneEpilogueCaptures(op, sources)))
     return failure();
   return success();
 }
 
-void MainKernelBuilder::layoutSharedMemory(gpu::GPUFuncOp func) {
+SharedViews PrologueBuilder::layoutSharedMemory(gpu::GPUFuncOp func) {
+  SharedViews shared;
   if (G > 32)
-    smem = func.getWorkgroupAttributions().front();
+    shared.warpSlots = func.getWorkgroupAttributions().front();
   if (plan.dynamicSharedBytes == 0)
-    return;
+    return shared;
   Attribute workgroup = gpu::AddressSpaceAttr::get(
       b.getContext(), gpu::AddressSpace::Workgroup);
   Value bytes = gpu::DynamicSharedMemoryOp::create(
@@ -97,47 +171,68 @@ void MainKernelBuilder::layoutSharedMemory(gpu::GPUFuncOp func) {
   Value zeroIdx = arith::ConstantIndexOp::create(b, loc, 0);
   Value count =
       arith::ConstantIndexOp::create(b, loc, plan.dynamicSharedBytes / 4);
-  accSmem = memref::ViewOp::create(
+  shared.accumulators = memref::ViewOp::create(
       b, loc,
       MemRefType::get({ShapedType::kDynamic}, f32, MemRefLayoutAttrInterface{},
                       workgroup),
       bytes, zeroIdx, ValueRange{count});
+  return shared;
 }
 
-void MainKernelBuilder::computeProgramIds() {
-  tid = threadId();
-  lane = arith::RemUIOp::create(b, loc, tid, c64(G));
-  group = arith::DivUIOp::create(b, loc, tid, c64(G));
-  for (Region &stage : op.getRowStages())
-    maxSums = std::max<int64_t>(
-        maxSums, stage.front().getTerminator()->getNumOperands());
-  prog = add(mul(blockId(), c64(R)), group);
-  programs = mul(gridDim(), c64(R));
-  chunks = arith::DivUIOp::create(b, loc, cols, c64(V));
+ProgramLayout PrologueBuilder::computeProgramIds(Value tid,
+                                                 const KernelArgs &args) {
+  ProgramLayout layout;
+  layout.lane = arith::RemUIOp::create(b, loc, tid, c64(G));
+  layout.group = arith::DivUIOp::create(b, loc, tid, c64(G));
+  layout.prog = add(mul(blockId(), c64(R)), layout.group);
+  layout.programs = mul(gridDim(), c64(R));
+  layout.chunks = arith::DivUIOp::create(b, loc, args.cols, c64(V));
+  return layout;
 }
 
-void MainKernelBuilder::computeRowParts() {
+ProgramLayout PrologueBuilder::computeRowParts(ProgramLayout layout) {
   int64_t C = plan.clusterCtas;
   if (C == 1) {
-    progRow = prog;
-    rowPrograms = programs;
-    partEnd = partChunks = chunks;
-    return;
+    layout.progRow = layout.prog;
+    layout.rowPrograms = layout.programs;
+    layout.partEnd = layout.partChunks = layout.chunks;
+    return layout;
   }
   // Clusters are C consecutive CTAs of the 1-D grid (R = 1).
-  clusterRank = arith::RemUIOp::create(b, loc, blockId(), c64(C));
-  prog = progRow = arith::DivUIOp::create(b, loc, blockId(), c64(C));
-  programs = rowPrograms = arith::DivUIOp::create(b, loc, gridDim(), c64(C));
-  partChunks = arith::CeilDivUIOp::create(b, loc, chunks, c64(C));
-  partBegin = mul(clusterRank, partChunks);
-  partEnd = minU(add(partBegin, partChunks), chunks);
+  layout.clusterRank = arith::RemUIOp::create(b, loc, blockId(), c64(C));
+  layout.prog = layout.progRow =
+      arith::DivUIOp::create(b, loc, blockId(), c64(C));
+  layout.programs = layout.rowPrograms =
+      arith::DivUIOp::create(b, loc, gridDim(), c64(C));
+  layout.partChunks = arith::CeilDivUIOp::create(b, loc, layout.chunks, c64(C));
+  layout.partBegin = mul(layout.clusterRank, layout.partChunks);
+  layout.partEnd =
+      minU(add(layout.partBegin, layout.partChunks), layout.chunks);
+  return layout;
 }
 
-void MainKernelBuilder::computeRowBounds() {
-  iters = arith::CeilDivUIOp::create(b, loc, rows, rowPrograms);
-  lastRow = arith::SubIOp::create(b, loc, rows, c64(1));
-  zero64 = c64(0);
-  one64 = c64(1);
+ProgramLayout PrologueBuilder::computeColumnParts(ProgramLayout layout) {
+  // A compile-time constant: at run time it costs ~35 registers (and a CTA
+  // per SM).
+  Value colGroups = c64(plan.columnGroups);
+  layout.progRow = arith::DivUIOp::create(b, loc, layout.prog, colGroups);
+  layout.rowPrograms =
+      arith::DivUIOp::create(b, loc, layout.programs, colGroups);
+  layout.partChunks =
+      arith::CeilDivUIOp::create(b, loc, layout.chunks, colGroups);
+  layout.partBegin = mul(arith::RemUIOp::create(b, loc, layout.prog, colGroups),
+                         layout.partChunks);
+  layout.partEnd =
+      minU(add(layout.partBegin, layout.partChunks), layout.chunks);
+  return layout;
+}
+
+ProgramLayout PrologueBuilder::computeRowBounds(ProgramLayout layout,
+                                                const KernelArgs &args) {
+  layout.iters =
+      arith::CeilDivUIOp::create(b, loc, args.rows, layout.rowPrograms);
+  layout.lastRow = arith::SubIOp::create(b, loc, args.rows, c64(1));
+  return layout;
 }
 
 /// Rows that need not start on a 16-byte boundary (odd N, a tier's N):
@@ -147,26 +242,80 @@ void MainKernelBuilder::computeRowBounds() {
 /// instead of rows - 1, so that their loads stay aligned too (a program
 /// without rows takes row 0). Its lanes take the head's columns [0, head),
 /// then whole chunks from `head` on, then the tail's columns.
-void MainKernelBuilder::computePeel() {
-  if (!peel())
-    return;
-  Value has = ult(progRow, rows);
+ProgramLayout PrologueBuilder::computePeel(ProgramLayout layout,
+                                           const KernelArgs &args) {
+  Value has = ult(layout.progRow, args.rows);
   Value ownRows = arith::DivUIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, lastRow, progRow), rowPrograms);
-  lastRow = arith::SelectOp::create(
-      b, loc, has, add(progRow, mul(ownRows, rowPrograms)), zero64);
+      b, loc, arith::SubIOp::create(b, loc, layout.lastRow, layout.progRow),
+      layout.rowPrograms);
+  layout.lastRow = arith::SelectOp::create(
+      b, loc, has, add(layout.progRow, mul(ownRows, layout.rowPrograms)),
+      c64(0));
   // Every full input and result has the same phase (the launcher checks
   // that their strides agree modulo V); the first input's stride stands
   // for them.
-  Value stride = strideIn.empty() ? cols : strideIn.front();
-  Value phase = arith::RemUIOp::create(b, loc, mul(lastRow, stride), c64(V));
-  head = minU(arith::RemUIOp::create(
-                  b, loc, arith::SubIOp::create(b, loc, c64(V), phase), c64(V)),
-              cols);
-  chunks = arith::DivUIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, cols, head), c64(V));
-  partEnd = partChunks = chunks;
-  tailStart = add(head, mul(chunks, c64(V)));
+  Value stride = args.strideIn.empty() ? args.cols : args.strideIn.front();
+  Value phase =
+      arith::RemUIOp::create(b, loc, mul(layout.lastRow, stride), c64(V));
+  layout.head =
+      minU(arith::RemUIOp::create(
+               b, loc, arith::SubIOp::create(b, loc, c64(V), phase), c64(V)),
+           args.cols);
+  layout.chunks = arith::DivUIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, args.cols, layout.head), c64(V));
+  layout.partEnd = layout.partChunks = layout.chunks;
+  layout.tailStart = add(layout.head, mul(layout.chunks, c64(V)));
+  return layout;
+}
+
+//===----------------------------------------------------------------------===//
+// The builders
+//===----------------------------------------------------------------------===//
+
+static int64_t maxRowResults(MixedReductionOp op) {
+  int64_t most = 1;
+  for (Region &stage : op.getRowStages())
+    most = std::max<int64_t>(most,
+                             stage.front().getTerminator()->getNumOperands());
+  return most;
+}
+
+MainKernelBuilder::MainKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                                     const KernelPlan &plan, int64_t vector,
+                                     gpu::GPUFuncOp func,
+                                     MainKernelPrologue prologue)
+    : KernelBuilderBase(b, op.getLoc(), std::move(prologue.captured)), op(op),
+      plan(plan), func(func), V(vector), G(plan.threadsPerRow),
+      R(plan.rowsPerCta), numCol(op.getColResults().size()),
+      maxSums(maxRowResults(op)),
+      clusterSetsPerStage(plan.clusterSumsAhead ? 4 : 2),
+      args(std::move(prologue.args)), shared(prologue.shared),
+      tid(prologue.tid), layout(prologue.layout), zero64(c64(0)),
+      one64(c64(1)), cluster(plan.clusterCtas > 1 ? declareClusterSlots() : ClusterSlots()) {}
+
+FailureOr<std::unique_ptr<MainKernelBuilder>>
+mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                                  const KernelPlan &plan, int64_t vector,
+                                  gpu::GPUFuncOp func) {
+  FailureOr<MainKernelPrologue> prologue =
+      PrologueBuilder(b, op, plan, vector).build(func);
+  if (failed(prologue))
+    return failure();
+  std::unique_ptr<MainKernelBuilder> builder;
+  if (plan.stridedRows)
+    builder = std::make_unique<StridedKernelBuilder>(b, op, plan, vector, func,
+                                                     std::move(*prologue));
+  else if (plan.resident())
+    builder = std::make_unique<ResidentKernelBuilder>(b, op, plan, vector, func,
+                                                      std::move(*prologue));
+  else
+    builder = std::make_unique<LoopedKernelBuilder>(b, op, plan, vector, func,
+                                                    std::move(*prologue));
+  return builder;
+}
+
+SmallVector<Type> mlir::norm::mainKernelParameterTypes(MixedReductionOp op) {
+  return kernelParameterTypes(op.getContext(), mainKernelParams(op));
 }
 
 //===----------------------------------------------------------------------===//
@@ -175,11 +324,11 @@ void MainKernelBuilder::computePeel() {
 
 Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
   Chunk chunk;
-  Value c = add(mul(k, c64(G)), lane);
-  Value end = chunks;
+  Value c = add(mul(k, c64(G)), layout.lane);
+  Value end = layout.chunks;
   if (inPart) {
-    c = add(c, partBegin);
-    end = partEnd;
+    c = add(c, layout.partBegin);
+    end = layout.partEnd;
   }
   chunk.valid = alwaysInPart(k) ? arith::ConstantOp::create(
                                       b, loc, b.getBoolAttr(true))
@@ -189,7 +338,7 @@ Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
   if (maskedChunks()) {
     chunk.column = mul(c, c64(V));
     if (peel())
-      chunk.column = add(head, chunk.column);
+      chunk.column = add(layout.head, chunk.column);
   } else {
     Value last = arith::SubIOp::create(b, loc, end, c64(1));
     chunk.column = mul(minU(c, last), c64(V));
@@ -204,17 +353,17 @@ Chunk MainKernelBuilder::chunkAt(Value k, bool inPart) {
 /// tier (5000x2999: 60.8 vs 53.8 us; perf-notes, "Tried and refuted").
 SmallVector<Chunk> MainKernelBuilder::edgeChunks() {
   SmallVector<Chunk> edges(2);
-  edges[0].column = lane;
-  edges[0].valid = ult(lane, head);
-  edges[1].column = add(tailStart, lane);
-  edges[1].valid = ult(edges[1].column, cols);
+  edges[0].column = layout.lane;
+  edges[0].valid = ult(layout.lane, layout.head);
+  edges[1].column = add(layout.tailStart, layout.lane);
+  edges[1].valid = ult(edges[1].column, args.cols);
   for (Chunk &edge : edges)
     loadColumnInputs(edge);
   return edges;
 }
 
 void MainKernelBuilder::loadColumnInputs(Chunk &chunk) {
-  for (auto [j, in] : llvm::enumerate(colIn)) {
+  for (auto [j, in] : llvm::enumerate(args.colIn)) {
     Type elem = elementTypeOf(op.getCol()[j]);
     if (!peel()) {
       chunk.col.push_back(
@@ -265,8 +414,8 @@ Value MainKernelBuilder::loadMasked(Value valid, Value base, Type elem,
 ChunkValues MainKernelBuilder::loadFull(const RowState &row,
                                         const Chunk &chunk) {
   ChunkValues vals;
-  for (auto [i, in] : llvm::enumerate(fullIn)) {
-    Value index = add(mul(row.clamped, strideIn[i]), chunk.column);
+  for (auto [i, in] : llvm::enumerate(args.fullIn)) {
+    Value index = add(mul(row.clamped, args.strideIn[i]), chunk.column);
     vals.push_back(split(
         loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]), index),
         chunk.width));
@@ -276,7 +425,7 @@ ChunkValues MainKernelBuilder::loadFull(const RowState &row,
 
 SmallVector<Value> MainKernelBuilder::loadRowInputs(Value rowIndex) {
   SmallVector<Value> vals;
-  for (auto [j, in] : llvm::enumerate(rowIn))
+  for (auto [j, in] : llvm::enumerate(args.rowIn))
     vals.push_back(load(in, elementTypeOf(op.getRow()[j]), rowIndex, 1)[0]);
   return vals;
 }
@@ -285,13 +434,13 @@ SmallVector<Value> MainKernelBuilder::loadShared(Value index, int64_t count) {
   SmallVector<Value> vals;
   for (int64_t e = 0; e < count; ++e)
     vals.push_back(memref::LoadOp::create(
-        b, loc, accSmem, ValueRange{toIndex(add(index, c64(e)))}));
+        b, loc, shared.accumulators, ValueRange{toIndex(add(index, c64(e)))}));
   return vals;
 }
 
 void MainKernelBuilder::storeShared(Value index, ValueRange vals) {
   for (auto [e, v] : llvm::enumerate(vals))
-    memref::StoreOp::create(b, loc, v, accSmem,
+    memref::StoreOp::create(b, loc, v, shared.accumulators,
                             ValueRange{toIndex(add(index, c64(e)))});
 }
 
@@ -317,7 +466,7 @@ MainKernelBuilder::ChunkResults
 MainKernelBuilder::computeElementwise(const RowState &row, const Chunk &chunk,
                                       ArrayRef<SmallVector<Value>> vals) {
   ChunkResults results;
-  results.outs.resize(fullOut.size());
+  results.outs.resize(args.fullOut.size());
   results.contribs.resize(numCol);
   for (int64_t e = 0; e < chunk.width; ++e) {
     SmallVector<Value> a = regionArgs(row, vals, chunk, e);
@@ -332,8 +481,8 @@ MainKernelBuilder::computeElementwise(const RowState &row, const Chunk &chunk,
 void MainKernelBuilder::storeFullResults(const RowState &row,
                                          const Chunk &chunk,
                                          ArrayRef<SmallVector<Value>> outs) {
-  for (auto [i, out] : llvm::enumerate(fullOut)) {
-    Value index = add(mul(row.clamped, strideOut[i]), chunk.column);
+  for (auto [i, out] : llvm::enumerate(args.fullOut)) {
+    Value index = add(mul(row.clamped, args.strideOut[i]), chunk.column);
     store(out, elementTypeOf(op.getFullResults()[i]), index, outs[i]);
   }
 }
@@ -342,14 +491,13 @@ void MainKernelBuilder::storeFullResults(const RowState &row,
 // Single-launch tail
 //===----------------------------------------------------------------------===//
 
-void MainKernelBuilder::emitSingleLaunchTail(gpu::GPUFuncOp func,
-                                             Value partialRows) {
-  Value on = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, finalize,
-                                   c64(0));
+void MainKernelBuilder::emitSingleLaunchTail(Value partialRows) {
+  Value on = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                   args.finalize, c64(0));
   ifThen(on, [&] {
-    gridBarrier(barrierWord);
-    emitColumnReduction(op, plan.finalThreads(), partial, finalInits,
-                        finalOuts, partialRows, cols,
+    gridBarrier(args.barrierWord);
+    emitColumnReduction(op, plan.finalThreads(), args.partial, args.finalInits,
+                        args.finalOuts, partialRows, args.cols,
                         func.getWorkgroupAttributions().back(), blockId(),
                         gridDim());
   });

@@ -55,47 +55,76 @@ struct RowState {
   Value clamped;                 // min(row, rows - 1)
   SmallVector<Value> inputs;     // the row inputs (mean, rstd)
   SmallVector<Value> results;    // the row stages' results so far
+  Value staged; // the looped kernel's bulk ring: the row's stage (!ptr<3>)
 };
 
-/// Shared steps of the resident and the looped main kernels.
+/// The main kernel's arguments, by parameter group (unpackArguments).
+struct KernelArgs {
+  SmallVector<Value> fullIn, rowIn, colIn, fullOut, strideIn, strideOut;
+  Value partial, rows, cols;
+  // The single-launch tail's (with column results): the grid barrier's
+  // word, the column inits (null where constant) and outputs, whether to
+  // run it.
+  Value barrierWord, finalize;
+  SmallVector<Value> finalInits, finalOuts;
+};
+
+/// The main kernel's shared memory (layoutSharedMemory).
+struct SharedViews {
+  Value warpSlots;    // G > 32: the row sums' per-warp slots (static)
+  Value accumulators; // the dynamic shared memory as f32, if any
+};
+
+/// Which rows and columns the thread's program takes: the prologue of a
+/// row-major kernel (computeProgramIds, then computeRowParts or
+/// computeColumnParts, computeRowBounds, computePeel), each step taking the
+/// layout so far. The strided kernel lays out its own (StridedLayout).
+struct ProgramLayout {
+  // lane in [0, G), group (program of the CTA), prog of programs; chunks:
+  // the whole chunks of the row (N / V, after a peeled head).
+  Value lane, group, prog, programs, chunks;
+  // Rows go to rowPrograms programs (a cluster's CTAs, or the column
+  // groups of a looped row, are one), progRow being the thread's; its
+  // program owns the chunks [partBegin, partEnd) of the row.
+  Value progRow, rowPrograms, partBegin, partEnd, partChunks;
+  Value clusterRank;     // cluster: the CTA's rank in it
+  Value iters, lastRow;  // ceil(rows / rowPrograms); the last row to load
+  Value head, tailStart; // peeled rows: head columns, the tail's first
+};
+
+/// What the prologue of a main kernel sets up (makeMainKernelBuilder).
+struct MainKernelPrologue {
+  KernelArgs args;
+  IRMapping captured; // the values from above the op, cloned at the entry
+  SharedViews shared;
+  Value tid;
+  ProgramLayout layout; // row-major kernels
+};
+
+/// The cluster's row-sum slots and the mbarriers of their sets
+/// (declareClusterSlots).
+struct ClusterSlots {
+  Value sums, barriers; // !llvm.ptr<3>
+};
+
+/// Shared steps of the resident, looped and strided main kernels. A builder
+/// is made at the kernel's entry, after the prologue (makeMainKernelBuilder);
+/// its members are the kernel's context and what the prologue set up, all
+/// fixed from then on. Its own setup (e.g. the cluster's slots, the resident
+/// kernel's owned chunks) is made by the constructors in the order of the
+/// members; build() writes the rest of the body, passing values between its
+/// steps.
 class MainKernelBuilder : public KernelBuilderBase {
 public:
   MainKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
-                    int64_t vector);
+                    int64_t vector, gpu::GPUFuncOp func,
+                    MainKernelPrologue prologue);
   virtual ~MainKernelBuilder() = default;
 
-  /// Parameters: full inputs, row inputs, col inputs, full results,
-  /// partial, rows, cols, one row stride per full input then full result,
-  /// the captured scalars, then (with column results) the single-launch
-  /// tail's: barrier word, non-constant inits, column outputs, finalize.
-  SmallVector<Type> parameterTypes();
-
-  /// Writes the kernel's body into `func`.
-  virtual LogicalResult build(gpu::GPUFuncOp func) = 0;
+  /// Writes the rest of the kernel's body.
+  virtual void build() = 0;
 
 protected:
-  //===--------------------------------------------------------------===//
-  // Prologue steps (MainKernel.cpp)
-  //===--------------------------------------------------------------===//
-  /// Binds the kernel's arguments to fullIn, rowIn, ... (in parameter
-  /// order); the insertion point goes to the entry block.
-  void unpackArguments(gpu::GPUFuncOp func);
-  /// Clones the captured constants / scalars / sizes to the entry.
-  LogicalResult cloneCaptures();
-  /// The warp slots (static) and the accumulators' view of the dynamic
-  /// shared memory (plan.dynamicSharedBytes, as f32).
-  void layoutSharedMemory(gpu::GPUFuncOp func);
-  /// lane, group, prog, programs, chunks.
-  void computeProgramIds();
-  /// The row's part of the program: the whole row, or with a cluster the
-  /// CTA's rank-th part (partBegin, partEnd, partChunks); progRow and
-  /// rowPrograms (a cluster is one program).
-  void computeRowParts();
-  /// iters = ceil(rows / rowPrograms), lastRow.
-  void computeRowBounds();
-  /// Peeled rows (peel()): the program's phase, head and whole chunks;
-  /// lastRow becomes the program's own last row.
-  void computePeel();
   /// The vector kernel of a plan.peel (not its scalar fallback).
   bool peel() const { return plan.peel && V > 1; }
 
@@ -186,16 +215,20 @@ protected:
   /// (reduceAcrossCluster); thread 0 initialises the mbarriers, then the
   /// CTA arrives at a cluster barrier that waitForClusterSlots completes
   /// (before the row loop).
-  void declareClusterSlots(gpu::GPUFuncOp func);
+  ClusterSlots declareClusterSlots();
   void waitForClusterSlots();
-  /// The mbarrier of slot set `set` ([row parity][row stage]).
-  Value clusterBarrierAt(Value set);
+  /// The mbarrier of slot set `set` ([row parity][row stage]) in
+  /// `barriers` (cluster.barriers).
+  Value clusterBarrierAt(Value set) {
+    return clusterBarrierAt(cluster.barriers, set);
+  }
+  Value clusterBarrierAt(Value barriers, Value set);
   /// Thread 0: the next phase of a set's mbarrier expects the C CTAs'
   /// sums of its row stage (bytes), with this CTA's one arrival.
   void armClusterSet(Value barrier, int64_t stageIndex);
   /// A kernel-private array of `count` f32 in static shared memory, named
   /// after the kernel plus `suffix`; its address.
-  Value sharedF32Array(gpu::GPUFuncOp func, StringRef suffix, int64_t count);
+  Value sharedF32Array(StringRef suffix, int64_t count);
   /// A cluster barrier (arrive with release, wait with acquire).
   void clusterBarrier();
 
@@ -225,12 +258,14 @@ protected:
   //===--------------------------------------------------------------===//
   /// Index of (column result c, column) in the program's partial row.
   Value partialIndex(unsigned c, Value column) {
-    return add(mul(add(mul(c64(c), rowPrograms), progRow), cols), column);
+    return add(
+        mul(add(mul(c64(c), layout.rowPrograms), layout.progRow), args.cols),
+        column);
   }
   /// Single launch: once every CTA's partial row is written (grid
   /// barrier), the CTAs reduce the partial buffer in the final kernel's
   /// fixed order. `partialRows`: rows of the partial buffer.
-  void emitSingleLaunchTail(gpu::GPUFuncOp func, Value partialRows);
+  void emitSingleLaunchTail(Value partialRows);
 
   /// Shared-memory accumulators (f32 view of the dynamic shared memory).
   SmallVector<Value> loadShared(Value index, int64_t count);
@@ -239,35 +274,23 @@ protected:
     return arith::SelectOp::create(b, loc, cond, v, zeroF32());
   }
 
+  // The kernel and its plan.
   MixedReductionOp op;
   const KernelPlan &plan;
-  int64_t V, G, R;
-  unsigned numCol;
-  // Kernel arguments.
-  SmallVector<Value> fullIn, rowIn, colIn, fullOut, strideIn, strideOut;
-  Value partial, rows, cols;
-  SmallVector<Value> finalInits, finalOuts;
-  Value barrierWord, finalize;
-  // Program ids: lane in [0, G), group (program of the CTA), prog of
-  // programs; chunks = N / V.
-  Value tid, lane, group, prog, programs, chunks;
-  // Column groups (looped): `colGroups` programs share a row, each owning
-  // the chunks [partBegin, partEnd) for the elementwise pass and the column
-  // sums; rows go to the rowPrograms = programs / colGroups groups (the
-  // resident kernel: one program per row, the whole row).
-  Value progRow, rowPrograms, partBegin, partEnd, partChunks;
-  Value iters, lastRow;
-  Value head, tailStart; // peeled rows: head columns, the tail's first
-  Value zero64, one64; // loop bounds and steps
-  int64_t maxSums = 1; // row results per stage, at most
-  Value smem;          // warp slots (G > 32)
-  Value clusterSlots;  // cluster: the CTA's row-sum slots (!llvm.ptr<3>)
-  Value clusterBarriers; // cluster: the mbarriers of the slot sets
-  Value clusterRank;   // cluster: the CTA's rank in it
+  gpu::GPUFuncOp func;
+  const int64_t V, G, R;
+  const unsigned numCol;
+  const int64_t maxSums; // row results per stage, at most
   // cluster: slot sets per row stage, used in turn by consecutive rows (4
   // with the sums a row ahead, see ResidentKernelBuilder::rowLoopSumsAhead)
   const int64_t clusterSetsPerStage;
-  Value accSmem;       // dynamic shared memory as f32
+  // What the prologue set up.
+  const KernelArgs args;
+  const SharedViews shared;
+  const Value tid;
+  const ProgramLayout layout;
+  const Value zero64, one64;  // loop bounds and steps
+  const ClusterSlots cluster; // plan.clusterCtas > 1
 };
 
 /// A lane keeps its K chunks of the row in registers (ResidentKernel.cpp).
@@ -275,13 +298,19 @@ class ResidentKernelBuilder : public MainKernelBuilder {
 public:
   /// `plan`: the kernel's own (mainKernelPlan).
   ResidentKernelBuilder(OpBuilder &b, MixedReductionOp op,
-                        const KernelPlan &plan, int64_t vector)
-      : MainKernelBuilder(b, op, plan, vector), K(plan.chunksPerThread),
-        stages(plan.asyncStages), prefetch(plan.prefetch) {}
-  LogicalResult build(gpu::GPUFuncOp func) override;
+                        const KernelPlan &plan, int64_t vector,
+                        gpu::GPUFuncOp func, MainKernelPrologue prologue);
+  void build() override;
 
 private:
-  void initAccumulators();
+  /// The lane's chunks of the row: K whole ones, then a peeled row's head
+  /// and tail; their column inputs loaded once.
+  struct OwnedChunks {
+    SmallVector<Chunk> chunks;
+    SmallVector<int64_t> offset; // of each one's first accumulator column
+    int64_t width = 0;           // columns of them all
+  };
+  OwnedChunks ownChunks();
   /// The chunks whose raw accesses are carried one row ahead through the
   /// loop: all of them with the register prefetch; with the cp.async ring
   /// the peeled head and tail (too narrow for cp.async); else none.
@@ -289,8 +318,10 @@ private:
     return prefetch || (stages > 0 && k >= K);
   }
   // Row loading: plain loads, a register prefetch of the next row, or the
-  // cp.async ring (plan.asyncStages).
-  void startAsyncRing(gpu::GPUFuncOp func);
+  // cp.async ring (plan.asyncStages) at ringBase() in the dynamic shared
+  // memory.
+  Value ringBase();
+  void startAsyncRing();
   /// The ring's stage of row iteration `it` (it mod S).
   Value ringStage(Value it);
   /// Row it + S - 1's copies into the stage row it - 1 used.
@@ -302,7 +333,11 @@ private:
   /// full inputs, and the warp reads them back after the row's copies
   /// landed (perf-notes, "Row inputs ahead").
   bool rowInputsInRing() const { return plan.ringRowInputs; }
-  void declareRowInputSlots(gpu::GPUFuncOp func);
+  struct RowInputSlots {
+    Value slots; // [stage][warp][row input] f32, shared
+    Value warpInCta, isWarpLeader;
+  };
+  RowInputSlots declareRowInputSlots();
   Value rowInputSlot(Value stage, int64_t j);
   void issueRowInputCopies(Value rowIndex, Value stage);
   SmallVector<Value> readRowInputSlots(Value stage);
@@ -315,7 +350,7 @@ private:
   /// Cluster rows with one row stage and the ring: the row loop with row
   /// it + 1's sums pushed before row it's are awaited.
   bool sumsAhead() const { return plan.clusterSumsAhead; }
-  scf::ForOp rowLoopHeld(bool inRing);
+  scf::ForOp rowLoopHeld(ValueRange accInit, bool inRing);
   scf::ForOp rowLoopSumsAhead(ValueRange accInit);
   /// Row it's sums within the CTA (from the ring), pushed to the cluster.
   void pushRowSums(Value it);
@@ -327,7 +362,7 @@ private:
   void writePartials(scf::ForOp rowLoop);
   /// Accumulator (column result c, owned chunk k, element e): [c][column].
   int64_t accumulatorIndex(unsigned c, int64_t k, int64_t e) const {
-    return c * ownedWidth + ownedOffset[k] + e;
+    return c * owned.width + owned.offset[k] + e;
   }
   Value accumulator(scf::ForOp rowLoop, unsigned c, int64_t k, int64_t e) {
     return rowLoop.getResult(accumulatorIndex(c, k, e));
@@ -337,27 +372,38 @@ private:
   const int64_t K;      // whole chunks per lane (then the peeled edges)
   const int64_t stages; // rows of the cp.async ring (0: none)
   const bool prefetch;  // the register prefetch of the next row
-  int64_t ownedWidth = 0;           // columns of all owned chunks
-  SmallVector<int64_t> ownedOffset; // of each owned chunk's first
-  SmallVector<Chunk> owned;
-  SmallVector<Value> accInit;
-  Value ring;
-  Value rowInputSlots; // [stage][warp][row input] f32, shared
-  Value warpInCTA, isWarpLeader;
+  // The rest of the prologue, made in this order.
+  const OwnedChunks owned;
+  const RowInputSlots rowInputs; // rowInputsInRing()
+  const Value ring;              // stages > 0: !llvm.ptr<3>
 };
 
 /// Rows too long for registers (LoopedKernel.cpp).
 class LoopedKernelBuilder : public MainKernelBuilder {
 public:
   /// `plan`: the kernel's own (mainKernelPlan).
-  LoopedKernelBuilder(OpBuilder &b, MixedReductionOp op,
-                      const KernelPlan &plan, int64_t vector)
-      : MainKernelBuilder(b, op, plan, vector),
-        unroll(plan.loopUnroll(op, vector)), bulkStages(plan.bulkStages) {}
-  LogicalResult build(gpu::GPUFuncOp func) override;
+  LoopedKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
+                      int64_t vector, gpu::GPUFuncOp func,
+                      MainKernelPrologue prologue);
+  void build() override;
 
 private:
-  void computeColumnParts();
+  /// The loops over a row: chunks per lane at run time (over the whole row
+  /// for the row sums, over the program's part for the rest), and the
+  /// part's columns that the shared-memory accumulators hold.
+  struct RowLoops {
+    Value loopedChunks, partLoopedChunks;
+    Value partCols, partFirstCol;
+  };
+  RowLoops computeRowLoops();
+  /// The bulk ring (plan.bulkStages): its base in the dynamic shared
+  /// memory, and a stage's layout (one row of every full input).
+  struct BulkRing {
+    Value base; // !llvm.ptr<3>
+    int64_t stageBytes = 0;
+    SmallVector<int64_t> inputOffsets;
+  };
+  BulkRing declareBulkRing();
   void zeroAccumulators();
   void reduceRowStages(RowState &row);
   void finishRow(const RowState &row);
@@ -365,9 +411,10 @@ private:
                          ArrayRef<SmallVector<Value>> contribs);
   void copySharedAccumulators();
   // The bulk ring (plan.bulkStages).
-  void startBulkRing(gpu::GPUFuncOp func);
+  void startBulkRing();
   void issueBulkRow(Value j);
-  void stageRow(Value it);
+  /// The row's stage, once it has landed.
+  Value stageRow(Value it);
   ChunkValues loadRowChunk(const RowState &row, const Chunk &chunk);
   void fenceProxyAsyncShared();
   Value bulkAt(Value byteOffset);
@@ -375,17 +422,15 @@ private:
   /// Index of (column result c, column) in the shared accumulators of the
   /// program's part.
   Value sharedIndex(unsigned c, Value column) {
-    return add(mul(c64(c), partCols),
-               arith::SubIOp::create(b, loc, column, partFirstCol));
+    return add(mul(c64(c), loops.partCols),
+               arith::SubIOp::create(b, loc, column, loops.partFirstCol));
   }
 
-  Value colGroups, partCols, partFirstCol, loopedChunks, partLoopedChunks;
   const int64_t unroll;     // chunks per loop iteration
   const int64_t bulkStages; // rows of the bulk ring (0: none)
-  int64_t bulkStageBytes = 0; // one row of every full input
-  SmallVector<int64_t> bulkInputOffsets; // of each full input in a stage
-  Value bulkRing;             // !llvm.ptr<3>
-  Value rowStage;             // the stage of the row iteration being built
+  // The rest of the prologue, made in this order.
+  const RowLoops loops;
+  const BulkRing bulk;
 };
 
 /// A channels-first domain (N not the last dim; StridedKernel.cpp): a lane
@@ -394,10 +439,24 @@ private:
 /// [group][sum][warp][32], the column accumulators [group][C][N].
 class StridedKernelBuilder : public MainKernelBuilder {
 public:
-  using MainKernelBuilder::MainKernelBuilder;
-  LogicalResult build(gpu::GPUFuncOp func) override;
+  StridedKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                       const KernelPlan &plan, int64_t vector,
+                       gpu::GPUFuncOp func, MainKernelPrologue prologue);
+  void build() override;
 
 private:
+  /// The thread's place: its lane in its warp, its group of W warps, its
+  /// warp in the group; I (elements between columns) and N x I.
+  struct StridedLayout {
+    Value laneInWarp, group, warp;
+    Value inner, rowStride;
+  };
+  StridedLayout computeStridedLayout();
+  /// The lane's V rows of a tile: the offset of (first row, column 0), and
+  /// whether they are rows of the domain.
+  struct TileRows {
+    Value base, valid;
+  };
   /// Columns first + u * W (u < the unroll) of the lane's rows: loaded
   /// together (clamped into the row; `valid` says which count).
   struct Columns {
@@ -408,21 +467,24 @@ private:
   };
   /// `body(index)` for the thread's share of [0, groups x C x N).
   void sweepAccumulators(int64_t groups, function_ref<void(Value)> body);
-  void processTile(Value tile);
+  /// Tile `index` (32 x V rows).
+  void processTile(Value index);
   scf::ForOp columnLoop(ValueRange init);
-  Columns loadColumns(Value first);
+  Columns loadColumns(const TileRows &tile, Value first);
   /// Region arguments of the lane's row v at column u.
   SmallVector<Value> argsAt(const RowState &row, const Columns &c, int64_t u,
                             int64_t v);
   /// `lanes`: the state of each of the lane's V rows; `held`: the warp's
   /// columns, loaded once (else each pass loops over them, loading).
-  SmallVector<Value> stageSums(Region &stage, ArrayRef<RowState> lanes,
-                               const Columns *held);
-  void reduceStage(Region &stage, MutableArrayRef<RowState> lanes,
-                   const Columns *held);
-  void columnPass(ArrayRef<RowState> lanes, const Columns *held);
+  SmallVector<Value> stageSums(Region &stage, const TileRows &tile,
+                               ArrayRef<RowState> lanes, const Columns *held);
+  void reduceStage(Region &stage, const TileRows &tile,
+                   MutableArrayRef<RowState> lanes, const Columns *held);
+  void columnPass(const TileRows &tile, ArrayRef<RowState> lanes,
+                  const Columns *held);
   /// dx and the column sums of the columns `c`.
-  void finishColumns(ArrayRef<RowState> lanes, const Columns &c);
+  void finishColumns(const TileRows &tile, ArrayRef<RowState> lanes,
+                     const Columns &c);
   /// contribs[u x numCol + k] (column first + u x W, sum k) over the warp,
   /// into the group's accumulators.
   void addColumnSums(ArrayRef<Value> contribs, Value first);
@@ -436,18 +498,23 @@ private:
   /// Synchronises the W warps of the thread's group.
   void groupBarrier();
 
-  int64_t W = 1;                 // warps per CTA, splitting N
-  Value laneInWarp, warp;        // i64
-  Value inner, rowStride;        // I (elements between columns), N x I
-  Value rowBase;                 // the lane's (first row, column 0) offset
-  Value rowValid;                // the lane's rows are rows of the domain
-  Value rowSlots, colAcc;        // workgroup buffers
+  const int64_t W; // warps of a group, splitting N
+  const StridedLayout strided;
 };
 
-/// Creates the builder of the main kernel for `plan`.
-std::unique_ptr<MainKernelBuilder>
+/// Parameters of a main kernel: full inputs, row inputs, col inputs, full
+/// results, partial, rows, cols, one row stride per full input then full
+/// result, the captured scalars, then (with column results) the
+/// single-launch tail's: barrier word, non-constant inits, column outputs,
+/// finalize.
+SmallVector<Type> mainKernelParameterTypes(MixedReductionOp op);
+
+/// Writes the prologue of the main kernel `func` for `plan` (its own,
+/// mainKernelPlan) and makes the builder of the rest; fails (with an error)
+/// where the payloads capture what a kernel cannot.
+FailureOr<std::unique_ptr<MainKernelBuilder>>
 makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
-                      int64_t vector);
+                      int64_t vector, gpu::GPUFuncOp func);
 
 /// The final kernel: partial [C, P, N] -> column results, in a fixed order
 /// (the two-launch path, when a cooperative launch is not available).

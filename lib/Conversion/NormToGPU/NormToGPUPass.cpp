@@ -253,11 +253,9 @@ struct ConvertNormToGPUPass
                                ArrayRef<Type> mainSmem,
                                const GpuTarget &target) {
     OpBuilder::InsertionGuard guard(b);
-    std::unique_ptr<MainKernelBuilder> builder =
-        makeMainKernelBuilder(b, op, plan, kernel.vector);
     gpu::GPUFuncOp fn =
         makeKernel(b, gpuModule, symbols, op.getLoc(), kernel.name,
-                   builder->parameterTypes(), plan.block(), mainSmem);
+                   mainKernelParameterTypes(op), plan.block(), mainSmem);
     if (plan.twoCtasPerSm)
       fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
     // The cluster shape is the kernel's (.reqnctapercluster): a plain
@@ -265,9 +263,12 @@ struct ConvertNormToGPUPass
     if (plan.clusterCtas > 1)
       fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
                   b.getDenseI32ArrayAttr({int32_t(plan.clusterCtas), 1, 1}));
-    return failure(failed(builder->build(fn)) ||
-                   failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
-                                               target)));
+    FailureOr<std::unique_ptr<MainKernelBuilder>> builder =
+        makeMainKernelBuilder(b, op, plan, kernel.vector, fn);
+    if (failed(builder))
+      return failure();
+    (*builder)->build();
+    return checkKernelResources(op, fn, plan.dynamicSharedBytes, target);
   }
 
   /// The one main kernel of a channels-first plan (StridedKernelBuilder).
@@ -285,8 +286,6 @@ struct ConvertNormToGPUPass
       int64_t vector = kernel.vector;
       StringRef name = kernel.name;
       OpBuilder::InsertionGuard guard(b);
-      std::unique_ptr<MainKernelBuilder> builder =
-          makeMainKernelBuilder(b, op, plan, vector);
       // The row-sum slots (W > 1); the column accumulators are the dynamic
       // shared memory.
       int64_t slots = plan.threadsPerRow > 32
@@ -298,11 +297,14 @@ struct ConvertNormToGPUPass
         buffers.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
       gpu::GPUFuncOp fn =
           makeKernel(b, gpuModule, symbols, op.getLoc(), name,
-                     builder->parameterTypes(), plan.block(), buffers);
-      if (failed(checkKernelResources(op, fn, plan.dynamicSharedBytes,
-                                      target)) ||
-          failed(builder->build(fn)))
+                     mainKernelParameterTypes(op), plan.block(), buffers);
+      if (failed(checkKernelResources(op, fn, plan.dynamicSharedBytes, target)))
         return failure();
+      FailureOr<std::unique_ptr<MainKernelBuilder>> builder =
+          makeMainKernelBuilder(b, op, plan, vector, fn);
+      if (failed(builder))
+        return failure();
+      (*builder)->build();
     }
     return success();
   }

@@ -4,10 +4,15 @@
 // registers between the row stages and the elementwise pass; its column
 // accumulators (one per owned column and column result) are loop-carried.
 //
+//   prologue (makeMainKernelBuilder: arguments, captures, shared memory,
+//             program layout; peeled rows: the program's phase and head)
+//   constructor, in the order of the members:
+//     declareClusterSlots   cluster rows: the slots and their mbarriers
+//     ownChunks             the lane's chunks, column inputs loaded once
+//     declareRowInputSlots  plan.ringRowInputs: the row inputs' slots
+//     ringBase              cp.async ring: its base
 //   build:
-//     prologue (unpack, captures, shared memory, program ids; peeled
-//               rows: the program's phase and head)
-//     initAccumulators      column inputs loaded once, accumulators = 0
+//     accumulators = 0
 //     startAsyncRing        cp.async ring: the first stages - 1 rows
 //     row loop (RowState):
 //       next row's loads    register prefetch / ring copies / row inputs
@@ -31,28 +36,26 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
-  unpackArguments(func);
-  if (failed(cloneCaptures()))
-    return failure();
-  layoutSharedMemory(func);
-  computeProgramIds();
-  computeRowParts();
-  computeRowBounds();
-  computePeel();
+ResidentKernelBuilder::ResidentKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                                             const KernelPlan &plan,
+                                             int64_t vector,
+                                             gpu::GPUFuncOp func,
+                                             MainKernelPrologue prologue)
+    : MainKernelBuilder(b, op, plan, vector, func, std::move(prologue)),
+      K(plan.chunksPerThread), stages(plan.asyncStages),
+      prefetch(plan.prefetch), owned(ownChunks()),
+      rowInputs(rowInputsInRing() ? declareRowInputSlots() : RowInputSlots()),
+      ring(stages > 0 ? ringBase() : Value()) {}
+
+void ResidentKernelBuilder::build() {
+  // The column accumulators, one per owned column and column result.
+  SmallVector<Value> accInit(numCol * owned.width, zeroF32());
   // Row loading: the cp.async ring (vector kernel), else the register
   // prefetch of the next row (when the plan has room for it), else plain.
-  if (plan.clusterCtas > 1)
-    declareClusterSlots(func);
-  initAccumulators();
-
-  bool inRing = rowInputsInRing();
-  if (inRing)
-    declareRowInputSlots(func);
   if (stages > 0)
-    startAsyncRing(func);
-  scf::ForOp rowLoop =
-      sumsAhead() ? rowLoopSumsAhead(accInit) : rowLoopHeld(inRing);
+    startAsyncRing();
+  scf::ForOp rowLoop = sumsAhead() ? rowLoopSumsAhead(accInit)
+                                   : rowLoopHeld(accInit, rowInputsInRing());
 
   if (stages > 0) // no copy may still be writing the ring at exit
     NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
@@ -64,34 +67,34 @@ LogicalResult ResidentKernelBuilder::build(gpu::GPUFuncOp func) {
   else
     writePartials(rowLoop);
   if (plan.singleLaunch)
-    emitSingleLaunchTail(func, plan.combineInCta ? gridDim() : rowPrograms);
+    emitSingleLaunchTail(plan.combineInCta ? gridDim() : layout.rowPrograms);
   signalDependents();
   gpu::ReturnOp::create(b, loc);
-  return success();
 }
 
 /// The row loop: a row's values are loaded once (ring, carried prefetch or
 /// plain loads) and held in registers from the row stages to the
 /// elementwise part.
-scf::ForOp ResidentKernelBuilder::rowLoopHeld(bool inRing) {
+scf::ForOp ResidentKernelBuilder::rowLoopHeld(ValueRange accInit, bool inRing) {
   SmallVector<Value> loopInit(accInit);
-  llvm::append_range(loopInit, loadRawRow(minU(prog, lastRow)));
+  llvm::append_range(loopInit, loadRawRow(minU(layout.prog, layout.lastRow)));
   size_t numAcc = accInit.size();
   size_t numRaw = loopInit.size() - numAcc;
   // The row inputs (mean, rstd) ride the ring, or are loaded one row ahead
   // and carried: each row's first use of them would otherwise wait a full
   // memory latency (perf-notes, "Row inputs ahead").
   if (!inRing)
-    llvm::append_range(loopInit, loadRowInputs(minU(prog, lastRow)));
+    llvm::append_range(loopInit,
+                       loadRowInputs(minU(layout.prog, layout.lastRow)));
 
   if (plan.clusterCtas > 1)
     waitForClusterSlots();
   auto rowLoop = scf::ForOp::create(
-      b, loc, zero64, iters, one64, loopInit,
+      b, loc, zero64, layout.iters, one64, loopInit,
       [&](OpBuilder &, Location, Value it, ValueRange carried) {
         RowState row = rowAt(it);
         SmallVector<Value> nextRaw =
-            loadRawRow(minU(add(row.row, programs), lastRow));
+            loadRawRow(minU(add(row.row, layout.programs), layout.lastRow));
         if (stages > 0) {
           // Then wait until this row's group (stages - 1 groups ago) has
           // landed.
@@ -103,7 +106,8 @@ scf::ForOp ResidentKernelBuilder::rowLoopHeld(bool inRing) {
           row.inputs = readRowInputSlots(ringStage(it));
         } else {
           row.inputs.assign(carried.begin() + numAcc + numRaw, carried.end());
-          nextRowInputs = loadRowInputs(minU(add(row.row, programs), lastRow));
+          nextRowInputs = loadRowInputs(
+              minU(add(row.row, layout.programs), layout.lastRow));
         }
 
         SmallVector<ChunkValues> fullVals =
@@ -125,9 +129,9 @@ scf::ForOp ResidentKernelBuilder::rowLoopHeld(bool inRing) {
 RowState ResidentKernelBuilder::rowAt(Value it) {
   RowState row;
   row.iteration = it;
-  row.row = add(mul(it, rowPrograms), progRow);
-  row.valid = ult(row.row, rows);
-  row.clamped = minU(row.row, lastRow);
+  row.row = add(mul(it, layout.rowPrograms), layout.progRow);
+  row.valid = ult(row.row, args.rows);
+  row.clamped = minU(row.row, layout.lastRow);
   return row;
 }
 
@@ -136,17 +140,17 @@ Value ResidentKernelBuilder::ringStage(Value it) {
 }
 
 void ResidentKernelBuilder::refillRing(const RowState &row) {
-  Value ahead = add(row.row, mul(c64(stages - 1), programs));
-  if (rowInputSlots) // the warp's reads of that stage are done
+  Value ahead = add(row.row, mul(c64(stages - 1), layout.programs));
+  if (rowInputs.slots) // the warp's reads of that stage are done
     NVVM::SyncWarpOp::create(b, loc, allLanes());
-  issueAsyncCopies(minU(ahead, lastRow),
+  issueAsyncCopies(minU(ahead, layout.lastRow),
                    ringStage(add(row.iteration, c64(stages - 1))));
 }
 
 void ResidentKernelBuilder::pushRowSums(Value it) {
   Region &stage = op.getRowStages().front();
   RowState row = rowAt(it);
-  if (rowInputSlots)
+  if (rowInputs.slots)
     row.inputs = readRowInputSlots(ringStage(it));
   SmallVector<Value> sums =
       laneSums(stage, row, loadRow(row, ValueRange{}));
@@ -171,15 +175,15 @@ scf::ForOp ResidentKernelBuilder::rowLoopSumsAhead(ValueRange accInit) {
   NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 2);
   pushRowSums(zero64);
   return scf::ForOp::create(
-      b, loc, zero64, iters, one64, accInit,
+      b, loc, zero64, layout.iters, one64, accInit,
       [&](OpBuilder &, Location, Value it, ValueRange carried) {
         RowState row = rowAt(it);
         refillRing(row);
         NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 2);
         Value next = add(it, one64);
-        ifThen(ult(next, iters), [&] { pushRowSums(next); });
+        ifThen(ult(next, layout.iters), [&] { pushRowSums(next); });
 
-        if (rowInputSlots)
+        if (rowInputs.slots)
           row.inputs = readRowInputSlots(ringStage(it));
         Value set = clusterSetOf(it, /*stageIndex=*/0);
         SmallVector<Value> totals =
@@ -194,16 +198,17 @@ scf::ForOp ResidentKernelBuilder::rowLoopSumsAhead(ValueRange accInit) {
       });
 }
 
-void ResidentKernelBuilder::initAccumulators() {
+ResidentKernelBuilder::OwnedChunks ResidentKernelBuilder::ownChunks() {
+  OwnedChunks owned;
   for (int64_t k = 0; k < K; ++k)
-    owned.push_back(chunkAt(c64(k), /*inPart=*/plan.clusterCtas > 1));
+    owned.chunks.push_back(chunkAt(c64(k), /*inPart=*/plan.clusterCtas > 1));
   if (peel())
-    llvm::append_range(owned, edgeChunks());
-  for (const Chunk &chunk : owned) {
-    ownedOffset.push_back(ownedWidth);
-    ownedWidth += chunk.width;
+    llvm::append_range(owned.chunks, edgeChunks());
+  for (const Chunk &chunk : owned.chunks) {
+    owned.offset.push_back(owned.width);
+    owned.width += chunk.width;
   }
-  accInit.assign(numCol * ownedWidth, zeroF32());
+  return owned;
 }
 
 //===----------------------------------------------------------------------===//
@@ -215,22 +220,27 @@ void ResidentKernelBuilder::initAccumulators() {
 /// plan.asyncRingOffset) while this row is reduced, without holding
 /// registers. Each thread reads back only the slots it filled itself, so
 /// waiting for its own copy groups is enough (no barrier).
-void ResidentKernelBuilder::startAsyncRing(gpu::GPUFuncOp func) {
+Value ResidentKernelBuilder::ringBase() {
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
   Value base = LLVM::AddressOfOp::create(
       b, loc,
       getDynamicSharedMemory(b, func->getParentOfType<gpu::GPUModuleOp>()));
-  ring = LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), base,
+  return LLVM::GEPOp::create(b, loc, ptr3, b.getI8Type(), base,
                              ValueRange{c64(plan.asyncRingOffset)});
+}
+
+void ResidentKernelBuilder::startAsyncRing() {
   for (int64_t s = 0; s + 1 < stages; ++s)
-    issueAsyncCopies(minU(add(prog, mul(c64(s), programs)), lastRow), c64(s));
+    issueAsyncCopies(
+        minU(add(layout.prog, mul(c64(s), layout.programs)), layout.lastRow),
+        c64(s));
 }
 
 /// Slot (stage, k, input) of thread t is 16 bytes at
 /// ((stage * K + k) * F + input) * T + t: a warp's accesses to one slot
 /// index are contiguous (no bank conflicts).
 Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
-  const int64_t F = fullIn.size(), T = plan.block();
+  const int64_t F = args.fullIn.size(), T = plan.block();
   Value index =
       add(mul(add(mul(stage, c64(K * F)), c64(k * F + i)), c64(T)), tid);
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
@@ -239,24 +249,26 @@ Value ResidentKernelBuilder::asyncSlot(Value stage, int64_t k, int64_t i) {
       .getResult();
 }
 
-void ResidentKernelBuilder::declareRowInputSlots(gpu::GPUFuncOp func) {
+ResidentKernelBuilder::RowInputSlots
+ResidentKernelBuilder::declareRowInputSlots() {
   int64_t warps = plan.block() / 32;
-  rowInputSlots = sharedF32Array(func, "_row_inputs",
-                                 stages * warps * int64_t(rowIn.size()));
-  warpInCTA = arith::DivUIOp::create(b, loc, tid, c64(32));
-  isWarpLeader =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                            arith::RemUIOp::create(b, loc, tid, c64(32)),
-                            c64(0));
+  RowInputSlots slots;
+  slots.slots = sharedF32Array("_row_inputs",
+                               stages * warps * int64_t(args.rowIn.size()));
+  slots.warpInCta = arith::DivUIOp::create(b, loc, tid, c64(32));
+  slots.isWarpLeader = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, loc, tid, c64(32)), c64(0));
+  return slots;
 }
 
 /// Slot (stage, warp, j): 4 bytes at ((stage * warps) + warp) * J + j.
 Value ResidentKernelBuilder::rowInputSlot(Value stage, int64_t j) {
-  int64_t warps = plan.block() / 32, J = rowIn.size();
-  Value index = add(mul(add(mul(stage, c64(warps)), warpInCTA), c64(J)),
-                    c64(j));
+  int64_t warps = plan.block() / 32, J = args.rowIn.size();
+  Value index = add(
+      mul(add(mul(stage, c64(warps)), rowInputs.warpInCta), c64(J)), c64(j));
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  return LLVM::GEPOp::create(b, loc, ptr3, f32, rowInputSlots,
+  return LLVM::GEPOp::create(b, loc, ptr3, f32, rowInputs.slots,
                              ValueRange{index})
       .getResult();
 }
@@ -264,8 +276,8 @@ Value ResidentKernelBuilder::rowInputSlot(Value stage, int64_t j) {
 /// Lane 0 of each warp: the row's inputs into the warp's slots of `stage`
 /// (in the row's commit group).
 void ResidentKernelBuilder::issueRowInputCopies(Value rowIndex, Value stage) {
-  ifThen(isWarpLeader, [&] {
-    for (auto [j, in] : llvm::enumerate(rowIn)) {
+  ifThen(rowInputs.isWarpLeader, [&] {
+    for (auto [j, in] : llvm::enumerate(args.rowIn)) {
       Value src = LLVM::GEPOp::create(b, loc, ptr,
                                       elementTypeOf(op.getRow()[j]), in,
                                       ValueRange{rowIndex});
@@ -294,14 +306,14 @@ SmallVector<Value> ResidentKernelBuilder::readRowInputSlots(Value stage) {
 /// One commit group: the row's whole chunks of every full input (and its
 /// row inputs where they ride the ring).
 void ResidentKernelBuilder::issueAsyncCopies(Value rowIndex, Value stage) {
-  if (rowInputSlots)
+  if (rowInputs.slots)
     issueRowInputCopies(rowIndex, stage);
-  for (auto [k, chunk] : llvm::enumerate(ArrayRef(owned).take_front(K)))
-    for (auto [i, in] : llvm::enumerate(fullIn)) {
+  for (auto [k, chunk] : llvm::enumerate(ArrayRef(owned.chunks).take_front(K)))
+    for (auto [i, in] : llvm::enumerate(args.fullIn)) {
       Type elem = elementTypeOf(op.getFull()[i]);
       Value src = LLVM::GEPOp::create(
           b, loc, ptr, elem, in,
-          ValueRange{add(mul(rowIndex, strideIn[i]), chunk.column)});
+          ValueRange{add(mul(rowIndex, args.strideIn[i]), chunk.column)});
       int64_t bytes = elementBytes(elem) * V;
       auto modifier = NVVM::LoadCacheModifierKindAttr::get(
           b.getContext(), bytes == 16 ? NVVM::LoadCacheModifierKind::CG
@@ -325,13 +337,13 @@ void ResidentKernelBuilder::issueAsyncCopies(Value rowIndex, Value stage) {
 /// through the loop, a row ahead).
 SmallVector<Value> ResidentKernelBuilder::loadRawRow(Value rowIndex) {
   SmallVector<Value> raws;
-  for (auto [k, chunk] : llvm::enumerate(owned)) {
+  for (auto [k, chunk] : llvm::enumerate(owned.chunks)) {
     if (!carried(k))
       continue;
-    for (auto [i, in] : llvm::enumerate(fullIn))
-      raws.push_back(loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]),
-                                  add(mul(rowIndex, strideIn[i]),
-                                      chunk.column)));
+    for (auto [i, in] : llvm::enumerate(args.fullIn))
+      raws.push_back(
+          loadChunkRaw(chunk, in, elementTypeOf(op.getFull()[i]),
+                       add(mul(rowIndex, args.strideIn[i]), chunk.column)));
   }
   return raws;
 }
@@ -345,14 +357,14 @@ SmallVector<ChunkValues> ResidentKernelBuilder::loadRow(const RowState &row,
   Value stage;
   if (stages > 0)
     stage = ringStage(row.iteration);
-  for (auto [k, chunk] : llvm::enumerate(owned)) {
+  for (auto [k, chunk] : llvm::enumerate(owned.chunks)) {
     ChunkValues vals;
     if (carried(k)) {
-      for (size_t i = 0; i < fullIn.size(); ++i)
+      for (size_t i = 0; i < args.fullIn.size(); ++i)
         vals.push_back(split(current[i], chunk.width));
-      current = current.drop_front(fullIn.size());
+      current = current.drop_front(args.fullIn.size());
     } else if (stages > 0) {
-      for (size_t i = 0; i < fullIn.size(); ++i) {
+      for (size_t i = 0; i < args.fullIn.size(); ++i) {
         Type elem = elementTypeOf(op.getFull()[i]);
         Value raw = loadElements(elem, V, asyncSlot(stage, k, i),
                                  elementBytes(elem) * V);
@@ -381,7 +393,7 @@ ResidentKernelBuilder::laneSums(Region &stage, const RowState &row,
                                 ArrayRef<ChunkValues> fullVals) {
   SmallVector<Value> sums(stage.front().getTerminator()->getNumOperands(),
                           zeroF32());
-  for (auto [k, chunk] : llvm::enumerate(owned))
+  for (auto [k, chunk] : llvm::enumerate(owned.chunks))
     accumulateStage(stage, row, chunk, fullVals[k], sums);
   return sums;
 }
@@ -392,7 +404,7 @@ ResidentKernelBuilder::laneSums(Region &stage, const RowState &row,
 void ResidentKernelBuilder::finishChunks(const RowState &row,
                                          ArrayRef<ChunkValues> fullVals,
                                          SmallVector<Value> &accs) {
-  for (auto [k, chunk] : llvm::enumerate(owned)) {
+  for (auto [k, chunk] : llvm::enumerate(owned.chunks)) {
     ChunkResults results = computeElementwise(row, chunk, fullVals[k]);
     Value live = isLive(row, chunk);
     ifThen(live, [&] { storeFullResults(row, chunk, results.outs); });
@@ -412,19 +424,20 @@ void ResidentKernelBuilder::finishChunks(const RowState &row,
 /// The CTA's R programs add their accumulators in shared memory, in program
 /// order; one partial row per CTA (P = grid_dim).
 void ResidentKernelBuilder::combinePartialsInCTA(scf::ForOp rowLoop) {
-  for (auto [k, chunk] : llvm::enumerate(owned))
+  for (auto [k, chunk] : llvm::enumerate(owned.chunks))
     ifThen(chunk.valid, [&] {
       for (unsigned c = 0; c < numCol; ++c) {
         SmallVector<Value> vals;
         for (int64_t e = 0; e < chunk.width; ++e)
           vals.push_back(accumulator(rowLoop, c, k, e));
-        storeShared(add(mul(add(mul(group, c64(numCol)), c64(c)), cols),
-                        chunk.column),
-                    vals);
+        storeShared(
+            add(mul(add(mul(layout.group, c64(numCol)), c64(c)), args.cols),
+                chunk.column),
+            vals);
       }
     });
   gpu::BarrierOp::create(b, loc);
-  Value total = mul(c64(numCol), cols);
+  Value total = mul(c64(numCol), args.cols);
   Value ctas = gridDim();
   scf::ForOp::create(
       b, loc, tid, total, c64(G * R), ValueRange{},
@@ -432,23 +445,24 @@ void ResidentKernelBuilder::combinePartialsInCTA(scf::ForOp rowLoop) {
         Value sum;
         for (int64_t g = 0; g < R; ++g) {
           Value part = memref::LoadOp::create(
-              b, loc, accSmem, ValueRange{toIndex(add(mul(c64(g), total), j))});
+              b, loc, shared.accumulators,
+              ValueRange{toIndex(add(mul(c64(g), total), j))});
           sum = sum ? arith::AddFOp::create(b, loc, sum, part).getResult()
                     : part;
         }
         // j = c * N + col -> partial[(c * CTAs + block) * N + col].
-        Value c = arith::DivUIOp::create(b, loc, j, cols);
-        Value col = arith::RemUIOp::create(b, loc, j, cols);
-        Value index = add(mul(add(mul(c, ctas), blockId()), cols), col);
-        store(partial, f32, index, sum);
+        Value c = arith::DivUIOp::create(b, loc, j, args.cols);
+        Value col = arith::RemUIOp::create(b, loc, j, args.cols);
+        Value index = add(mul(add(mul(c, ctas), blockId()), args.cols), col);
+        store(args.partial, f32, index, sum);
         scf::YieldOp::create(b, loc);
       });
 }
 
 /// The accumulators become row `prog` of the partial buffer.
 void ResidentKernelBuilder::writePartials(scf::ForOp rowLoop) {
-  Value progValid = ult(prog, programs);
-  for (auto [k, chunk] : llvm::enumerate(owned)) {
+  Value progValid = ult(layout.prog, layout.programs);
+  for (auto [k, chunk] : llvm::enumerate(owned.chunks)) {
     Value live = arith::AndIOp::create(b, loc, progValid, chunk.valid);
     ifThen(live, [&] {
       for (unsigned c = 0; c < numCol; ++c) {
@@ -459,11 +473,11 @@ void ResidentKernelBuilder::writePartials(scf::ForOp rowLoop) {
         // Peeled rows: the chunk's columns are not 16-byte aligned in a
         // partial row (N floats).
         if (!peel()) {
-          store(partial, f32, index, vals);
+          store(args.partial, f32, index, vals);
           continue;
         }
         for (auto [e, v] : llvm::enumerate(vals))
-          store(partial, f32, add(index, c64(e)), v);
+          store(args.partial, f32, add(index, c64(e)), v);
       }
     });
   }

@@ -63,31 +63,33 @@ void MainKernelBuilder::reduceWithinWarp(SmallVector<Value> &sums) {
 
 void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
   int64_t warps = G / 32;
-  Value laneInWarp = arith::RemUIOp::create(b, loc, lane, c64(32));
-  Value warp = arith::DivUIOp::create(b, loc, lane, c64(32));
-  Value base = mul(group, c64(maxSums * warps));
+  Value laneInWarp = arith::RemUIOp::create(b, loc, layout.lane, c64(32));
+  Value warp = arith::DivUIOp::create(b, loc, layout.lane, c64(32));
+  Value base = mul(layout.group, c64(maxSums * warps));
   Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         laneInWarp, c64(0));
   ifThen(isFirst, [&] {
     for (auto [j, s] : llvm::enumerate(sums))
       memref::StoreOp::create(
-          b, loc, s, smem,
+          b, loc, s, shared.warpSlots,
           ValueRange{toIndex(add(base, add(c64(j * warps), warp)))});
   });
   // The program's own warps only: its slots are its own.
-  groupBarrier(group, R, G);
+  groupBarrier(layout.group, R, G);
   SmallVector<Value> totals;
   for (unsigned j = 0; j < sums.size(); ++j) {
     Value total;
     for (int64_t w = 0; w < warps; ++w) {
       Value idx = toIndex(add(base, c64(j * warps + w)));
-      Value part = memref::LoadOp::create(b, loc, smem, ValueRange{idx});
+      Value part =
+          memref::LoadOp::create(b, loc, shared.warpSlots, ValueRange{idx});
       total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
                     : part;
     }
     totals.push_back(total);
   }
-  groupBarrier(group, R, G); // the slots are reused by the next reduction
+  groupBarrier(layout.group, R,
+               G); // the slots are reused by the next reduction
   sums = totals;
 }
 
@@ -103,19 +105,20 @@ void MainKernelBuilder::reduceAcrossWarps(SmallVector<Value> &sums) {
 /// A set is written again two rows later, which no peer does before this
 /// CTA's push of the row between, after every thread of it has read the
 /// set and thread 0 has re-armed it (the cross-warp barrier of that row).
-void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
+ClusterSlots MainKernelBuilder::declareClusterSlots() {
   int64_t stages = op.getRowStages().size();
   int64_t sets = clusterSetsPerStage * stages;
-  clusterSlots =
-      sharedF32Array(func, "_cluster_sums", sets * plan.clusterCtas * maxSums);
+  ClusterSlots slots;
+  slots.sums =
+      sharedF32Array("_cluster_sums", sets * plan.clusterCtas * maxSums);
   // 8 bytes per mbarrier (two f32 slots; the array is 16-byte aligned).
-  clusterBarriers = sharedF32Array(func, "_cluster_barriers", 2 * sets);
+  slots.barriers = sharedF32Array("_cluster_barriers", 2 * sets);
   Value isFirst = isThreadZero();
   ifThen(isFirst, [&] {
     Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
     for (int64_t set = 0; set < sets; ++set)
-      NVVM::MBarrierInitOp::create(b, loc, clusterBarrierAt(c64(set)), one,
-                                   Value());
+      NVVM::MBarrierInitOp::create(
+          b, loc, clusterBarrierAt(slots.barriers, c64(set)), one, Value());
     NVVM::FenceMbarrierInitOp::create(b, loc);
   });
   // The CTA barrier orders the inits before the first phases' arming (for
@@ -124,13 +127,14 @@ void MainKernelBuilder::declareClusterSlots(gpu::GPUFuncOp func) {
   gpu::BarrierOp::create(b, loc);
   ifThen(isFirst, [&] {
     for (int64_t set = 0; set < sets; ++set)
-      armClusterSet(clusterBarrierAt(c64(set)), set % stages);
+      armClusterSet(clusterBarrierAt(slots.barriers, c64(set)), set % stages);
   });
   // No peer pushes to a mbarrier before its CTA has initialised and armed
   // it: the arrival here (release), the wait (waitForClusterSlots) after
   // the first loads are issued, so the barrier's latency hides behind
   // theirs.
   NVVM::ClusterArriveOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+  return slots;
 }
 
 void MainKernelBuilder::armClusterSet(Value barrier, int64_t stageIndex) {
@@ -147,14 +151,13 @@ void MainKernelBuilder::waitForClusterSlots() {
   NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
 }
 
-Value MainKernelBuilder::clusterBarrierAt(Value set) {
+Value MainKernelBuilder::clusterBarrierAt(Value barriers, Value set) {
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  return LLVM::GEPOp::create(b, loc, ptr3, b.getI64Type(), clusterBarriers,
+  return LLVM::GEPOp::create(b, loc, ptr3, b.getI64Type(), barriers,
                              ValueRange{set});
 }
 
-Value MainKernelBuilder::sharedF32Array(gpu::GPUFuncOp func,
-                                        StringRef suffix, int64_t count) {
+Value MainKernelBuilder::sharedF32Array(StringRef suffix, int64_t count) {
   auto module = func->getParentOfType<gpu::GPUModuleOp>();
   std::string name = (func.getName() + suffix).str();
   {
@@ -185,8 +188,7 @@ Value MainKernelBuilder::clusterSlot(Value set, Value rank, unsigned j) {
   Value index = add(mul(add(mul(set, c64(plan.clusterCtas)), rank),
                         c64(maxSums)),
                     c64(j));
-  return LLVM::GEPOp::create(b, loc, ptr3, f32, clusterSlots,
-                             ValueRange{index})
+  return LLVM::GEPOp::create(b, loc, ptr3, f32, cluster.sums, ValueRange{index})
       .getResult();
 }
 
@@ -214,7 +216,7 @@ void MainKernelBuilder::pushClusterSums(ArrayRef<Value> sums, Value set,
     Value remoteBarrier = NVVM::MapaOp::create(b, loc, ptr7, barrier, peer);
     for (auto [j, s] : llvm::enumerate(sums)) {
       Value remote = NVVM::MapaOp::create(
-          b, loc, ptr7, clusterSlot(set, clusterRank, j), peer);
+          b, loc, ptr7, clusterSlot(set, layout.clusterRank, j), peer);
       NVVM::InlinePtxOp::create(
           b, loc, TypeRange{}, ValueRange{remote, s, remoteBarrier},
           ValueRange{},

@@ -61,39 +61,39 @@ int64_t StridedKernelBuilder::unroll() const {
 }
 
 void StridedKernelBuilder::groupBarrier() {
-  KernelBuilderBase::groupBarrier(group, R, G);
+  KernelBuilderBase::groupBarrier(strided.group, R, G);
 }
 
-LogicalResult StridedKernelBuilder::build(gpu::GPUFuncOp func) {
-  unpackArguments(func);
-  if (failed(cloneCaptures()))
-    return failure();
-  rowSlots = func.getWorkgroupAttributions()[0];
-  layoutSharedMemory(func);
-  colAcc = accSmem;
-  tid = threadId();
-  laneInWarp = arith::RemUIOp::create(b, loc, tid, c64(32));
-  W = G / 32;
-  group = arith::DivUIOp::create(b, loc, tid, c64(G));
-  warp = arith::RemUIOp::create(
-      b, loc, arith::DivUIOp::create(b, loc, tid, c64(32)), c64(W));
-  for (Region &stage : op.getRowStages())
-    maxSums = std::max<int64_t>(
-        maxSums, stage.front().getTerminator()->getNumOperands());
-  inner = strideIn.front();
-  rowStride = mul(cols, inner);
-  zero64 = c64(0);
-  one64 = c64(1);
+StridedKernelBuilder::StridedKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                                           const KernelPlan &plan,
+                                           int64_t vector, gpu::GPUFuncOp func,
+                                           MainKernelPrologue prologue)
+    : MainKernelBuilder(b, op, plan, vector, func, std::move(prologue)),
+      W(G / 32), strided(computeStridedLayout()) {}
 
+StridedKernelBuilder::StridedLayout
+StridedKernelBuilder::computeStridedLayout() {
+  StridedLayout layout;
+  layout.laneInWarp = arith::RemUIOp::create(b, loc, tid, c64(32));
+  layout.group = arith::DivUIOp::create(b, loc, tid, c64(G));
+  layout.warp = arith::RemUIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, tid, c64(32)), c64(W));
+  layout.inner = args.strideIn.front();
+  layout.rowStride = mul(args.cols, layout.inner);
+  return layout;
+}
+
+void StridedKernelBuilder::build() {
   if (numCol > 0)
     sweepAccumulators(R, [&](Value idx) {
-      memref::StoreOp::create(b, loc, zeroF32(), colAcc, toIndex(idx));
+      memref::StoreOp::create(b, loc, zeroF32(), shared.accumulators,
+                              toIndex(idx));
     });
   gpu::BarrierOp::create(b, loc);
   // Tile it * (P x R) + program of every group, it < ceil(tiles / (P x R)).
-  Value tiles = arith::CeilDivUIOp::create(b, loc, rows, c64(32 * V));
-  programs = mul(gridDim(), c64(R)); // groups of the grid
-  Value program = add(mul(blockId(), c64(R)), group);
+  Value tiles = arith::CeilDivUIOp::create(b, loc, args.rows, c64(32 * V));
+  Value programs = mul(gridDim(), c64(R)); // groups of the grid
+  Value program = add(mul(blockId(), c64(R)), strided.group);
   Value iters = arith::CeilDivUIOp::create(b, loc, tiles, programs);
   auto tileLoop = scf::ForOp::create(b, loc, zero64, iters, one64);
   {
@@ -106,9 +106,8 @@ LogicalResult StridedKernelBuilder::build(gpu::GPUFuncOp func) {
     writePartialRow();
   signalDependents();
   if (plan.singleLaunch && numCol > 0)
-    emitSingleLaunchTail(func, gridDim());
+    emitSingleLaunchTail(gridDim());
   gpu::ReturnOp::create(b, loc);
-  return success();
 }
 
 void StridedKernelBuilder::sweepAccumulators(int64_t groups,
@@ -120,16 +119,17 @@ void StridedKernelBuilder::sweepAccumulators(int64_t groups,
   body(loop.getInductionVar());
 }
 
-void StridedKernelBuilder::processTile(Value tile) {
+void StridedKernelBuilder::processTile(Value index) {
   // The lane's V rows: all valid or none (rows is a multiple of V where
   // V > 1, I being one).
-  Value first = mul(add(mul(tile, c64(32)), laneInWarp), c64(V));
-  rowValid = ult(first, rows);
-  Value clamped = minU(first, arith::SubIOp::create(b, loc, rows, c64(V)));
+  Value first = mul(add(mul(index, c64(32)), strided.laneInWarp), c64(V));
+  TileRows tile;
+  tile.valid = ult(first, args.rows);
+  Value clamped = minU(first, arith::SubIOp::create(b, loc, args.rows, c64(V)));
   // Element offset of (row, column 0).
-  Value outer = arith::DivUIOp::create(b, loc, clamped, inner);
-  Value within = arith::RemUIOp::create(b, loc, clamped, inner);
-  rowBase = add(mul(outer, rowStride), within);
+  Value outer = arith::DivUIOp::create(b, loc, clamped, strided.inner);
+  Value within = arith::RemUIOp::create(b, loc, clamped, strided.inner);
+  tile.base = add(mul(outer, strided.rowStride), within);
   SmallVector<RowState> lanes(V);
   for (int64_t v = 0; v < V; ++v)
     lanes[v].inputs = loadRowInputs(add(clamped, c64(v)));
@@ -137,26 +137,27 @@ void StridedKernelBuilder::processTile(Value tile) {
   // for every stage and the second pass.
   std::optional<Columns> held;
   if (plan.chunksPerThread > 0)
-    held = loadColumns(warp);
+    held = loadColumns(tile, strided.warp);
   for (Region &stage : op.getRowStages())
-    reduceStage(stage, lanes, held ? &*held : nullptr);
-  columnPass(lanes, held ? &*held : nullptr);
+    reduceStage(stage, tile, lanes, held ? &*held : nullptr);
+  columnPass(tile, lanes, held ? &*held : nullptr);
 }
 
-StridedKernelBuilder::Columns StridedKernelBuilder::loadColumns(Value first) {
+StridedKernelBuilder::Columns
+StridedKernelBuilder::loadColumns(const TileRows &tile, Value first) {
   Columns c;
   c.first = first;
   for (int64_t u = 0; u < unroll(); ++u) {
     Value n = add(first, c64(u * W));
-    c.valid.push_back(ult(n, cols));
+    c.valid.push_back(ult(n, args.cols));
     Value column = minU(n, c64(*plan.staticCols - 1));
     c.column.push_back(column);
-    Value at = add(rowBase, mul(column, inner));
+    Value at = add(tile.base, mul(column, strided.inner));
     SmallVector<SmallVector<Value>> full;
     SmallVector<Value> colVals;
-    for (auto [i, in] : llvm::enumerate(fullIn))
+    for (auto [i, in] : llvm::enumerate(args.fullIn))
       full.push_back(load(in, elementTypeOf(op.getFull()[i]), at, V));
-    for (auto [j, in] : llvm::enumerate(colIn))
+    for (auto [j, in] : llvm::enumerate(args.colIn))
       colVals.push_back(load(in, elementTypeOf(op.getCol()[j]), column, 1)[0]);
     c.full.push_back(full);
     c.col.push_back(colVals);
@@ -177,12 +178,14 @@ SmallVector<Value> StridedKernelBuilder::argsAt(const RowState &row,
 }
 
 scf::ForOp StridedKernelBuilder::columnLoop(ValueRange init) {
-  return scf::ForOp::create(b, loc, warp, cols, c64(W * unroll()), init);
+  return scf::ForOp::create(b, loc, strided.warp, args.cols, c64(W * unroll()),
+                            init);
 }
 
 SmallVector<Value> StridedKernelBuilder::stageSums(Region &stage,
-                                                  ArrayRef<RowState> lanes,
-                                                  const Columns *held) {
+                                                   const TileRows &tile,
+                                                   ArrayRef<RowState> lanes,
+                                                   const Columns *held) {
   int64_t numSums = stage.front().getTerminator()->getNumOperands();
   auto addColumns = [&](const Columns &c, SmallVector<Value> sums) {
     for (int64_t u = 0; u < unroll(); ++u)
@@ -202,18 +205,18 @@ SmallVector<Value> StridedKernelBuilder::stageSums(Region &stage,
   scf::ForOp loop = columnLoop(init);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Columns c = loadColumns(loop.getInductionVar());
+  Columns c = loadColumns(tile, loop.getInductionVar());
   scf::YieldOp::create(
       b, loc, addColumns(c, SmallVector<Value>(loop.getRegionIterArgs())));
   return SmallVector<Value>(loop.getResults());
 }
 
-void StridedKernelBuilder::reduceStage(Region &stage,
+void StridedKernelBuilder::reduceStage(Region &stage, const TileRows &tile,
                                        MutableArrayRef<RowState> lanes,
                                        const Columns *held) {
   auto yieldTypes = stage.front().getTerminator()->getOperandTypes();
   int64_t numSums = yieldTypes.size();
-  SmallVector<Value> sums = stageSums(stage, lanes, held);
+  SmallVector<Value> sums = stageSums(stage, tile, lanes, held);
   if (W == 1) { // one warp per tile: a lane's sums are its rows'
     for (int64_t v = 0; v < V; ++v)
       for (auto [j, type] : llvm::enumerate(yieldTypes))
@@ -222,22 +225,22 @@ void StridedKernelBuilder::reduceStage(Region &stage,
   }
   // The warps' sums of each row, added in warp order by every warp.
   auto slot = [&](int64_t j, Value w, int64_t v) {
-    Value groupBase = mul(group, c64(maxSums * W));
+    Value groupBase = mul(strided.group, c64(maxSums * W));
     Value lane = add(mul(add(groupBase, add(c64(j * W), w)), c64(32)),
-                     laneInWarp);
+                     strided.laneInWarp);
     return toIndex(add(mul(lane, c64(V)), c64(v)));
   };
   for (int64_t v = 0; v < V; ++v)
     for (int64_t j = 0; j < numSums; ++j)
-      memref::StoreOp::create(b, loc, sums[v * numSums + j], rowSlots,
-                              slot(j, warp, v));
+      memref::StoreOp::create(b, loc, sums[v * numSums + j], shared.warpSlots,
+                              slot(j, strided.warp, v));
   groupBarrier();
   for (int64_t v = 0; v < V; ++v)
     for (auto [j, type] : llvm::enumerate(yieldTypes)) {
       Value total;
       for (int64_t w = 0; w < W; ++w) {
-        Value part =
-            memref::LoadOp::create(b, loc, rowSlots, slot(j, c64(w), v));
+        Value part = memref::LoadOp::create(b, loc, shared.warpSlots,
+                                            slot(j, c64(w), v));
         total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
                       : part;
       }
@@ -246,22 +249,24 @@ void StridedKernelBuilder::reduceStage(Region &stage,
   groupBarrier(); // the slots are reused by the next stage
 }
 
-void StridedKernelBuilder::columnPass(ArrayRef<RowState> lanes,
+void StridedKernelBuilder::columnPass(const TileRows &tile,
+                                      ArrayRef<RowState> lanes,
                                       const Columns *held) {
   if (held)
-    return finishColumns(lanes, *held);
+    return finishColumns(tile, lanes, *held);
   scf::ForOp loop = columnLoop({});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  finishColumns(lanes, loadColumns(loop.getInductionVar()));
+  finishColumns(tile, lanes, loadColumns(tile, loop.getInductionVar()));
 }
 
-void StridedKernelBuilder::finishColumns(ArrayRef<RowState> lanes,
+void StridedKernelBuilder::finishColumns(const TileRows &tile,
+                                         ArrayRef<RowState> lanes,
                                          const Columns &c) {
   // contribs[u x numCol + k]: the lane's column sum k of column u.
   SmallVector<Value> contribs;
   for (int64_t u = 0; u < unroll(); ++u) {
-    SmallVector<SmallVector<Value>> outs(fullOut.size());
+    SmallVector<SmallVector<Value>> outs(args.fullOut.size());
     SmallVector<Value> sums(numCol);
     for (int64_t v = 0; v < V; ++v) {
       SmallVector<Value> args = argsAt(lanes[v], c, u, v);
@@ -273,12 +278,12 @@ void StridedKernelBuilder::finishColumns(ArrayRef<RowState> lanes,
                                 .getResult()
                           : toF32(x);
     }
-    Value live = arith::AndIOp::create(b, loc, rowValid, c.valid[u]);
+    Value live = arith::AndIOp::create(b, loc, tile.valid, c.valid[u]);
     for (Value x : sums)
       contribs.push_back(select(live, x));
-    Value at = add(rowBase, mul(c.column[u], inner));
+    Value at = add(tile.base, mul(c.column[u], strided.inner));
     ifThen(live, [&] {
-      for (auto [i, out] : llvm::enumerate(fullOut))
+      for (auto [i, out] : llvm::enumerate(args.fullOut))
         store(out, elementTypeOf(op.getFullResults()[i]), at, outs[i]);
     });
   }
@@ -301,15 +306,14 @@ void StridedKernelBuilder::addColumnSums(ArrayRef<Value> contribs,
     Value owns = arith::AndIOp::create(
         b, loc, owner,
         arith::AndIOp::create(b, loc, ult(idx, c64(contribs.size())),
-                              ult(column, cols)));
+                              ult(column, args.cols)));
     ifThen(owns, [&] {
       Value at = toIndex(add(
-          mul(add(mul(group, c64(numCol)), k), c64(*plan.staticCols)),
+          mul(add(mul(strided.group, c64(numCol)), k), c64(*plan.staticCols)),
           column));
-      Value old = memref::LoadOp::create(b, loc, colAcc, at);
-      memref::StoreOp::create(b, loc,
-                              arith::AddFOp::create(b, loc, old, total),
-                              colAcc, at);
+      Value old = memref::LoadOp::create(b, loc, shared.accumulators, at);
+      memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, old, total),
+                              shared.accumulators, at);
     });
   }
 }
@@ -328,7 +332,7 @@ StridedKernelBuilder::reduceScatterWithinWarp(SmallVector<Value> values) {
     int64_t half = count / 2;
     Value upper = arith::CmpIOp::create(
         b, loc, arith::CmpIPredicate::ne,
-        arith::AndIOp::create(b, loc, laneInWarp, c64(mask)), zero64);
+        arith::AndIOp::create(b, loc, strided.laneInWarp, c64(mask)), zero64);
     for (int64_t i = 0; i < half; ++i) {
       Value keep =
           arith::SelectOp::create(b, loc, upper, values[i + half], values[i]);
@@ -339,8 +343,8 @@ StridedKernelBuilder::reduceScatterWithinWarp(SmallVector<Value> values) {
       values[i] = arith::AddFOp::create(b, loc, keep, got.getShuffleResult());
     }
     values.resize(half);
-    index = add(index, arith::SelectOp::create(b, loc, upper, c64(half),
-                                               zero64));
+    index =
+        add(index, arith::SelectOp::create(b, loc, upper, c64(half), zero64));
   }
   // The lanes that share the upper bits hold the same partial: a butterfly
   // over the rest (a + b and b + a round alike), lane bits below zero own.
@@ -352,7 +356,8 @@ StridedKernelBuilder::reduceScatterWithinWarp(SmallVector<Value> values) {
   }
   Value owner = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::eq,
-      arith::AndIOp::create(b, loc, laneInWarp, c64(mask > 0 ? 2 * mask - 1 : 0)),
+      arith::AndIOp::create(b, loc, strided.laneInWarp,
+                            c64(mask > 0 ? 2 * mask - 1 : 0)),
       zero64);
   return {total, index, owner};
 }
@@ -366,9 +371,9 @@ void StridedKernelBuilder::writePartialRow() {
     Value v;
     for (int64_t g = 0; g < R; ++g) {
       Value part = memref::LoadOp::create(
-          b, loc, colAcc, toIndex(add(idx, c64(g * groupSize))));
+          b, loc, shared.accumulators, toIndex(add(idx, c64(g * groupSize))));
       v = v ? arith::AddFOp::create(b, loc, v, part).getResult() : part;
     }
-    store(partial, f32, at, {v});
+    store(args.partial, f32, at, {v});
   });
 }
