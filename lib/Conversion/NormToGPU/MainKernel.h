@@ -533,8 +533,8 @@ public:
 
 private:
   MixedReductionOp op;
-  int64_t threads;
-  bool waitForMain;
+  const int64_t threads;
+  const bool waitForMain;
 };
 
 } // namespace mlir::norm
