@@ -4,7 +4,11 @@
 //
 // Emits the chain a front end would: f32 upcasts, one linalg.generic per
 // step, row reductions broadcast back through indexing maps, column
-// reductions over all leading dims, and truncations to the storage types.
+// reductions over the other dims, and truncations to the storage types.
+// LayerNorm and RMSNorm run it over `x`'s [rows..., N]; GroupNorm over `x`
+// with its channels expanded into [groups, C / groups] (tensor.expand_shape,
+// as torch-mlir spells it), the statistics indexed by (n, group) and the
+// weight by (group, channel in group).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,39 +39,61 @@ struct GradOperands {
   bool zeroCenteredWeight;
 };
 
-/// Builds the linalg chain over the [rows..., N] domain of `x`.
+/// The domain of the chain: the shape of `x` (as the chain sees it), the
+/// dims that index a row's statistics (the rest are reduced by the row
+/// reductions) and the dims that index the weight (the rest are reduced by
+/// the column reductions).
+struct GradDomain {
+  Value x;
+  SmallVector<int64_t> rowDims, colDims;
+
+  /// [rows..., N]: the rows are the leading dims, N the last.
+  static GradDomain rowsThenN(Value x) {
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    return {x, llvm::to_vector(llvm::seq<int64_t>(0, rank - 1)), {rank - 1}};
+  }
+};
+
+/// Builds the linalg chain over a GradDomain.
 class GradBuilder {
 public:
-  GradBuilder(RewriterBase &rewriter, Location loc, Value x)
-      : b(rewriter), loc(loc), x(x),
+  GradBuilder(RewriterBase &rewriter, Location loc, const GradDomain &domain)
+      : b(rewriter), loc(loc), x(domain.x),
         rank(cast<RankedTensorType>(x.getType()).getRank()),
         f32(rewriter.getF32Type()),
-        xSizes(tensor::getMixedSizes(rewriter, loc, x)) {}
+        xSizes(tensor::getMixedSizes(rewriter, loc, x)),
+        rowDimList(domain.rowDims), colDimList(domain.colDims) {}
 
   AffineMap identity() const {
     return AffineMap::getMultiDimIdentityMap(rank, b.getContext());
   }
-  /// (rows..., n) -> (rows...): a per-row value broadcast over N.
-  AffineMap rowMap() const {
-    return identity().getMajorSubMap(rank - 1);
+  /// The domain -> the dims `dims`: a value indexed by them, broadcast
+  /// over the others.
+  AffineMap mapOf(ArrayRef<int64_t> dims) const {
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d : dims)
+      exprs.push_back(b.getAffineDimExpr(d));
+    return AffineMap::get(rank, 0, exprs, b.getContext());
   }
-  /// (rows..., n) -> (n): a per-column value broadcast over the rows.
-  AffineMap colMap() const {
-    return AffineMap::get(rank, 0, b.getAffineDimExpr(rank - 1),
-                          b.getContext());
-  }
+  /// A per-row value broadcast over the row.
+  AffineMap rowMap() const { return mapOf(rowDimList); }
+  /// A per-column value broadcast over the rows.
+  AffineMap colMap() const { return mapOf(colDimList); }
   SmallVector<IteratorType> parallel() const {
     return SmallVector<IteratorType>(rank, IteratorType::parallel);
   }
-  SmallVector<IteratorType> rowReduction() const {
-    SmallVector<IteratorType> it = parallel();
-    it.back() = IteratorType::reduction;
+  /// Parallel over `kept`, a reduction over the other dims.
+  SmallVector<IteratorType> reducingAllBut(ArrayRef<int64_t> kept) const {
+    SmallVector<IteratorType> it(rank, IteratorType::reduction);
+    for (int64_t d : kept)
+      it[d] = IteratorType::parallel;
     return it;
   }
+  SmallVector<IteratorType> rowReduction() const {
+    return reducingAllBut(rowDimList);
+  }
   SmallVector<IteratorType> colReduction() const {
-    SmallVector<IteratorType> it(rank, IteratorType::reduction);
-    it.back() = IteratorType::parallel;
-    return it;
+    return reducingAllBut(colDimList);
   }
 
   /// tensor.empty shaped like the dims `dims` of x.
@@ -80,10 +106,8 @@ public:
   SmallVector<int64_t> allDims() const {
     return llvm::to_vector(llvm::seq<int64_t>(0, rank));
   }
-  SmallVector<int64_t> rowDims() const {
-    return llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
-  }
-  SmallVector<int64_t> colDims() const { return {rank - 1}; }
+  SmallVector<int64_t> rowDims() const { return rowDimList; }
+  SmallVector<int64_t> colDims() const { return colDimList; }
 
   Value zeros(ArrayRef<int64_t> dims) {
     if (!zero)
@@ -127,15 +151,32 @@ public:
                    });
   }
 
-  /// The hidden size N as an f32 value.
-  Value hiddenSizeF32() {
-    OpFoldResult n = xSizes.back();
-    if (auto value = dyn_cast<Value>(n)) {
-      Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), value);
-      return arith::UIToFPOp::create(b, loc, f32, i64);
+  /// The elements a row reduction sums (N; a GroupNorm slab's channels
+  /// times its spatial size) as an f32 value.
+  Value rowSizeF32() {
+    int64_t staticSize = 1;
+    Value dynamicSize;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (llvm::is_contained(rowDimList, d))
+        continue;
+      if (auto value = dyn_cast<Value>(xSizes[d])) {
+        dynamicSize = dynamicSize ? arith::MulIOp::create(b, loc, dynamicSize,
+                                                          value)
+                                        .getResult()
+                                  : value;
+        continue;
+      }
+      staticSize *= cast<IntegerAttr>(cast<Attribute>(xSizes[d])).getInt();
     }
-    int64_t size = cast<IntegerAttr>(cast<Attribute>(n)).getInt();
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(size)));
+    if (!dynamicSize)
+      return arith::ConstantOp::create(b, loc,
+                                       b.getF32FloatAttr(float(staticSize)));
+    if (staticSize != 1)
+      dynamicSize = arith::MulIOp::create(
+          b, loc, dynamicSize,
+          arith::ConstantIndexOp::create(b, loc, staticSize));
+    Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), dynamicSize);
+    return arith::UIToFPOp::create(b, loc, f32, i64);
   }
 
   RewriterBase &b;
@@ -144,13 +185,14 @@ public:
   int64_t rank;
   Type f32;
   SmallVector<OpFoldResult> xSizes; // static sizes or tensor.dim values
-  Value zero;                       // the f32 0.0 fills share
+  SmallVector<int64_t> rowDimList, colDimList;
+  Value zero; // the f32 0.0 fills share
 };
 
 /// Returns {dx, dweight?, dbias?} in the op's result order.
 SmallVector<Value> decompose(RewriterBase &rewriter, Location loc,
-                             const GradOperands &in) {
-  GradBuilder g(rewriter, loc, in.x);
+                             const GradOperands &in, const GradDomain &domain) {
+  GradBuilder g(rewriter, loc, domain);
   Type f32 = g.f32;
   AffineMap id = g.identity(), row = g.rowMap(), col = g.colMap();
   SmallVector<int64_t> all = g.allDims(), rows = g.rowDims(),
@@ -212,7 +254,7 @@ SmallVector<Value> decompose(RewriterBase &rewriter, Location loc,
   Value sumWdy = in.mean ? rowSum({wdy}) : Value();
 
   // dx = rstd * (wdy - (mean_n(wdy) + xhat * mean_n(xhat * wdy)))
-  Value n = g.hiddenSizeF32();
+  Value n = g.rowSizeF32();
   SmallVector<Value> dxInputs = {xhat, wdy, sumXhatWdy};
   SmallVector<AffineMap> dxMaps = {id, id, row};
   if (sumWdy) {
@@ -237,7 +279,7 @@ SmallVector<Value> decompose(RewriterBase &rewriter, Location loc,
   auto xElem = cast<RankedTensorType>(in.x.getType()).getElementType();
   SmallVector<Value> results = {g.convert(dx32, all, xElem)};
 
-  // Column reductions over all leading dims.
+  // Column reductions over the dims that do not index the weight.
   auto colSum = [&](ValueRange inputs, Value param) {
     SmallVector<AffineMap> maps(inputs.size(), id);
     Value sum = g.generic(
@@ -273,13 +315,90 @@ struct DecomposeGrad : OpRewritePattern<OpTy> {
     in.weight = op.getWeight();
     in.bias = op.getBias();
     in.zeroCenteredWeight = op.getZeroCenteredWeight();
-    SmallVector<Value> results = decompose(rewriter, op.getLoc(), in);
+    SmallVector<Value> results =
+        decompose(rewriter, op.getLoc(), in, GradDomain::rowsThenN(in.x));
     // The chain's shapes come from `x`; a weight or bias may be more (or
     // less) static than the trailing dim of `x` (tensor<64xf32> with
     // tensor<?x?xbf16>), so its gradient is cast back to the result type.
     for (auto [value, type] : llvm::zip_equal(results, op->getResultTypes()))
       if (value.getType() != type)
         value = tensor::CastOp::create(rewriter, op.getLoc(), type, value);
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// GroupNorm: x's channel dim c expanded into (groups, C / groups), then the
+/// chain over that domain: rows (n, group), weight (group, channel in
+/// group); dx and the parameter gradients collapsed back.
+struct DecomposeGroupNormGrad : OpRewritePattern<GroupNormGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GroupNormGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType xType = op.getX().getType();
+    int64_t rank = xType.getRank(), c = op.getChannelDim();
+    int64_t groups = op.getGroups(), size = op.getGroupSize();
+
+    // [..., C, ...] -> [..., groups, C / groups, ...]
+    SmallVector<ReassociationIndices> channels;
+    SmallVector<int64_t> shape;
+    SmallVector<OpFoldResult> sizes;
+    SmallVector<OpFoldResult> xSizes =
+        tensor::getMixedSizes(rewriter, loc, op.getX());
+    for (int64_t d = 0, e = 0; d < rank; ++d) {
+      if (d != c) {
+        channels.push_back({e++});
+        shape.push_back(xType.getDimSize(d));
+        sizes.push_back(xSizes[d]);
+        continue;
+      }
+      channels.push_back({e, e + 1});
+      e += 2;
+      shape.append({groups, size});
+      sizes.append({rewriter.getIndexAttr(groups), rewriter.getIndexAttr(size)});
+    }
+    auto expand = [&](Value v) -> Value {
+      auto type = RankedTensorType::get(shape, xType.getElementType());
+      return tensor::ExpandShapeOp::create(rewriter, loc, type, v, channels,
+                                           sizes);
+    };
+    // A parameter [C] -> [groups, C / groups] (cast to the static C first).
+    SmallVector<ReassociationIndices> paramGroups = {{0, 1}};
+    auto expandParam = [&](Value v) -> Value {
+      if (!v)
+        return v;
+      Type elem = cast<RankedTensorType>(v.getType()).getElementType();
+      auto staticType = RankedTensorType::get({groups * size}, elem);
+      if (v.getType() != staticType)
+        v = tensor::CastOp::create(rewriter, loc, staticType, v);
+      return tensor::ExpandShapeOp::create(
+          rewriter, loc, RankedTensorType::get({groups, size}, elem), v,
+          paramGroups);
+    };
+
+    GradOperands in;
+    in.dy = expand(op.getDy());
+    in.x = expand(op.getX());
+    in.mean = op.getMean();
+    in.rstd = op.getRstd();
+    in.weight = expandParam(op.getWeight());
+    in.bias = expandParam(op.getBias());
+    in.zeroCenteredWeight = false;
+    GradDomain domain{in.x, {0, c}, {c, c + 1}};
+    SmallVector<Value> results = decompose(rewriter, loc, in, domain);
+
+    results[0] = tensor::CollapseShapeOp::create(rewriter, loc, xType,
+                                                 results[0], channels);
+    for (auto [value, type] :
+         llvm::zip_equal(llvm::drop_begin(results),
+                         llvm::drop_begin(op->getResultTypes()))) {
+      value = tensor::CollapseShapeOp::create(rewriter, loc, value,
+                                              paramGroups);
+      if (value.getType() != type)
+        value = tensor::CastOp::create(rewriter, loc, type, value);
+    }
     rewriter.replaceOp(op, results);
     return success();
   }
@@ -297,6 +416,6 @@ struct NormDecomposePass
 } // namespace
 
 void mlir::norm::populateNormDecomposePatterns(RewritePatternSet &patterns) {
-  patterns.add<DecomposeGrad<LayerNormGradOp>, DecomposeGrad<RMSNormGradOp>>(
-      patterns.getContext());
+  patterns.add<DecomposeGrad<LayerNormGradOp>, DecomposeGrad<RMSNormGradOp>,
+               DecomposeGroupNormGrad>(patterns.getContext());
 }

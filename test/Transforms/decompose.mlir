@@ -449,3 +449,64 @@ func.func @nested_and_repeated(%c: i1, %dy: tensor<4x8xf32>, %x: tensor<4x8xf32>
   }
   return %r : tensor<4x8xf32>
 }
+
+// -----
+
+// GroupNorm, NCHW: the channels expanded into [groups, C / groups]; the
+// statistics indexed by (n, group), the weight by (group, channel); the row
+// reductions over the slab (channel in group, H, W: 2 x 3 x 3 = 18
+// elements), the column reductions over N, H and W; dx and the parameter
+// gradients collapsed back.
+
+// CHECK-DAG: #[[GID:map[0-9]*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
+// CHECK-DAG: #[[GROW:map[0-9]*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>
+// CHECK-DAG: #[[GCOL:map[0-9]*]] = affine_map<(d0, d1, d2, d3, d4) -> (d1, d2)>
+// CHECK-LABEL: func.func @group_norm_nchw(
+// CHECK-SAME:    %[[DY:[^:]+]]: tensor<2x6x3x3xbf16>, %[[X:[^:]+]]: tensor<2x6x3x3xbf16>, %[[MEAN:[^:]+]]: tensor<2x3xf32>, %[[RSTD:[^:]+]]: tensor<2x3xf32>, %[[W:[^:]+]]: tensor<6xf32>
+// CHECK-DAG:     %[[DYE:.*]] = tensor.expand_shape %[[DY]] {{\[}}[0], [1, 2], [3], [4]] output_shape [2, 3, 2, 3, 3] : tensor<2x6x3x3xbf16> into tensor<2x3x2x3x3xbf16>
+// CHECK-DAG:     %[[XE:.*]] = tensor.expand_shape %[[X]] {{\[}}[0], [1, 2], [3], [4]] output_shape [2, 3, 2, 3, 3]
+// CHECK-DAG:     %[[WE:.*]] = tensor.expand_shape %[[W]] {{\[}}[0, 1]] output_shape [3, 2] : tensor<6xf32> into tensor<3x2xf32>
+// CHECK:         %[[XHAT:.*]] = linalg.generic {indexing_maps = [#[[GID]], #[[GROW]], #[[GROW]], #[[GID]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}}, %[[MEAN]], %[[RSTD]] :
+// CHECK:         %[[WDY:.*]] = linalg.generic {indexing_maps = [#[[GID]], #[[GCOL]], #[[GID]]], {{.*}} ins(%{{.*}}, %[[WE]] :
+// CHECK:         linalg.generic {indexing_maps = [#[[GID]], #[[GID]], #[[GROW]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[XHAT]], %[[WDY]] :
+// CHECK:         linalg.generic {indexing_maps = [#[[GID]], #[[GROW]]], iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[WDY]] :
+// CHECK:         arith.constant 1.800000e+01 : f32
+// CHECK:         %[[DW:.*]] = linalg.generic {indexing_maps = [#[[GID]], #[[GID]], #[[GCOL]]], iterator_types = ["reduction", "parallel", "parallel", "reduction", "reduction"]}
+// CHECK:         %[[DB:.*]] = linalg.generic {indexing_maps = [#[[GID]], #[[GCOL]]], iterator_types = ["reduction", "parallel", "parallel", "reduction", "reduction"]}
+// CHECK-DAG:     %[[DXC:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1, 2], [3], [4]] : tensor<2x3x2x3x3xbf16> into tensor<2x6x3x3xbf16>
+// CHECK-DAG:     %[[DWC:.*]] = tensor.collapse_shape %[[DW]] {{\[}}[0, 1]] : tensor<3x2xf32> into tensor<6xf32>
+// CHECK-DAG:     %[[DBC:.*]] = tensor.collapse_shape %[[DB]] {{\[}}[0, 1]] : tensor<3x2xf32> into tensor<6xf32>
+// CHECK:         return %[[DXC]], %[[DWC]], %[[DBC]]
+func.func @group_norm_nchw(%dy: tensor<2x6x3x3xbf16>, %x: tensor<2x6x3x3xbf16>, %m: tensor<2x3xf32>, %r: tensor<2x3xf32>, %w: tensor<6xf32>, %b: tensor<6xf32>)
+    -> (tensor<2x6x3x3xbf16>, tensor<6xf32>, tensor<6xf32>) {
+  %dx, %dw, %db = norm.group_norm_grad %dy, %x, %m, %r
+      weight(%w : tensor<6xf32>) bias(%b : tensor<6xf32>) {groups = 3 : i64}
+      : tensor<2x6x3x3xbf16>, tensor<2x3xf32>
+      -> tensor<2x6x3x3xbf16>, tensor<6xf32>, tensor<6xf32>
+  return %dx, %dw, %db : tensor<2x6x3x3xbf16>, tensor<6xf32>, tensor<6xf32>
+}
+
+// -----
+
+// GroupNorm, channels last with dynamic N and H: the channels (the last
+// dim) expanded; the slab's size is H x (C / groups) at run time.
+
+// CHECK-DAG: #[[CID:map[0-9]*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[CROW:map[0-9]*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2)>
+// CHECK-DAG: #[[CCOL:map[0-9]*]] = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+// CHECK-LABEL: func.func @group_norm_channels_last_dynamic(
+// CHECK:         %[[N:.*]] = tensor.dim %{{.*}}, %{{.*}} : tensor<?x?x4xf32>
+// CHECK:         %[[H:.*]] = tensor.dim %{{.*}}, %{{.*}} : tensor<?x?x4xf32>
+// CHECK:         tensor.expand_shape %{{.*}} {{\[}}[0], [1], [2, 3]] output_shape [%[[N]], %[[H]], 2, 2] : tensor<?x?x4xf32> into tensor<?x?x2x2xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[CID]], #[[CID]], #[[CROW]]], iterator_types = ["parallel", "reduction", "parallel", "reduction"]}
+// CHECK:         %[[SIZE:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+// CHECK:         arith.index_cast %[[SIZE]] : index to i64
+// CHECK:         linalg.generic {indexing_maps = [#[[CID]], #[[CID]], #[[CCOL]]], iterator_types = ["reduction", "reduction", "parallel", "parallel"]}
+// CHECK:         tensor.collapse_shape %{{.*}} {{\[}}[0], [1], [2, 3]] : tensor<?x?x2x2xf32> into tensor<?x?x4xf32>
+func.func @group_norm_channels_last_dynamic(%dy: tensor<?x?x4xf32>, %x: tensor<?x?x4xf32>, %m: tensor<?x2xf32>, %r: tensor<?x2xf32>, %w: tensor<4xf32>)
+    -> (tensor<?x?x4xf32>, tensor<4xf32>) {
+  %dx, %dw = norm.group_norm_grad %dy, %x, %m, %r weight(%w : tensor<4xf32>)
+      {groups = 2 : i64, channels_last}
+      : tensor<?x?x4xf32>, tensor<?x2xf32> -> tensor<?x?x4xf32>, tensor<4xf32>
+  return %dx, %dw : tensor<?x?x4xf32>, tensor<4xf32>
+}

@@ -74,3 +74,22 @@ func.func @rms_dynamic_weight_bias(%dy: tensor<?x?xf32>, %x: tensor<?x?xf32>, %r
   %dx, %dw, %db = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<?xf32>) bias(%b : tensor<?xf32>) : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
   return %dx, %dw, %db : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
 }
+
+// -----
+
+// GroupNorm (issue 42): its row reductions sum over two dims of the
+// expanded domain (the slab: channel in group and spatial) and its column
+// reductions over three (N and spatial). One pass over 2-D rows cannot
+// take that yet: every reduction is left exactly as decomposed, each with a
+// remark saying why, and the chain stays correct on the unfused path.
+
+// CHECK-LABEL: func.func @group_norm_left_unfused
+// CHECK-NOT:     norm.mixed_reduction
+// CHECK-COUNT-4: iterator_types = [{{.*}}"reduction"
+// CHECK-NOT:     norm.mixed_reduction
+// CHECK:         return
+// REMARK-COUNT-4: remark: not fused: it reduces neither one dim (a row reduction over N) nor all dims but one (a column reduction over the rows)
+func.func @group_norm_left_unfused(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, %mean: tensor<2x4xf32>, %rstd: tensor<2x4xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd weight(%w : tensor<8xf32>) bias(%b : tensor<8xf32>) {groups = 4 : i64} : tensor<2x8x4x4xbf16>, tensor<2x4xf32> -> tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>
+  return %dx, %dw, %db : tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>
+}

@@ -14,12 +14,18 @@ def NormDecompose : Pass<"norm-decompose"> {
   let summary = "Lower norm.*_grad ops to linalg on tensors, as a front end "
                 "would emit them";
   let description = [{
-    Rewrites every `norm.layer_norm_grad` and `norm.rms_norm_grad` into the
+    Rewrites every `norm.layer_norm_grad`, `norm.rms_norm_grad` and
+    `norm.group_norm_grad` into the
     linalg-on-tensors chain an ML front end (torch-mlir, IREE's importers)
     emits for the same math: one `linalg.generic` per step, `arith.extf` of
     bf16/f16 inputs to f32, row reductions over the trailing dim whose
     results are broadcast back through indexing maps, column reductions over
-    all leading dims, and `arith.truncf` back to the storage types. It is the
+    all leading dims, and `arith.truncf` back to the storage types.
+    `norm.group_norm_grad` becomes the same chain over `x` with its channels
+    expanded into `[groups, C / groups]` (`tensor.expand_shape`, as
+    torch-mlir spells GroupNorm): the row reductions over a slab (the group's
+    channels and the spatial dims), the column reductions over N and the
+    spatial dims, and `tensor.collapse_shape` back. It is the
     canonical input of the recognition pass, so the whole pipeline has one
     entry form. The pass works on any op holding norm ops (anchor with
     `--pass-pipeline` or run it on the module).

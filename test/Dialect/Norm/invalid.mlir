@@ -458,3 +458,51 @@ func.func @rms_parse_extra_result_type(%dy: tensor<8x64xbf16>, %x: tensor<8x64xb
   %dx, %dw, %db = norm.rms_norm_grad %dy, %x, %rstd weight(%w : tensor<64xbf16>) : tensor<8x64xbf16>, tensor<8xf32> -> tensor<8x64xbf16>, tensor<64xbf16>, tensor<64xbf16>
   return %dx : tensor<8x64xbf16>
 }
+
+// -----
+
+func.func @group_norm_dynamic_channels(%dy: tensor<2x?x4xf32>, %x: tensor<2x?x4xf32>, %m: tensor<2x2xf32>, %r: tensor<2x2xf32>) -> tensor<2x?x4xf32> {
+  // expected-error @+1 {{'norm.group_norm_grad' op expects a static channel count (dim 1 of 'x' 'tensor<2x?x4xf32>')}}
+  %dx = norm.group_norm_grad %dy, %x, %m, %r {groups = 2 : i64} : tensor<2x?x4xf32>, tensor<2x2xf32> -> tensor<2x?x4xf32>
+  return %dx : tensor<2x?x4xf32>
+}
+
+// -----
+
+func.func @group_norm_groups_do_not_divide(%dy: tensor<2x6x4xf32>, %x: tensor<2x6x4xf32>, %m: tensor<2x4xf32>, %r: tensor<2x4xf32>) -> tensor<2x6x4xf32> {
+  // expected-error @+1 {{'norm.group_norm_grad' op expects 'groups' (4) to divide the 6 channels}}
+  %dx = norm.group_norm_grad %dy, %x, %m, %r {groups = 4 : i64} : tensor<2x6x4xf32>, tensor<2x4xf32> -> tensor<2x6x4xf32>
+  return %dx : tensor<2x6x4xf32>
+}
+
+// -----
+
+func.func @group_norm_zero_groups(%dy: tensor<2x6x4xf32>, %x: tensor<2x6x4xf32>, %m: tensor<2x0xf32>, %r: tensor<2x0xf32>) -> tensor<2x6x4xf32> {
+  // expected-error @+1 {{'norm.group_norm_grad' op attribute 'groups' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %dx = norm.group_norm_grad %dy, %x, %m, %r {groups = 0 : i64} : tensor<2x6x4xf32>, tensor<2x0xf32> -> tensor<2x6x4xf32>
+  return %dx : tensor<2x6x4xf32>
+}
+
+// -----
+
+func.func @group_norm_stats_shape(%dy: tensor<2x6x4xf32>, %x: tensor<2x6x4xf32>, %m: tensor<2x3xf32>, %r: tensor<2x3xf32>) -> tensor<2x6x4xf32> {
+  // expected-error @+1 {{'norm.group_norm_grad' op expects 'mean' and 'rstd' shaped [N, groups] = [2, 2], got 'tensor<2x3xf32>'}}
+  %dx = norm.group_norm_grad %dy, %x, %m, %r {groups = 2 : i64} : tensor<2x6x4xf32>, tensor<2x3xf32> -> tensor<2x6x4xf32>
+  return %dx : tensor<2x6x4xf32>
+}
+
+// -----
+
+func.func @group_norm_weight_shape(%dy: tensor<2x4x6xf32>, %x: tensor<2x4x6xf32>, %m: tensor<2x2xf32>, %r: tensor<2x2xf32>, %w: tensor<4xf32>) -> tensor<2x4x6xf32> {
+  // expected-error @+1 {{'norm.group_norm_grad' op expects 'weight' to be 1-D with the channel count of 'x' 'tensor<2x4x6xf32>', got 'tensor<4xf32>'}}
+  %dx, %dw = norm.group_norm_grad %dy, %x, %m, %r weight(%w : tensor<4xf32>) {groups = 2 : i64, channels_last} : tensor<2x4x6xf32>, tensor<2x2xf32> -> tensor<2x4x6xf32>, tensor<4xf32>
+  return %dx : tensor<2x4x6xf32>
+}
+
+// -----
+
+func.func @group_norm_rank(%dy: tensor<6xf32>, %x: tensor<6xf32>, %m: tensor<1x2xf32>, %r: tensor<1x2xf32>) -> tensor<6xf32> {
+  // expected-error @+1 {{'norm.group_norm_grad' op expects 'x' of rank >= 2}}
+  %dx = norm.group_norm_grad %dy, %x, %m, %r {groups = 2 : i64} : tensor<6xf32>, tensor<1x2xf32> -> tensor<6xf32>
+  return %dx : tensor<6xf32>
+}

@@ -238,3 +238,25 @@ func.func @rms_f16_dynamic_n_no_affine(%dy: tensor<4x?xf16>, %x: tensor<4x?xf16>
       : tensor<4x?xf16>, tensor<4xf32> -> tensor<4x?xf16>
   return %dx : tensor<4x?xf16>
 }
+
+// GroupNorm, NCHW, bf16 with f32 weight and bias.
+// CHECK-LABEL: func.func @group_norm_nchw(
+// CHECK-NEXT:    %dx, %dweight, %dbias = norm.group_norm_grad %arg0, %arg1, %arg2, %arg3 weight(%arg4 : tensor<320xf32>) bias(%arg5 : tensor<320xf32>) {groups = 32 : i64} : tensor<8x320x64x64xbf16>, tensor<8x32xf32> -> tensor<8x320x64x64xbf16>, tensor<320xf32>, tensor<320xf32>
+func.func @group_norm_nchw(%dy: tensor<8x320x64x64xbf16>, %x: tensor<8x320x64x64xbf16>, %mean: tensor<8x32xf32>, %rstd: tensor<8x32xf32>, %w: tensor<320xf32>, %b: tensor<320xf32>)
+    -> (tensor<8x320x64x64xbf16>, tensor<320xf32>, tensor<320xf32>) {
+  %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd
+      weight(%w : tensor<320xf32>) bias(%b : tensor<320xf32>) {groups = 32 : i64}
+      : tensor<8x320x64x64xbf16>, tensor<8x32xf32>
+      -> tensor<8x320x64x64xbf16>, tensor<320xf32>, tensor<320xf32>
+  return %dx, %dw, %db : tensor<8x320x64x64xbf16>, tensor<320xf32>, tensor<320xf32>
+}
+
+// GroupNorm, channels last, dynamic N and spatial dims, no affine.
+// CHECK-LABEL: func.func @group_norm_channels_last(
+// CHECK-NEXT:    %dx = norm.group_norm_grad %arg0, %arg1, %arg2, %arg3 {channels_last, groups = 4 : i64} : tensor<?x?x?x64xf32>, tensor<?x4xf32> -> tensor<?x?x?x64xf32>
+func.func @group_norm_channels_last(%dy: tensor<?x?x?x64xf32>, %x: tensor<?x?x?x64xf32>, %mean: tensor<?x4xf32>, %rstd: tensor<?x4xf32>)
+    -> tensor<?x?x?x64xf32> {
+  %dx = norm.group_norm_grad %dy, %x, %mean, %rstd {groups = 4 : i64, channels_last}
+      : tensor<?x?x?x64xf32>, tensor<?x4xf32> -> tensor<?x?x?x64xf32>
+  return %dx : tensor<?x?x?x64xf32>
+}

@@ -14,6 +14,40 @@ using namespace mlir;
 using namespace mlir::norm;
 
 namespace {
+/// An optional affine parameter (weight, bias) and its gradient come as a
+/// pair; the parameter is 1-D of `size` elements (`dim`: what that size is,
+/// for the message), and the gradient has its type.
+template <typename OpTy>
+LogicalResult verifyAffineParams(OpTy op, int64_t size, StringRef dim) {
+  auto verifyParam = [&](Value param, Value grad, StringRef paramName,
+                         StringRef gradName) -> LogicalResult {
+    if (!param && !grad)
+      return success();
+    if (param && !grad)
+      return op.emitOpError() << "has a '" << paramName
+                              << "' operand but no '" << gradName
+                              << "' result";
+    if (!param)
+      return op.emitOpError() << "has a '" << gradName << "' result but no '"
+                              << paramName << "' operand";
+    auto type = cast<RankedTensorType>(param.getType());
+    if (type.getRank() != 1 ||
+        failed(verifyCompatibleShape(type.getShape(), {size})))
+      return op.emitOpError()
+             << "expects '" << paramName << "' to be 1-D with " << dim
+             << " of 'x' " << op.getX().getType() << ", got " << type;
+    if (grad.getType() != type)
+      return op.emitOpError() << "expects result '" << gradName
+                              << "' to have the type of '" << paramName
+                              << "' " << type << ", got " << grad.getType();
+    return success();
+  };
+  return failure(
+      failed(verifyParam(op.getWeight(), op.getDweight(), "weight",
+                         "dweight")) ||
+      failed(verifyParam(op.getBias(), op.getDbias(), "bias", "dbias")));
+}
+
 /// The checks both grad ops share. `stats` are the saved statistics operands
 /// with their names (mean/rstd), in operand order.
 template <typename OpTy>
@@ -40,34 +74,7 @@ verifyGradOp(OpTy op, ArrayRef<std::pair<Value, StringRef>> stats) {
     return op.emitOpError() << "expects result 'dx' to have the type of 'x' "
                             << xType << ", got " << op.getDx().getType();
 
-  // An optional affine parameter and its gradient come as a pair.
-  auto verifyParam = [&](Value param, Value grad, StringRef paramName,
-                         StringRef gradName) -> LogicalResult {
-    if (!param && !grad)
-      return success();
-    if (param && !grad)
-      return op.emitOpError() << "has a '" << paramName
-                              << "' operand but no '" << gradName
-                              << "' result";
-    if (!param)
-      return op.emitOpError() << "has a '" << gradName << "' result but no '"
-                              << paramName << "' operand";
-    auto type = cast<RankedTensorType>(param.getType());
-    if (type.getRank() != 1 ||
-        failed(verifyCompatibleShape(type.getShape(), {hidden})))
-      return op.emitOpError()
-             << "expects '" << paramName
-             << "' to be 1-D with the trailing dim of 'x' " << xType
-             << ", got " << type;
-    if (grad.getType() != type)
-      return op.emitOpError() << "expects result '" << gradName
-                              << "' to have the type of '" << paramName
-                              << "' " << type << ", got " << grad.getType();
-    return success();
-  };
-  if (failed(verifyParam(op.getWeight(), op.getDweight(), "weight",
-                         "dweight")) ||
-      failed(verifyParam(op.getBias(), op.getDbias(), "bias", "dbias")))
+  if (failed(verifyAffineParams(op, hidden, "the trailing dim")))
     return failure();
 
   if (op.getZeroCenteredWeight() && !op.getWeight())
@@ -82,6 +89,36 @@ LogicalResult LayerNormGradOp::verify() {
 
 LogicalResult RMSNormGradOp::verify() {
   return verifyGradOp(*this, {{getRstd(), "rstd"}});
+}
+
+LogicalResult GroupNormGradOp::verify() {
+  RankedTensorType xType = getX().getType();
+  if (xType.getRank() < 2)
+    return emitOpError("expects 'x' of rank >= 2 ([N, C, spatial...], or "
+                       "[N, spatial..., C] with 'channels_last'), got ")
+           << xType;
+  int64_t channels = getNumChannels();
+  if (ShapedType::isDynamic(channels))
+    return emitOpError("expects a static channel count (dim ")
+           << getChannelDim() << " of 'x' " << xType << ")";
+  if (channels % getGroups() != 0)
+    return emitOpError() << "expects 'groups' (" << getGroups()
+                         << ") to divide the " << channels << " channels";
+  for (Value stat : {getMean(), getRstd()}) {
+    auto type = cast<RankedTensorType>(stat.getType());
+    if (type.getRank() != 2 ||
+        failed(verifyCompatibleShape(type.getShape(),
+                                     {xType.getShape()[0], getGroups()})))
+      return emitOpError() << "expects 'mean' and 'rstd' shaped [N, groups] = ["
+                           << (xType.isDynamicDim(0)
+                                   ? std::string("?")
+                                   : std::to_string(xType.getShape()[0]))
+                           << ", " << getGroups() << "], got " << type;
+  }
+  if (getDx().getType() != xType)
+    return emitOpError() << "expects result 'dx' to have the type of 'x' "
+                         << xType << ", got " << getDx().getType();
+  return verifyAffineParams(*this, channels, "the channel count");
 }
 
 //===----------------------------------------------------------------------===//

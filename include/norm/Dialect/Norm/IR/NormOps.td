@@ -142,6 +142,85 @@ def Norm_RMSNormGradOp : Norm_GradOp<"rms_norm_grad", [
 }
 
 
+def Norm_GroupNormGradOp : Norm_Op<"group_norm_grad", [
+    Pure, AttrSizedOperandSegments, AttrSizedResultSegments,
+    AllTypesMatch<["dy", "x"]>, AllTypesMatch<["mean", "rstd"]>]> {
+  let summary = "GroupNorm backward: dx, and dweight/dbias when affine";
+  let description = [{
+    The backward of GroupNorm: `x` is `[N, C, spatial...]` (or, with
+    `channels_last`, `[N, spatial..., C]`), its C channels split into
+    `groups` groups of `C / groups` consecutive channels, and
+    `y = (x - mean[n, g]) * rstd[n, g] * w[c] + b[c]`. `mean` and `rstd` are
+    the fp32 statistics saved by the forward, `[N, groups]`, each over the
+    `(C / groups) x spatial` elements of one sample's group (its slab).
+    The channel count C must be static; N and the spatial dims may be
+    dynamic.
+
+    With `xhat = (x - mean) * rstd` and `wdy = w[c] * dy` (`dy` without a
+    weight), computed in f32, and `mean_g` the mean over a slab:
+
+    ```
+    dx      = rstd * (wdy - mean_g(wdy) - xhat * mean_g(xhat * wdy))
+    dweight = sum over (n, spatial) of dy * xhat   // per channel, with weight
+    dbias   = sum over (n, spatial) of dy          // per channel, with bias
+    ```
+
+    It is a LayerNorm backward whose rows are the slabs and whose weight is
+    indexed by the channel: `--norm-decompose` expands the channels into
+    `[groups, C / groups]` and emits the same chain over a domain
+    `[N, groups, C / groups, spatial...]` (channels last:
+    `[N, spatial..., groups, C / groups]`), the row reductions over the
+    slab's dims, the column reductions over N and the spatial dims.
+
+    Example (a UNet block, NCHW):
+
+    ```mlir
+    %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd
+        weight(%w : tensor<320xf32>) bias(%b : tensor<320xf32>)
+        {groups = 32 : i64}
+        : tensor<8x320x64x64xbf16>, tensor<8x32xf32>
+        -> tensor<8x320x64x64xbf16>, tensor<320xf32>, tensor<320xf32>
+    ```
+  }];
+  let arguments = (ins
+    Norm_FloatTensor:$dy,
+    Norm_FloatTensor:$x,
+    Norm_StatsTensor:$mean,
+    Norm_StatsTensor:$rstd,
+    Optional<Norm_FloatTensor>:$weight,
+    Optional<Norm_FloatTensor>:$bias,
+    ConfinedAttr<I64Attr, [IntPositive]>:$groups,
+    UnitAttr:$channels_last
+  );
+  let results = (outs
+    Norm_FloatTensor:$dx,
+    Optional<Norm_FloatTensor>:$dweight,
+    Optional<Norm_FloatTensor>:$dbias
+  );
+  let assemblyFormat = [{
+    $dy `,` $x `,` $mean `,` $rstd
+    (`weight` `(` $weight^ `:` type($weight) `)`)?
+    (`bias` `(` $bias^ `:` type($bias) `)`)?
+    attr-dict `:` type($x) `,` type($mean)
+    `->` custom<GradResultTypes>(ref($weight), ref($bias), type($dx),
+                                 type($dweight), type($dbias))
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The dim of `x` that holds the channels (1, or the last with
+    /// `channels_last`).
+    int64_t getChannelDim() {
+      return getChannelsLast() ? getX().getType().getRank() - 1 : 1;
+    }
+    /// C (static: the verifier requires it).
+    int64_t getNumChannels() {
+      return getX().getType().getShape()[getChannelDim()];
+    }
+    /// Channels per group, C / groups.
+    int64_t getGroupSize() { return getNumChannels() / getGroups(); }
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // The fused mixed-order reduction
 //===----------------------------------------------------------------------===//
