@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""CPU numerics of the adaLN-modulated LayerNorm backward (issue 42).
+
+DiT / SD3 / Flux modulate a LayerNorm without affine per sample:
+y = LN(x) * (1 + scale[b]) + shift[b], x [B, S, N], scale and shift
+[B, N]. Its backward, in the linalg a front end emits (one generic per
+step, f32 compute, bf16 / f32 storage):
+
+  xhat = (x - mean[b, s]) * rstd[b, s];  g = dy * (1 + scale[b, n])
+  dx = rstd * (g - mean_n(g) - xhat * mean_n(g * xhat))
+  dscale[b, n] = sum_s dy * xhat;  dshift[b, n] = sum_s dy
+
+`--chain` cases are the pattern of pytorch issue 193061 (a silent wrong
+gradient in Inductor's mix-order reduction): two modulated LayerNorms that
+share one scale / shift, whose gradients are the sums of both
+contributions.
+
+Each case runs unfused (upstream lowering only) and through the registered
+CPU pipeline `--norm-lower-to-cpu` (recognition, partial accumulation);
+every result is compared with a float64 reference. Exits non-zero if any
+result is out of tolerance, NaN or missing, or if nothing was compared;
+--check-mutants requires each deliberately wrong reference to be caught in
+95% of the cases it applies to, --mutant NAME compares with one only (the
+run must then fail).
+
+Python 3.11 standard library only.
+"""
+
+import argparse
+import math
+import os
+import random
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+import norm_numerics as nn  # noqa: E402
+
+MUTANT_MIN_CAUGHT = 0.95
+# (B, S, N, storage type, chained)
+CASES = [(b, s, n, t, chain)
+         for (b, s, n) in ((2, 3, 8), (3, 5, 16), (1, 7, 24), (4, 2, 33))
+         for t in ("f32", "bf16") for chain in (False, True)]
+
+
+def case_name(c):
+    b, s, n, t, chain = c
+    return f"adaln{'-chain' if chain else ''}.{t}.{b}x{s}x{n}"
+
+
+def function_text(name, B, S, N, t, chain):
+    """The backward as a front end spells it: one generic per step."""
+    full, rows, cols = (f"tensor<{B}x{S}x{N}x{{}}>", f"tensor<{B}x{S}xf32>",
+                        f"tensor<{B}x{N}x{{}}>")
+    tf, tc = full.format(t), cols.format(t)
+    ff, cf = full.format("f32"), cols.format("f32")
+    idm = "affine_map<(b, s, n) -> (b, s, n)>"
+    rowm = "affine_map<(b, s, n) -> (b, s)>"
+    colm = "affine_map<(b, s, n) -> (b, n)>"
+    par3 = '["parallel", "parallel", "parallel"]'
+    body = []
+
+    def ext(v, typ, f32typ, maps, it):
+        if t == "f32":
+            return v
+        out = f"%{v[1:]}32"
+        body.append(f"""  {out} = linalg.generic {{indexing_maps = [{maps}, {maps}], iterator_types = {it}}}
+      ins({v} : {typ}) outs(%ef{len(body)} : {f32typ}) {{
+    ^bb0(%a: {t}, %o: f32):
+      %e = arith.extf %a : {t} to f32
+      linalg.yield %e : f32
+  }} -> {f32typ}""")
+        body.insert(-1, f"  %ef{len(body) - 1} = tensor.empty() : {f32typ}")
+        return out
+
+    def trunc(v, typ, f32typ, maps, it):
+        if t == "f32":
+            return v
+        out = f"{v}_t"
+        body.append(f"  {out}_e = tensor.empty() : {typ}")
+        body.append(f"""  {out} = linalg.generic {{indexing_maps = [{maps}, {maps}], iterator_types = {it}}}
+      ins({v} : {f32typ}) outs({out}_e : {typ}) {{
+    ^bb0(%a: f32, %o: {t}):
+      %e = arith.truncf %a : f32 to {t}
+      linalg.yield %e : {t}
+  }} -> {typ}""")
+        return out
+
+    params = [f"%scale: {tc}"]
+    results, rtypes = [], []
+    sc = ext("%scale", tc, cf, "affine_map<(b, n) -> (b, n)>",
+             '["parallel", "parallel"]')
+    body.append(f"  %zero = arith.constant 0.0 : f32")
+    body.append(f"  %nf = arith.constant {float(N)!r} : f32")
+    body.append(f"  %zr0 = tensor.empty() : {rows}")
+    body.append(f"  %zr = linalg.fill ins(%zero : f32) outs(%zr0 : {rows}) -> {rows}")
+    body.append(f"  %zc0 = tensor.empty() : {cf}")
+    body.append(f"  %zc = linalg.fill ins(%zero : f32) outs(%zc0 : {cf}) -> {cf}")
+    body.append(f"  %ee = tensor.empty() : {ff}")
+    dscale_init, dshift_init = "%zc", "%zc"
+    for k in (1, 2) if chain else (1,):
+        params += [f"%dy{k}: {tf}", f"%x{k}: {tf}", f"%mean{k}: {rows}",
+                   f"%rstd{k}: {rows}"]
+        dy = ext(f"%dy{k}", tf, ff, idm, par3)
+        x = ext(f"%x{k}", tf, ff, idm, par3)
+        body.append(f"""  %xhat{k} = linalg.generic {{indexing_maps = [{idm}, {rowm}, {rowm}, {idm}], iterator_types = {par3}}}
+      ins({x}, %mean{k}, %rstd{k} : {ff}, {rows}, {rows}) outs(%ee : {ff}) {{
+    ^bb0(%a: f32, %m: f32, %r: f32, %o: f32):
+      %d = arith.subf %a, %m : f32
+      %h = arith.mulf %d, %r : f32
+      linalg.yield %h : f32
+  }} -> {ff}
+  %g{k} = linalg.generic {{indexing_maps = [{idm}, {colm}, {idm}], iterator_types = {par3}}}
+      ins({dy}, {sc} : {ff}, {cf}) outs(%ee : {ff}) {{
+    ^bb0(%d: f32, %s: f32, %o: f32):
+      %one = arith.constant 1.0 : f32
+      %w = arith.addf %s, %one : f32
+      %p = arith.mulf %d, %w : f32
+      linalg.yield %p : f32
+  }} -> {ff}
+  %s1_{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {rowm}], iterator_types = ["parallel", "parallel", "reduction"]}}
+      ins(%g{k}, %xhat{k} : {ff}, {ff}) outs(%zr : {rows}) {{
+    ^bb0(%a: f32, %h: f32, %o: f32):
+      %p = arith.mulf %a, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  }} -> {rows}
+  %s2_{k} = linalg.generic {{indexing_maps = [{idm}, {rowm}], iterator_types = ["parallel", "parallel", "reduction"]}}
+      ins(%g{k} : {ff}) outs(%zr : {rows}) {{
+    ^bb0(%a: f32, %o: f32):
+      %v = arith.addf %o, %a : f32
+      linalg.yield %v : f32
+  }} -> {rows}
+  %dx{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {rowm}, {rowm}, {rowm}, {idm}], iterator_types = {par3}}}
+      ins(%g{k}, %xhat{k}, %s1_{k}, %s2_{k}, %rstd{k} : {ff}, {ff}, {rows}, {rows}, {rows}) outs(%ee : {ff}) {{
+    ^bb0(%a: f32, %h: f32, %p: f32, %q: f32, %r: f32, %o: f32):
+      %pm = arith.divf %p, %nf : f32
+      %qm = arith.divf %q, %nf : f32
+      %hp = arith.mulf %h, %pm : f32
+      %t1 = arith.subf %a, %qm : f32
+      %t2 = arith.subf %t1, %hp : f32
+      %v = arith.mulf %t2, %r : f32
+      linalg.yield %v : f32
+  }} -> {ff}
+  %dscale{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {colm}], iterator_types = ["parallel", "reduction", "parallel"]}}
+      ins({dy}, %xhat{k} : {ff}, {ff}) outs({dscale_init} : {cf}) {{
+    ^bb0(%d: f32, %h: f32, %o: f32):
+      %p = arith.mulf %d, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  }} -> {cf}
+  %dshift{k} = linalg.generic {{indexing_maps = [{idm}, {colm}], iterator_types = ["parallel", "reduction", "parallel"]}}
+      ins({dy} : {ff}) outs({dshift_init} : {cf}) {{
+    ^bb0(%d: f32, %o: f32):
+      %v = arith.addf %o, %d : f32
+      linalg.yield %v : f32
+  }} -> {cf}""")
+        # The chain's second LayerNorm accumulates into the first's sums.
+        dscale_init, dshift_init = f"%dscale{k}", f"%dshift{k}"
+        results.append(trunc(f"%dx{k}", tf, ff, idm, par3))
+        rtypes.append(tf)
+    cmap = "affine_map<(b, n) -> (b, n)>"
+    for v in (dscale_init, dshift_init):
+        results.append(trunc(v, tc, cf, cmap, '["parallel", "parallel"]'))
+        rtypes.append(tc)
+    return (f"func.func @{name}({', '.join(params)}) -> "
+            f"({', '.join(rtypes)}) {{\n" + "\n".join(body)
+            + f"\n  return {', '.join(results)} : {', '.join(rtypes)}\n}}\n",
+            rtypes)
+
+
+def gen_inputs(c, seed):
+    B, S, N, t, chain = c
+    rng = random.Random(f"{seed}/{case_name(c)}")
+    dt, f32 = nn.DTYPES[t], nn.DTYPES["f32"]
+    scale = [nn._nonzero(lambda: 0.5 * rng.gauss(0.0, 1.0), dt, 0.05)
+             for _ in range(B * N)]
+    lns = []
+    for _ in range(2 if chain else 1):
+        x, dy, mean, rstd = [], [], [], []
+        for _ in range(B * S):
+            offset = rng.choice((-1.0, 1.0)) * rng.uniform(0.5, 2.0)
+            sc = rng.choice((rng.uniform(0.3, 0.7), rng.uniform(1.5, 3.0)))
+            z, row = nn._draw_row(rng, dt, [offset] * N, sc,
+                                  lambda v: abs(v) < 1e-3)
+            _, drow = nn._draw_row(rng, dt, [1.0 + v for v in z], 1.0,
+                                   lambda v: abs(v) < 1e-3)
+            x += row
+            dy += drow
+            m = math.fsum(row) / N
+            var = math.fsum((v - m) ** 2 for v in row) / N
+            mean.append(f32.round(m))
+            rstd.append(f32.round(1.0 / math.sqrt(var + nn.RSTD_EPS)))
+        lns.append(dict(x=x, dy=dy, mean=mean, rstd=rstd))
+    return scale, lns
+
+
+MUTANTS = {
+    "scale-not-plus-one": lambda c: True,
+    "dx-no-mean-term": lambda c: True,
+    # d(scale) over every sample's tokens: Inductor's 2-D column reduction.
+    "dscale-over-all-samples": lambda c: c[0] > 1,
+    # The chain's second contribution to d(scale) / d(shift) lost.
+    "chain-drops-second": lambda c: c[4],
+}
+
+
+def reference(c, scale, lns, mutant=None):
+    B, S, N, t, chain = c
+    values, scales = {}, {}
+    dscale = [[] for _ in range(B * N)]
+    dshift = [[] for _ in range(B * N)]
+    for k, ln in enumerate(lns, 1):
+        dx, sdx = [], []
+        for b in range(B):
+            for s in range(S):
+                r = b * S + s
+                m, rs = ln["mean"][r], ln["rstd"][r]
+                xs = ln["x"][r * N:(r + 1) * N]
+                ds = ln["dy"][r * N:(r + 1) * N]
+                w = [(0.0 if mutant == "scale-not-plus-one" else 1.0)
+                     + scale[b * N + n] for n in range(N)]
+                xhat = [(v - m) * rs for v in xs]
+                g = [d * wn for d, wn in zip(ds, w)]
+                a = 0.0 if mutant == "dx-no-mean-term" else math.fsum(g) / N
+                p = math.fsum(gi * h for gi, h in zip(g, xhat)) / N
+                dx += [rs * (gi - a - h * p) for gi, h in zip(g, xhat)]
+                sdx += [abs(rs * gi) + abs(rs * a) + abs(rs * h * p)
+                        for gi, h in zip(g, xhat)]
+                if k == 2 and mutant == "chain-drops-second":
+                    continue
+                for n in range(N):
+                    tgt = n if mutant == "dscale-over-all-samples" else b * N + n
+                    dscale[tgt].append(ds[n] * xhat[n])
+                    dshift[tgt].append(ds[n])
+        values[f"dx{k}"], scales[f"dx{k}"] = dx, sdx
+    if mutant == "dscale-over-all-samples":
+        for b in range(1, B):
+            for n in range(N):
+                dscale[b * N + n] = list(dscale[n])
+                dshift[b * N + n] = list(dshift[n])
+    values["dscale"] = [math.fsum(v) for v in dscale]
+    scales["dscale"] = [math.fsum(map(abs, v)) for v in dscale]
+    values["dshift"] = [math.fsum(v) for v in dshift]
+    scales["dshift"] = [math.fsum(map(abs, v)) for v in dshift]
+    return values, scales
+
+
+def outputs(c):
+    B, S, N, t, chain = c
+    outs = [(f"dx{k}", (B, S, N)) for k in ((1, 2) if chain else (1,))]
+    return outs + [("dscale", (B, N)), ("dshift", (B, N))]
+
+
+def compare(c, got, ref):
+    values, scales = ref
+    tol = nn.DTYPES[c[3]].tolerance
+    rows = []
+    for name, _ in outputs(c):
+        err = nn.rel_l2(got[name], values[name], scales[name])
+        rows.append((name, c[3], err, tol, err <= tol))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--opt", default="norm-opt")
+    ap.add_argument("--runner", default="mlir-runner")
+    ap.add_argument("--shared-lib-dir", default="")
+    ap.add_argument("--seed", default="20261128")
+    ap.add_argument("--keep")
+    ap.add_argument("--mutant", choices=list(MUTANTS))
+    ap.add_argument("--check-mutants", action="store_true")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    args = ap.parse_args()
+
+    mod = nn.CallModule()
+    inputs = []
+    for i, c in enumerate(CASES):
+        B, S, N, t, chain = c
+        text, rtypes = function_text(f"adaln_{i}", *c)
+        mod.add_func(f"// {case_name(c)}\n" + text)
+        scale, lns = gen_inputs(c, args.seed)
+        inputs.append((scale, lns))
+        call_args = [(f"tensor<{B}x{N}x{t}>", (B, N), t, scale)]
+        for ln in lns:
+            call_args += [(f"tensor<{B}x{S}x{N}x{t}>", (B, S, N), t, ln["dy"]),
+                          (f"tensor<{B}x{S}x{N}x{t}>", (B, S, N), t, ln["x"]),
+                          (f"tensor<{B}x{S}xf32>", (B, S), "f32", ln["mean"]),
+                          (f"tensor<{B}x{S}xf32>", (B, S), "f32", ln["rstd"])]
+        mod.add_call(f"adaln_{i}", call_args,
+                     [(rt, shape) for rt, (_, shape) in
+                      zip(rtypes, outputs(c))])
+    libs = nn.runner_libs(args.runner, args.shared_lib_dir)
+    workdir = args.keep or tempfile.mkdtemp(prefix="adaln-numerics-")
+    os.makedirs(workdir, exist_ok=True)
+    src = os.path.join(workdir, "adaln.mlir")
+    with open(src, "w") as f:
+        f.write(mod.text())
+
+    failed = compared = 0
+    caught = nn.MutantTally(MUTANTS)
+    paths = {"unfused": nn.UPSTREAM_LOWERING, "pipeline": nn.fused_pipeline(3)}
+    for path, passes in paths.items():
+        bc = os.path.join(workdir, f"adaln.{path}.mlirbc")
+        nn.compile_module(args.opt, src, bc, passes)
+        printed = iter(nn.parse_printed(nn.run_module(args.runner, bc, libs)))
+        for c, (scale, lns) in zip(CASES, inputs):
+            got = {}
+            for name, shape in outputs(c):
+                pshape, vals = next(printed, (None, None))
+                if pshape != tuple(shape) or len(vals) != math.prod(shape):
+                    sys.exit(f"error: {path} {case_name(c)}: printed {name} "
+                             f"has shape {pshape}, expected {shape}")
+                got[name] = vals
+            rows = compare(c, got, reference(c, scale, lns, args.mutant))
+            ok = all(r[4] for r in rows)
+            compared += 1
+            failed += not ok
+            if not ok or not args.quiet:
+                errs = "  ".join(f"{n}={err:.2e}/{tol:.0e}"
+                                 for n, _, err, tol, _ in rows)
+                print(f"{'PASS' if ok else 'FAIL'} {path:<9} "
+                      f"{case_name(c):<24} {errs}")
+            if args.check_mutants:
+                for m, applies in MUTANTS.items():
+                    if applies(c):
+                        caught.record(m, f"{path}/{case_name(c)}",
+                                      compare(c, got,
+                                              reference(c, scale, lns, m)))
+        if next(printed, None) is not None:
+            sys.exit(f"error: {path}: more results printed than expected")
+    if compared != len(CASES) * len(paths):
+        sys.exit(f"error: compared {compared} of {len(CASES) * len(paths)}")
+    missed = (caught.report("cases", MUTANT_MIN_CAUGHT)
+              if args.check_mutants else [])
+    return nn.finish(failed, compared, missed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
