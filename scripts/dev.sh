@@ -196,7 +196,7 @@ sanitize() {
       exit $rc ) &
     replays+=($!)
   done
-  ctest --test-dir "$asan" --output-on-failure \
+  ctest --test-dir "$asan" --output-on-failure --no-tests=error \
     -E 'embedding-package|runtime-ctypes|runtime-linkage|python-' -j1 ||
     { kill "${replays[@]}" 2>/dev/null; exit 1; }
   for half in 0 1; do
@@ -311,7 +311,9 @@ case "$cmd" in
   example) install_missing; configure_and_build; run_examples ;;
   test)    install_missing; configure_and_build
            log "ctest on $build"
-           ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+           # --no-tests=error: a build dir without tests is a failure.
+           ctest --test-dir "$build" --output-on-failure --no-tests=error \
+             -j "$(nproc)"
            [ "${NORM_WHEEL:-1}" = 0 ] || { wheel; wheel_test; }
            [ "${NORM_SANITIZE:-1}" = 0 ] || sanitize ;;
   wheel)   install_missing; wheel ;;

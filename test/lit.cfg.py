@@ -46,6 +46,15 @@ if not sanitized:
 tool_dirs = [config.norm_tools_dir, config.llvm_tools_dir]
 tools = ["norm-opt", "mlir-opt", "mlir-runner", "norm-capi-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+# The runtime libraries (printMemref*) for an mlir-runner RUN line,
+# -shared-libs=%mlir_runner_utils: in %mlir_lib_dir, or where that is empty
+# in ../lib next to mlir-runner (as norm_numerics.runner_libs finds them).
+runner_lib_dir = config.mlir_lib_dir or os.path.join(
+    os.path.dirname(config.llvm_tools_dir), "lib")
+config.substitutions.append(
+    ("%mlir_runner_utils",
+     ",".join(os.path.join(runner_lib_dir, n) for n in
+              ("libmlir_runner_utils.so", "libmlir_c_runner_utils.so"))))
 # norm-opt's path where it is a value, not a command (NORM_OPT=...).
 config.substitutions.append(
     ("%norm_opt_path", os.path.join(config.norm_tools_dir, "norm-opt")))

@@ -35,9 +35,9 @@ from . import reference as _float64
 from .reference import rel_l2
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-# Relative L2 tolerance by the stored type of a result. Our kernels compute
-# in f32 and round once; the bound is a few units of that type's rounding.
-TOL = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
+# Relative L2 tolerance by the stored type of a result: test/gpu/harness.py's
+# TOLERANCE (measured worst errors with their headroom), for torch dtypes.
+TOL = {torch.bfloat16: 8e-3, torch.float16: 1e-3, torch.float32: 1e-5}
 
 
 # ---------------------------------------------------------------------------

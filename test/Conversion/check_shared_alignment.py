@@ -13,7 +13,9 @@ writes, per kernel:
     address names a variable, [var] or [var+offset], uses a variable
     declared with .align >= W and an offset that is a multiple of W.
 Prints one line per problem and "SHARED ALIGNMENT OK: <n> accesses" when
-there is none.
+there is none; fails when it checked no access (a PTX without a named
+shared access, or a file that is not PTX, shows nothing), and when no file
+was given.
 
   check_shared_alignment.py FILE.ptx...
 """
@@ -98,6 +100,10 @@ def main():
         for p in problems:
             print(f"FAIL {path}: {p}")
         failed |= bool(problems)
+    if not total:  # nothing was checked: passing would show nothing
+        print(f"FAIL: no shared access checked in {len(sys.argv) - 1} "
+              "file(s)")
+        failed = True
     if failed:
         return 1
     print(f"SHARED ALIGNMENT OK: {total} accesses")

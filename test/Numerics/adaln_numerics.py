@@ -35,6 +35,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 import norm_numerics as nn  # noqa: E402
+from norm_opt.checks import within  # noqa: E402
 
 MUTANT_MIN_CAUGHT = 0.95
 # (B, S, N, storage type, chained)
@@ -258,7 +259,7 @@ def compare(c, got, ref):
     rows = []
     for name, _ in outputs(c):
         err = nn.rel_l2(got[name], values[name], scales[name])
-        rows.append((name, c[3], err, tol, err <= tol))
+        rows.append((name, c[3], err, tol, within(err, tol)))
     return rows
 
 

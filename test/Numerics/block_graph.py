@@ -17,15 +17,19 @@ and compares every result with a float64 reference computed here:
 Each must be within the f32 tolerance (relative L2 1e-5) of float64; the
 fused run must have produced two norm.mixed_reduction and the outlined one
 two outlined functions. --perturb scales one reference result by 1 + 1e-3:
-the comparison must then fail (a self-check).
+the comparison must then fail (a self-check); --inject-nan puts a NaN into
+the fused path's first result: that path must then fail (a NaN is never
+within tolerance).
 
   run: block_graph.py --opt norm-opt --mlir-opt mlir-opt --runner
        mlir-runner [--shared-lib-dir DIR] [--rows M] [--seed S] [--perturb]
+       [--inject-nan]
 Python 3.11 standard library only (PYTHONPATH=python:test/lib-python, as
 lit sets it).
 """
 
 import argparse
+import math
 import os
 import random
 import re
@@ -35,6 +39,7 @@ import tempfile
 
 sys.dont_write_bytecode = True
 import norm_numerics as nn  # noqa: E402
+from norm_opt.checks import Checks  # noqa: E402
 from norm_opt.reference import Rows  # noqa: E402
 from norm_opt.reference import backward as reference_backward  # noqa: E402
 
@@ -130,6 +135,7 @@ def main():
     ap.add_argument("--rows", type=int, default=19)
     ap.add_argument("--seed", default="1")
     ap.add_argument("--perturb", action="store_true")
+    ap.add_argument("--inject-nan", action="store_true")
     args = ap.parse_args()
     libs = nn.runner_libs(args.runner, args.shared_lib_dir)
     m = args.rows
@@ -144,6 +150,8 @@ def main():
     res_shapes = [(m, NQ), (N,), (NQ,), (NQ,)]
 
     failed = 0
+    # Every result of every path is one check: a missing one fails the run.
+    checks = Checks("block_graph")
     with tempfile.TemporaryDirectory(prefix="norm-block-") as work:
         # The call module over the function as written, and over its
         # outlined form (the groups in their own functions).
@@ -175,6 +183,7 @@ def main():
             ("outlined", args.opt, outlined, nn.fused_pipeline(5)),
             ("unfused", args.mlir_opt, unfused_src, nn.UPSTREAM_LOWERING),
         ]
+        checks.expected = len(paths) * len(res_shapes)
         for name, tool, src, passes in paths:
             out, stderr = run_path(name, tool, src, passes, args, work, libs)
             notes = []
@@ -188,12 +197,19 @@ def main():
                 notes.append(f"{n_outlined} outlined functions, expected 2")
             errs = []
             for r, shape in enumerate(res_shapes):
-                if out.shape(r) != shape:
+                if not checks.require(f"{name} result {r}",
+                                      out.shape(r) == shape,
+                                      f"shape {out.shape(r)}"):
                     notes.append(f"result {r} has shape {out.shape(r)}")
                     continue
-                err = nn.rel_l2(out.values(r), ref[r], ref[r])
+                got = out.values(r)
+                if args.inject_nan and name == "fused" and r == 0:
+                    got = [math.nan] + list(got[1:])
+                err = nn.rel_l2(got, ref[r], ref[r])
                 errs.append(f"r{r}={err:.1e}")
-                if err > nn.DTYPES["f32"].tolerance:
+                # within: NaN and inf fail (`err > tol` passed a NaN).
+                if not checks.within(f"{name} result {r}", err,
+                                     nn.DTYPES["f32"].tolerance):
                     notes.append(f"result {r} differs from float64 by "
                                  f"{err:.2e}")
             out.close()
@@ -201,7 +217,8 @@ def main():
             print(f"{'FAIL' if notes else 'PASS'} {name:<9} rows={m} "
                   f"{' '.join(errs)}" + (f"  [{'; '.join(notes)}]"
                                          if notes else ""))
-    if failed:
+    # Prints each failed check, and fails a run that compared too little.
+    if checks.finish(quiet=True) or failed:
         print(f"FAILED: {failed} of {len(paths)} paths")
         return 1
     print(f"ALL PASSED: {len(paths)} paths")

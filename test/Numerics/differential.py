@@ -37,13 +37,16 @@ module to module.
   run: differential.py --opt norm-opt --mlir-opt mlir-opt
        --runner mlir-runner [--shared-lib-dir DIR] [--cases 200]
        [--seed 1] [--batch 250] [--mutant NAME] [--check-mutants]
-       [--no-fuse] [--no-graphs] [--no-masks] [--keep DIR] [-q]
+       [--no-fuse] [--inject-nan] [--no-graphs] [--no-masks] [--keep DIR]
+       [-q]
 
 --cases 5000 --seed S runs thousands; --check-mutants also requires each
 wrong reference to fail in at least 95% of the cases it applies to;
 --mutant NAME compares with that wrong reference only (must fail);
 --no-fuse lowers the fused path without the norm passes (must fail: the
-test refuses a comparison where nothing fused).
+test refuses a comparison where nothing fused); --inject-nan puts a NaN in
+the first program's first fused result (that program must fail: a NaN is
+never within tolerance).
 --no-graphs generates one norm per function only (the single-norm programs
 of a seed are the same with or without graphs); --no-masks draws no Mask
 (the others stay the same).
@@ -52,6 +55,7 @@ Python 3.11 standard library only.
 
 import argparse
 import concurrent.futures
+import math
 import os
 import re
 import sys
@@ -61,6 +65,7 @@ import time
 sys.dont_write_bytecode = True
 import norm_diffgen as dg  # noqa: E402
 import norm_numerics as nn  # noqa: E402
+from norm_opt.checks import within  # noqa: E402
 
 P_CYCLE = (3, 132, 1, 5)
 MUTANT_MIN_CAUGHT = 0.95
@@ -117,6 +122,9 @@ def main():
     ap.add_argument("--mutant", choices=dg.all_mutants())
     ap.add_argument("--check-mutants", action="store_true")
     ap.add_argument("--no-fuse", action="store_true")
+    ap.add_argument("--inject-nan", action="store_true",
+                    help="self-check: a NaN in the first program's first "
+                         "fused result (that program must fail)")
     ap.add_argument("--known-bugs", action="store_true",
                     help="also generate the forms of norm_diffgen.KNOWN_BUGS")
     ap.add_argument("--no-graphs", action="store_true",
@@ -278,6 +286,9 @@ def main():
                         sys.exit(f"error: {key}: {p.name}: printed {name} is "
                                  "missing or has the wrong shape")
                     got[key][name] = pf.values(i)
+            if args.inject_nan and p.index == args.first:
+                first = outs[0][0]
+                got["fused"][first] = [math.nan] + got["fused"][first][1:]
             if p.graph is None:
                 fused, why = nn.fusion_status(res["dumps"], p.name)
             else:
@@ -292,21 +303,19 @@ def main():
                     if not ok:
                         problems.append(f"{key} {name}({elem}) error "
                                         f"{err:.2e} > {tol:.0e}")
-                    wk = (key, name, elem)
-                    if err > worst.get(wk, (-1.0,))[0]:
-                        worst[wk] = (err, p.describe())
+                    nn.keep_worst(worst, (key, name, elem), err,
+                                  p.describe())
                     errs.append(f"{key[0]}:{name}={err:.1e}")
             # fused vs unfused, measured like the reference errors
             for name, elem, _ in outs:
                 err = nn.rel_l2(got["fused"][name], got["unfused"][name],
                                 ref.scales[name])
                 tol = nn.DTYPES[elem].tolerance
-                if err > tol:
+                if not within(err, tol):  # NaN and inf fail too
                     problems.append(f"fused vs unfused {name}({elem}) "
                                     f"{err:.2e} > {tol:.0e}")
-                wk = ("fused-vs-unfused", name, elem)
-                if err > worst.get(wk, (-1.0,))[0]:
-                    worst[wk] = (err, p.describe())
+                nn.keep_worst(worst, ("fused-vs-unfused", name, elem), err,
+                              p.describe())
             if all(uf.raw(i) == fu.raw(i) for i in idx):
                 n_identical += 1
             for mu in mutants:
@@ -339,6 +348,12 @@ def main():
           + ", ".join(f"{k}: {n}" for k, n in mask_kinds.items()))
     print(f"IDENTICAL {n_identical} of {len(progs)} programs bitwise equal "
           "between the unfused and fused paths")
+    if args.mutant:
+        # A --mutant run must fail exactly the programs the mistake applies
+        # to (numerics_self_checks.test matches FAILED against this count).
+        n_applies = sum(dg.mutant_applies(p, args.mutant) for p in progs)
+        print(f"APPLIES {args.mutant} to {n_applies} of {len(progs)} "
+              "programs")
     missed = caught.report("programs", MUTANT_MIN_CAUGHT)
     print(f"TIME generate+lower+run {t_run - t0:.1f}s ({len(modules)} "
           f"modules), reference+compare {t_end - t_run:.1f}s")

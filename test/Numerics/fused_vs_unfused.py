@@ -276,10 +276,10 @@ def main():
                 if not ok:
                     problems.append(f"{key} {name}({elem}) error {err:.2e} "
                                     f"> {tol:.0e}")
-                errs[(path, name)] = max(errs.get((path, name), 0.0), err)
-                wk = (path, name, elem)
-                if err > worst.get(wk, (-1.0,))[0]:
-                    worst[wk] = (err, case.name)
+                # worst_of / keep_worst keep a NaN (max() may drop it).
+                errs[(path, name)] = nn.worst_of(
+                    [errs.get((path, name), 0.0), err])
+                nn.keep_worst(worst, (path, name, elem), err, case.name)
         # 2. fusion
         expect = case.w_type is not None or case.b_type is not None
         as_expected = True
@@ -309,9 +309,9 @@ def main():
                     r /= args.p_bound_scale
                 elif r > 0.0:
                     r = math.inf
-                if r > worst_ratio[0]:
+                if not r <= worst_ratio[0]:
                     worst_ratio = (r, f"{case.name} {name} P{a}/P{b}")
-                if r > 1.0:
+                if not r <= 1.0:  # column_agreement: inf on a NaN
                     problems.append(f"{name}[{j}] P={a} vs P={b}: "
                                     f"{r:.2f} x the rounding bound")
         # 5. two runs bitwise identical

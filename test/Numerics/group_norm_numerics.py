@@ -34,6 +34,7 @@ import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 import norm_numerics as nn  # noqa: E402
+from norm_opt.checks import within  # noqa: E402
 
 MUTANT_MIN_CAUGHT = 0.95
 
@@ -225,7 +226,7 @@ def compare(case, got, ref):
     for name, elem, _ in case.outputs():
         err = nn.rel_l2(got[name], values[name], scales[name])
         tol = nn.DTYPES[elem].tolerance
-        rows.append((name, elem, err, tol, err <= tol))
+        rows.append((name, elem, err, tol, within(err, tol)))
     return rows
 
 
@@ -341,9 +342,7 @@ def main():
             compared += 1
             failed += not ok
             for name, elem, err, _, _ in rows:
-                key = (path, name, elem)
-                if not err <= worst.get(key, (-1.0,))[0]:
-                    worst[key] = (err, case.name)
+                nn.keep_worst(worst, (path, name, elem), err, case.name)
             if not ok or not args.quiet:
                 errs = "  ".join(f"{n}({e})={err:.2e}/{tol:.0e}"
                                  for n, e, err, tol, _ in rows)

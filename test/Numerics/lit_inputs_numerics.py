@@ -46,6 +46,7 @@ import time
 
 sys.dont_write_bytecode = True
 import norm_numerics as nn  # noqa: E402
+from norm_opt.checks import within  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -329,11 +330,10 @@ def main():
             err = nn.rel_l2(b, a, a)
             tol = nn.DTYPES[elem].tolerance
             errs.append(f"r{r}({elem})={err:.1e}")
-            if not err <= tol:  # NaN fails too
+            if not within(err, tol):  # NaN and inf fail too
                 problems.append(f"result {r} ({elem}) differs by {err:.2e} "
                                 f"> {tol:.0e}")
-            if err > worst.get(elem, (-1.0,))[0]:
-                worst[elem] = (err, label)
+            nn.keep_worst(worst, elem, err, label)  # a NaN stays worst
         pos += len(fres)
         identical += same
         ok = not problems

@@ -35,6 +35,7 @@ sys.dont_write_bytecode = True
 import aten_graphs  # noqa: E402
 import norm_numerics as nn  # noqa: E402
 from norm_opt import fx_eval, fx_import, fx_region  # noqa: E402
+from norm_opt.checks import within  # noqa: E402
 
 TOL_F32, TOL_16 = 1e-5, 8e-3
 
@@ -108,7 +109,7 @@ def check_region(region, args, work, libs, index):
             continue
         err = nn.rel_l2(out.values(i), r.data, r.data)
         errs.append(err)
-        if not err <= tol:  # NaN fails too
+        if not within(err, tol):  # NaN and inf fail too
             notes.append(f"output {i} ({region.outputs[i]}) differs from "
                          f"float64 by {err:.2e} (tolerance {tol:.0e})")
     out.close()
@@ -151,7 +152,7 @@ def main():
                 errs, notes = check_region(region, args, work, libs, checked)
                 checked += 1
                 failed += bool(notes)
-                worst = max(errs, default=float("nan"))
+                worst = nn.worst_of(errs)  # max() may drop a NaN
                 print(f"{'FAIL' if notes else 'PASS'} {name} "
                       f"{region.compute[0]}.. ({len(region.compute)} ops, "
                       f"{len(region.outputs)} outputs) worst {worst:.1e}"

@@ -1,9 +1,11 @@
-// RUN: norm-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,tosa-to-tensor,norm-fuse-mixed-reductions))' | FileCheck %s
-// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,tosa-to-tensor,norm-fuse-mixed-reductions))' | FileCheck %s %}
+// RUN: norm-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,tosa-to-tensor,norm-fuse-mixed-reductions))' | FileCheck %s --implicit-check-not=linalg.reduce --implicit-check-not=linalg.generic
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(func.func(tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith,tosa-to-tensor,norm-fuse-mixed-reductions))' | FileCheck %s --implicit-check-not=linalg.reduce --implicit-check-not=linalg.generic %}
 
 // TOSA input after the upstream TOSA-to-linalg passes: reductions come out
 // as linalg.reduce + tensor.expand_shape to keepdim shapes, per-row scaling
-// as generics over [M, 1], broadcasts as constant-0 indexing maps.
+// as generics over [M, 1], broadcasts as constant-0 indexing maps. Every
+// one is fused: --implicit-check-not, as no linalg.reduce or linalg.generic
+// may be left anywhere (a CHECK-NOT only looks between two matches).
 
 // CHECK-LABEL: func.func @rms_norm_tosa
 // CHECK-DAG:     %[[R:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<64x1xf32> into tensor<64xf32>

@@ -37,8 +37,11 @@ outputs poisoned with NaN first; dx, dw (and db) must equal an eager call on
 the same inputs bit for bit, and match a float64 reference (relative L2,
 norm_opt.testing's tolerances) on the first and last replay. Every return
 status is checked. Launch paths: the cooperative single launch and, with
-NORMRT_NO_COOPERATIVE=1, the two-launch path. A table comes last; the exit
-status is non-zero on any failure.
+NORMRT_NO_COOPERATIVE=1, the two-launch path. A table comes last, then
+the worst error per dtype (the WORST line); the exit status is non-zero on
+any failure, and for a run that compared nothing (a scenario with no
+bitwise or no float64 comparison fails). --inject nan|empty: self-checks
+that must fail (test/gpu/suite.py runs them).
 
 Under compute-sanitizer, run one scenario in this process:
 
@@ -58,6 +61,8 @@ import subprocess
 import sys
 import time
 import traceback
+
+from harness import INJECT, Worst, poison, tol
 
 SCENARIOS = ["default", "first-call", "growth", "two-streams", "legacy",
              "compile"]
@@ -168,12 +173,16 @@ def bits(t):
 
 
 class Checker:
-    def __init__(self):
-        self.compared = 0
-        self.worst = 0.0
+    def __init__(self, inject=None):
+        self.compared = 0    # bitwise comparisons with an eager call
+        self.referenced = 0  # results compared with float64
+        self.worst = Worst("gpu_capture_test")
+        self.inject = inject
 
     def bitwise(self, got, want, what):
         import torch
+        if self.inject == "empty":  # self-check: compares nothing
+            return
         for r in want:
             if not torch.equal(bits(got[r]), bits(want[r])):
                 bad = (bits(got[r]) != bits(want[r])).sum().item()
@@ -182,16 +191,21 @@ class Checker:
         self.compared += 1
 
     def reference(self, problem, got, what):
-        from norm_opt.reference import rel_l2, worst
-        from norm_opt.testing import TOL, float64_backward
+        from norm_opt.reference import rel_l2
+        from norm_opt.testing import float64_backward
+        if self.inject == "empty":
+            return
+        if self.inject == "nan":  # after the kernel and the bitwise check
+            poison(next(iter(got.values())))
         ref = float64_backward(problem.kind, problem.t, problem.rows,
                                problem.n)
         for r, out in got.items():
-            err = rel_l2(out, ref[r])
-            self.worst = worst((self.worst, err))
-            if not err <= TOL[out.dtype]:
-                raise Failure(f"{what}: {r} relative L2 error {err:.3g} > "
-                              f"{TOL[out.dtype]:.1g} (float64 reference)")
+            err = self.worst.add(out.dtype, rel_l2(out, ref[r]))
+            self.referenced += 1
+            if not err <= tol(out.dtype):
+                raise Failure(f"{what}: {r} relative L2 error {err:.3g} not "
+                              f"within {tol(out.dtype):.1g} (float64 "
+                              "reference)")
 
 
 def replay_and_compare(graph, problem, replays, checker, what):
@@ -385,8 +399,9 @@ def run_in_process(args):
     result = {"scenario": args.scenario, "case": args.case,
               "path": "two-launch" if os.environ.get("NORMRT_NO_COOPERATIVE")
               else "cooperative", "ok": False, "compared": 0,
-              "worst_rel_l2": None, "error": ""}
-    checker = Checker()
+              "referenced": 0, "worst_rel_l2": None, "worst": {},
+              "error": ""}
+    checker = Checker(args.inject)
     start = time.time()
     try:
         if not torch.cuda.is_available():
@@ -402,13 +417,19 @@ def run_in_process(args):
         }[args.scenario]
         scenario(args, lib, fn, sig, rows, checker)
         torch.cuda.synchronize()
+        if not (checker.compared > 0 and checker.referenced > 0):
+            raise Failure(f"compared nothing ({checker.compared} bitwise, "
+                          f"{checker.referenced} against float64)")
         result["ok"] = True
     except Exception as e:  # every failure is reported, none is fatal here
         result["error"] = f"{type(e).__name__}: {e}"
         if not isinstance(e, Failure):
             traceback.print_exc()
     result["compared"] = checker.compared
-    result["worst_rel_l2"] = checker.worst
+    result["referenced"] = checker.referenced
+    result["worst"] = checker.worst.errors
+    result["worst_rel_l2"] = max(checker.worst.errors.values(),
+                                 default=None, key=lambda e: (e != e, e))
     result["seconds"] = round(time.time() - start, 1)
     print("RESULT " + json.dumps(result), flush=True)
     return 0 if result["ok"] else 1
@@ -430,6 +451,8 @@ def run_all(args):
                 cmd = [sys.executable, os.path.abspath(__file__),
                        "--dir", args.dir, "--scenario", scenario,
                        "--case", case, "--replays", str(args.replays)]
+                if args.inject:
+                    cmd += ["--inject", args.inject]
                 if args.rows:
                     cmd += ["--rows", str(args.rows)]
                 if args.sanitizer:
@@ -455,6 +478,9 @@ def run_all(args):
                     res = {"scenario": scenario, "case": case, "path": path,
                            "ok": False, "compared": 0, "worst_rel_l2": None,
                            "error": "no result (crash?)", "seconds": 0}
+                if res["ok"] and not res.get("compared", 0) > 0:
+                    res["ok"] = False
+                    res["error"] = "compared nothing"
                 if rc != 0 and res["ok"]:
                     res["ok"] = False
                     res["error"] = f"exit status {rc}" + (
@@ -483,7 +509,14 @@ def run_all(args):
     failed = sum(not r["ok"] for r in results)
     print(f"\n{len(results) - failed} of {len(results)} passed"
           + (f", {failed} FAILED" if failed else ""))
-    return 1 if failed else 0
+    worst = Worst("gpu_capture_test")
+    for r in results:
+        for dtype, err in (r.get("worst") or {}).items():
+            worst.add(dtype, err)
+    worst.print()
+    if not results:
+        print("FAIL: no scenario ran")
+    return 1 if failed or not results else 0
 
 
 def main():
@@ -509,6 +542,10 @@ def main():
                          "initcheck)")
     ap.add_argument("--timeout", type=int, default=300,
                     help="driver: seconds per child")
+    ap.add_argument("--inject", choices=sorted(INJECT), default=None,
+                    help="self-check, the run must then fail: nan poisons "
+                         "a result before its float64 comparison; empty "
+                         "compares nothing")
     args = ap.parse_args()
     if args.replays < 1:
         ap.error("--replays must be >= 1")

@@ -29,19 +29,29 @@ Two steps, because the GPU machine has no MLIR:
       with every case.
   run (GPU):      test/gpu/gpu_random_check.py run --dir .carry/gpurand
                      [--subset all|sanitize] [--limit N] [--out DIR]
+                     [--mutant NAME] [--inject nan|empty]
       For every case: inputs drawn fresh on the GPU (never zero), outputs
       and row padding poisoned with NaN, the call, then
         - every result within its type's tolerance of the float64
           reference (norm_opt.reference; relative L2 against the terms,
-          norm_opt.reference.rel_l2 with the reference's scales);
+          norm_opt.reference.rel_l2 with the reference's scales; the
+          tolerances are test/gpu/harness.py's, the WORST line measures
+          them);
         - every element written, no padding or neighbour touched;
         - dx / dW / dB bitwise equal on a second call and on the other
           launch path (NORMRT_NO_COOPERATIVE=1).
       Which kernels each call launched comes from the driver itself
       (test/gpu/tools/launch_trace.c, loaded as NORMRT_LIBCUDA), and with the
-      plan it gives the coverage table (every variant >= 50 cases; a
-      resident tier's kernels count as tier-vector / tier-scalar, and as
-      tier-boundary at either end of the tier's range of N).
+      plan it gives the coverage table (a resident tier's kernels count as
+      tier-vector / tier-scalar, and as tier-boundary at either end of the
+      tier's range of N): a full run fails unless every variant ran on
+      >= 50 cases (--min-cases); --limit, --subset, --mutant and --inject
+      runs are limited on purpose and say the minimum is not enforced.
+      --mutant: a mutant counts as caught on a case only when a compared
+      result is out of tolerance; any other failure fails the run.
+      --inject nan|empty: self-checks that must fail (test/gpu/suite.py).
+      An empty manifest fails; so does a build that leaves a program out
+      (no kernel plan read from its IR: listed by name).
       --subset sanitize runs the small cases chosen for compute-sanitizer
       (every variant).
   sanitize (GPU): test/gpu/gpu_random_check.py sanitize --dir .carry/gpurand
@@ -70,8 +80,10 @@ import time
 import zlib
 
 import norm_diffgen as dg
+from harness import Worst, add_inject_option, poison, tol
 from norm_opt import Library, compile_command
 from norm_opt import reference as float64
+from norm_opt.checks import Checks, Mutants
 from norm_opt.reference import rel_l2, worst
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,6 +104,9 @@ MUTANTS = {
     "no-residual": lambda p: p["residual"],
     "dw-uses-x-not-xhat": lambda p: p["need_dw"],
 }
+# A full run (no --limit, --subset, --mutant or --inject) fails when a
+# variant ran on fewer cases than this: coverage is a claim of the check.
+MIN_CASES_PER_VARIANT = 50
 VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
             "column-groups", "combine-in-cta", "cooperative", "two-launch",
             "tier-vector", "tier-scalar", "tier-boundary", "cluster", "bulk",
@@ -353,6 +368,7 @@ def cmd_build(args):
               for i in range(0, len(progs), args.per_module)]
     failures = []
     plans = {}
+    unplanned = []  # compiled, but no kernel plan read from the IR
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for index, got, err, secs in pool.map(
@@ -364,26 +380,33 @@ def cmd_build(args):
                 plans.update({(index, k): v for k, v in got.items()})
                 print(f"mod{index}: {len(groups[index])} functions, "
                       f"{secs:.1f} s", flush=True)
+    failed_modules = {index for index, _ in failures}
     for index, group in enumerate(groups):
         for p in group:
             _, sig, _ = dg.emit_program(p)
             plan = plans.get((index, p.name))
-            if plan is None:
+            if not plan:  # a program left out is a failure, by name
+                if index not in failed_modules:
+                    unplanned.append(f"mod{index}:{p.name}")
                 continue
             manifest["programs"].append(dict(
                 program=dataclasses.asdict(p), name=p.name,
                 library=f"mod{index}.so", signature=[k for k, _ in sig],
                 param_types=[t for _, t in sig],
                 results=[name for name, _, _ in p.outputs()],
-                plan=plan[0] if plan else {},
-                cases=gen_cases(p, rng, args.cases_per_program,
-                                plan[0] if plan else None)))
+                plan=plan[0],
+                cases=gen_cases(p, rng, args.cases_per_program, plan[0])))
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f)
     ncases = sum(len(e["cases"]) for e in manifest["programs"])
     print(f"{len(manifest['programs'])} programs, {ncases} cases in "
           f"{len(groups)} libraries ({time.time() - t0:.0f} s); "
           f"{len(failures)} modules failed to compile")
+    for name in unplanned:
+        print(f"FAIL {name}: compiled, but no kernel plan (norm.gpu) read "
+              "from its IR: left out of the manifest", file=sys.stderr)
+    if not manifest["programs"]:
+        print("FAIL: the manifest lists no program", file=sys.stderr)
     # The launch tracer, built here against the toolkit's stub libcuda.
     tracer = os.path.join(args.out, "liblaunch_trace.so")
     subprocess.run([args.cc, "-shared", "-fPIC", "-O2",
@@ -391,7 +414,7 @@ def cmd_build(args):
                     os.path.join(HERE, "tools", "launch_trace.c"), "-o",
                     tracer, f"-L{args.cuda}/lib64/stubs",
                     "-Wl,--no-as-needed", "-lcuda", "-ldl"], check=True)
-    return 1 if failures else 0
+    return 1 if failures or unplanned or not manifest["programs"] else 0
 
 
 # --------------------------------------------------------------------------
@@ -468,12 +491,10 @@ class Runner:
             self.trace_buf = ctypes.create_string_buffer(1 << 16)
         self.libs = {}
         self.worst = {}  # result dtype -> largest error / tolerance
+        self.errors = Worst("gpu_random_check")
         self.dev = torch.device("cuda")
         self.DT = {"bf16": torch.bfloat16, "f16": torch.float16,
                    "f32": torch.float32}
-        # norm_numerics' tolerances by result type (rel_l2 with scales).
-        self.TOL = {torch.bfloat16: 8e-3, torch.float16: 1e-3,
-                    torch.float32: 1e-5}
 
     def take_trace(self):
         if not self.trace:
@@ -631,28 +652,35 @@ class Runner:
         return st, res, self.take_trace()
 
     def check_case(self, entry, fn, lib, case):
+        """(compared, problems, trace): compared is [(result, error,
+        tolerance)] against the (mutant's) reference; problems are the
+        failures that are no tolerance (status, unwritten or stray
+        elements, bitwise repeats), which a mutant cannot cause."""
         torch = self.torch
         p = entry["program"]
         rows, n = case["rows"], case["n"]
         t = self.inputs(p, case)
-        problems = []
+        problems, compared = [], []
         st, res, trace = self.call(entry, fn, lib, t, case, None)
         if st != 0:
-            return [f"status {st}: {lib.last_error()}"], trace
+            return compared, [f"status {st}: {lib.last_error()}"], trace
+        if self.args.inject == "nan":  # self-check: after the kernel ran
+            poison(res[entry["results"][0]][0])
         ref = self.reference(p, t, rows, n, self.args.mutant)
         for name, (view, buf) in res.items():
             r, s = ref[name]
             out = view.double().reshape(r.shape)
-            if not torch.isfinite(out).all():
+            err = rel_l2(out, r, s)  # inf where an element is not finite
+            # --inject nan: the NaN goes to the comparison, which must fail.
+            bound = tol(view.dtype)
+            self.worst[view.dtype] = worst((self.worst.get(view.dtype, 0.0),
+                                            err / bound))
+            self.errors.add(view.dtype, err)
+            if not torch.isfinite(out).all() and not self.args.inject:
                 problems.append(f"{name}: {int((~torch.isfinite(out)).sum())}"
                                 f" elements not written or not finite")
                 continue
-            err = rel_l2(out, r, s)
-            tol = self.TOL[view.dtype]
-            self.worst[view.dtype] = worst((self.worst.get(view.dtype, 0.0),
-                                            err / tol))
-            if not err <= tol:
-                problems.append(f"{name}: rel L2 {err:.3g} > {tol:g}")
+            compared.append((name, err, bound))
             # Nothing outside the view written (padding, neighbours).
             written = buf.isfinite().sum().item()
             if written != view.numel():
@@ -673,11 +701,13 @@ class Runner:
                 if not torch.equal(bits(first[k]), bits(v)):
                     problems.append(f"{k}: not bitwise equal on " + (
                         "the two-launch path" if env else "a second call"))
-        return problems, trace
+        return compared, problems, trace
 
     def run(self):
-        torch = self.torch
         entries = self.manifest["programs"]
+        if not entries:  # nothing to check is no pass
+            print(f"FAIL: {self.dir}/manifest.json lists no program")
+            return 1
         todo = []
         for entry in entries:
             for ci, case in enumerate(entry["cases"]):
@@ -690,22 +720,46 @@ class Runner:
                     if MUTANTS[self.args.mutant](t[0]["program"])]
         if self.args.limit:
             todo = todo[:self.args.limit]
+        if self.args.inject == "empty":
+            todo = []
+        # Each case compares each of its results, and its other checks.
+        checks = Checks("gpu_random_check", expected=sum(
+            len(t[0]["results"]) + 1 for t in todo))
+        mutants = Mutants([self.args.mutant]) if self.args.mutant else None
         coverage = {v: 0 for v in VARIANTS}
         failures = []
         t0 = time.time()
         for i, (entry, ci, case, _) in enumerate(todo):
             lib, fn = self.function(entry)
             try:
-                problems, trace = self.check_case(entry, fn, lib, case)
+                compared, problems, trace = self.check_case(entry, fn, lib,
+                                                            case)
             except Exception as e:  # a crash of one case is a failure
-                problems, trace = [f"exception {type(e).__name__}: {e}"], ""
+                compared, problems, trace = [], [
+                    f"exception {type(e).__name__}: {e}"], ""
             for v in variants_of(entry["plan"], trace, case["n"]):
                 coverage[v] += 1
+            label = f"{entry['library']}:{entry['name']} case {ci}"
+            if mutants:
+                # Caught only by a compared result out of tolerance; any
+                # other failure is an error of the run, not a catch.
+                if problems or not compared:
+                    mutants.error(self.args.mutant, f"{label}: " + (
+                        "; ".join(problems) or "nothing compared"))
+                else:
+                    mutants.record(self.args.mutant,
+                                   [(e, b) for _, e, b in compared])
+            else:
+                for name, err, bound in compared:
+                    if not checks.within(f"{label} {name}", err, bound):
+                        problems.append(f"{name}: rel L2 {err:.3g} not "
+                                        f"within {bound:g}")
+                checks.require(label, not problems, "; ".join(problems))
             if problems:
                 p = dg.Program(**{**entry["program"],
                                   "lead": tuple(entry["program"]["lead"])})
                 failures.append((entry["name"], ci))
-                print(f"FAIL {entry['library']}:{entry['name']} case {ci} "
+                print(f"FAIL {label} "
                       f"{p.describe()} rows={case['rows']} n={case['n']} "
                       f"pad={case['pad']} off={case['off']} "
                       f"plan={entry['plan']} kernels={trace}: "
@@ -716,6 +770,14 @@ class Runner:
         secs = time.time() - t0
         by_type = {str(k).replace("torch.", ""): round(v, 3)
                    for k, v in self.worst.items()}
+        # The coverage minimum holds for a full run only: --limit, a subset,
+        # a mutant or an injection choose fewer cases on purpose.
+        limited = [why for why, on in (
+            ("--limit", self.args.limit), ("--subset sanitize",
+                                           self.args.subset != "all"),
+            ("--mutant", self.args.mutant), ("--inject", self.args.inject))
+            if on]
+        thin = [v for v in VARIANTS if coverage[v] < self.args.min_cases]
         summary = dict(seed=self.manifest["seed"], cases=len(todo),
                        failures=len(failures), seconds=round(secs, 1),
                        coverage=coverage, subset=self.args.subset,
@@ -733,14 +795,29 @@ class Runner:
         for v in VARIANTS:
             print(f"| {v} | {coverage[v]} |")
         print(f"\nworst error / tolerance by result type: {by_type}")
+        self.errors.print()
         print(f"\n{len(todo)} cases ({self.args.subset}), "
               f"{len(failures)} failures, {secs:.0f} s")
-        if self.args.mutant:  # the wrong reference must fail (nearly) all
-            caught = len(failures)
+        if limited:
+            print(f"coverage minimum ({self.args.min_cases} cases per "
+                  f"variant) not enforced: a limited run "
+                  f"({', '.join(limited)})")
+        elif thin:
+            print(f"FAIL coverage: fewer than {self.args.min_cases} cases "
+                  "on " + ", ".join(f"{v} ({coverage[v]})" for v in thin)
+                  + " (build more programs or cases)")
+        else:
+            print(f"coverage: every variant >= {self.args.min_cases} cases")
+        coverage_ok = bool(limited) or not thin
+        if mutants:  # the wrong reference must fail (nearly) all
+            caught, applied = mutants.counts[self.args.mutant]
             print(f"mutant {self.args.mutant}: caught {caught} of "
-                  f"{len(todo)}")
-            return 0 if todo and caught >= 0.95 * len(todo) else 1
-        return 1 if failures else 0
+                  f"{applied} (by tolerance)")
+            problems = mutants.problems()
+            for why in problems[:20]:
+                print(f"FAIL {why}")
+            return 1 if problems or not coverage_ok else 0
+        return 1 if checks.finish() or not coverage_ok else 0
 
 
 def prev_type(p):
@@ -836,12 +913,18 @@ def main():
     r.add_argument("--dir", default=os.path.join(ROOT, ".carry", "gpurand"))
     r.add_argument("--subset", choices=("all", "sanitize"), default="all")
     r.add_argument("--sanitize-cases", type=int, default=120)
-    r.add_argument("--limit", type=int, default=0)
+    r.add_argument("--limit", type=int, default=0,
+                   help="the first N cases only (a smoke run: the "
+                        "coverage minimum is not enforced)")
+    r.add_argument("--min-cases", type=int, default=MIN_CASES_PER_VARIANT,
+                   help="a full run fails when a variant ran on fewer "
+                        "cases (default %(default)s)")
     r.add_argument("--out", default=os.environ.get("OUT"))
     r.add_argument("--no-trace", action="store_true")
     r.add_argument("--mutant", choices=sorted(MUTANTS),
                    help="check against this wrong reference: every case "
                         "it applies to must fail (a self-check)")
+    add_inject_option(r)
     r.add_argument("-v", "--verbose", action="store_true")
     z = sub.add_parser("sanitize")
     z.add_argument("--dir", default=os.path.join(ROOT, ".carry", "gpurand"))

@@ -15,7 +15,15 @@ fails too.
                             [--timeout-scale F]
 
 --quick passes each check its own quick option where it has one (fewer
-shapes or cases). The checks are the scripts beside this one (test/gpu/);
+shapes or cases).
+
+Self-checks (issue 45, "Every check can fail"): after the checks, each
+harness runs again, small, with `--inject nan` (one result poisoned with
+NaN after our kernel ran) and `--inject empty` (nothing compared), rows
+named `<check>:inject-nan` / `<check>:inject-empty`. Each must fail: the
+row passes only when the run exits non-zero and printed a FAIL line (a
+crash or a time-out is no catch). They reuse their check's work
+directory and build (built here when their check did not run). The checks are the scripts beside this one (test/gpu/);
 what they share with the benchmarks (bench/) is in the package:
 norm_opt.kernel_set (the kernel set and its manifest), norm_opt.testing
 (launching it with torch tensors, inputs, the models' norm spellings) and
@@ -40,12 +48,16 @@ class Check:
     the check's own work directory; {norm_opt}: $NORM_OPT)."""
 
     def __init__(self, name, run, build=None, quick=(), gpus=1, timeout=600,
-                 what="", installed=False):
+                 what="", installed=False, expect_fail=False, base=None,
+                 env=None):
         self.name, self.run, self.build = name, run, build
         self.quick, self.gpus, self.timeout, self.what = quick, gpus, timeout, what
         # Run against the installed wheel only: no source tree on the path,
         # no $NORM_OPT (what wheel_check.py checks first).
         self.installed = installed
+        # A self-check: passes only when its run fails (non-zero, FAIL
+        # printed); shares the work directory and build of check `base`.
+        self.expect_fail, self.base, self.env = expect_fail, base, env or {}
 
 
 CHECKS = [
@@ -90,6 +102,32 @@ CHECKS = [
           what="data and sequence parallel over NCCL"),
 ]
 
+# Each self-check's run: its harness on a few cases (harness.py's INJECT).
+INJECTED = {
+    "routing": (["test/gpu/compile_routing_check.py"],
+                {"NORM_ROUTING_CASES": "nn.LayerNorm"}),
+    "torch-ops": (["test/gpu/torch_ops_check.py"], {}),
+    "kernels": (["test/gpu/gpu_check.py", "--dir", "{work}", "--quick",
+                 "--no-huge", "--libs", "librms_bf16.so"], {}),
+    "random": (["test/gpu/gpu_random_check.py", "run", "--dir", "{work}",
+                "--limit", "20"], {}),
+    "capture": (["test/gpu/gpu_capture_test.py", "--dir", "{work}",
+                 "--scenarios", "default", "--cases", "rms_bf16_4096",
+                 "--coop", "on", "--replays", "3"], {}),
+    "train": (["test/gpu/train_check.py", "--steps", "2", "--modes",
+               "eager", "--dtypes", "f32"], {}),
+    "ddp": (["test/gpu/ddp_check.py", "--steps", "2"], {}),
+}
+INJECT_WHAT = {"nan": "a result poisoned with NaN", "empty": "nothing "
+               "compared"}
+CHECKS += [Check(f"{name}:inject-{inject}", run + ["--inject", inject],
+                 build=base.build, gpus=base.gpus, timeout=600,
+                 what=f"self-check, must fail: {INJECT_WHAT[inject]}",
+                 expect_fail=True, base=name, env=env)
+           for name, (run, env) in INJECTED.items()
+           for base in CHECKS if base.name == name
+           for inject in ("nan", "empty")]
+
 
 def gpu_count():
     """GPUs here (0 without a driver); $NORM_GPU_SUITE_GPUS overrides it
@@ -118,12 +156,16 @@ def fill(argv, work, norm_opt):
     return [a.format(work=work, norm_opt=norm_opt) for a in argv]
 
 
-def run_step(argv, env, timeout, log):
-    """(ok, seconds, why) of one script run, its output appended to log."""
+def run_step(argv, env, timeout, log, expect_fail=False):
+    """(ok, seconds, why) of one script run, its output appended to log.
+    expect_fail: ok when it exited non-zero and printed a FAIL line (a
+    self-check caught its injected fault; a crash, signal or time-out is
+    no catch)."""
     start = time.time()
     with open(log, "a") as f:
         f.write("$ " + " ".join(argv) + "\n")
         f.flush()
+        begin = f.tell()
         try:
             rc = subprocess.run([sys.executable] + argv, cwd=ROOT, env=env,
                                 stdout=f, stderr=subprocess.STDOUT,
@@ -133,7 +175,16 @@ def run_step(argv, env, timeout, log):
         except OSError as e:
             return False, time.time() - start, f"could not start: {e}"
     seconds = time.time() - start
-    return rc == 0, seconds, "" if rc == 0 else f"exit {rc}"
+    if not expect_fail:
+        return rc == 0, seconds, "" if rc == 0 else f"exit {rc}"
+    with open(log, errors="replace") as f:
+        f.seek(begin)
+        said_fail = "FAIL" in f.read()
+    if rc > 0 and said_fail:
+        return True, seconds, f"failed as it must (exit {rc})"
+    return False, seconds, (f"exit {rc}: the injected fault was not caught"
+                            if rc == 0 else f"exit {rc} without a FAIL line "
+                            "(a crash, not a caught fault)")
 
 
 def main(argv=None):
@@ -161,7 +212,7 @@ def main(argv=None):
         return 1
     if args.list:
         for c in checks:
-            print(f"{c.name:15} {c.what}" + (f" ({c.gpus} GPUs)"
+            print(f"{c.name:22} {c.what}" + (f" ({c.gpus} GPUs)"
                                              if c.gpus > 1 else ""))
         return 0
     gpus = gpu_count()
@@ -181,12 +232,13 @@ def main(argv=None):
         paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     os.makedirs(args.work, exist_ok=True)
     rows = []
+    built = set()  # checks whose build step passed in this run
     for c in checks:
         if c.gpus > gpus:
             rows.append((c.name, "SKIP", 0.0, f"needs {c.gpus} GPUs"))
             continue
-        work = os.path.join(args.work, c.name)
-        log = os.path.join(args.work, f"{c.name}.log")
+        work = os.path.join(args.work, c.base or c.name)
+        log = os.path.join(args.work, f"{c.name.replace(':', '-')}.log")
         if os.path.exists(log):
             os.remove(log)
         timeout = int(c.timeout * args.timeout_scale)
@@ -195,16 +247,21 @@ def main(argv=None):
             check_env = {k: v for k, v in os.environ.items()
                          if k not in ("NORM_OPT", "NORM_OPT_LIBRARY_PATH",
                                       "PYTHONPATH")}
+        if c.env:
+            check_env = dict(check_env, **c.env)
         seconds, ok, why = 0.0, True, ""
-        if c.build:
+        if c.build and (c.base or c.name) not in built:
             os.makedirs(work, exist_ok=True)
             ok, seconds, why = run_step(fill(c.build, work, norm_opt),
                                         check_env, timeout, log)
             why = f"build: {why}" if not ok else ""
+            if ok:
+                built.add(c.base or c.name)
         if ok:
-            run = fill(c.run, work, norm_opt) + (list(c.quick)
-                                                 if args.quick else [])
-            ok, s, why = run_step(run, check_env, timeout, log)
+            run = fill(c.run, work, norm_opt) + (
+                list(c.quick) if args.quick and not c.expect_fail else [])
+            ok, s, why = run_step(run, check_env, timeout, log,
+                                  c.expect_fail)
             seconds += s
         rows.append((c.name, "PASS" if ok else "FAIL", seconds, why))
         print(f"{c.name}: {'PASS' if ok else 'FAIL'} ({seconds:.0f} s)"

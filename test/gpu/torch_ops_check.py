@@ -7,14 +7,22 @@ inside the capture takes its workspace from torch's graph pool), replayed
 and compared bitwise with eager calls.
 
   PYTHONPATH=python NORM_OPT_LIBRARY_PATH=.carry/norm_opt_libs \\
-      python3 test/gpu/torch_ops_check.py
+      python3 test/gpu/torch_ops_check.py [--inject nan|empty]
+
+Requires norm_opt.torch's C++ ops (norm_opt.torch._cpp): without them the
+pool check has nothing to check and fails. Exit status 0 when every check
+passes and at least one ran. --inject: self-checks that must fail
+(test/gpu/suite.py runs them).
 """
 
+import argparse
 import sys
 
 import torch
 
 import norm_opt.torch as nt
+from harness import add_inject_option, poison
+from norm_opt.checks import Checks
 
 N = 1024
 
@@ -31,7 +39,8 @@ def inputs(kind, dtype):
     return (dy, x, rstd, w)
 
 
-def graph_check(kind, dtype):
+def graph_check(kind, dtype, inject=None):
+    """(replays bitwise equal to eager, workspace from the graph's pool)."""
     cls = nt.LayerNorm if kind == "layer" else nt.RMSNorm
     module = cls(N).cuda().to(dtype)
     x = torch.randn(4, 64, N, device="cuda", dtype=dtype, requires_grad=True)
@@ -56,18 +65,32 @@ def graph_check(kind, dtype):
         out = module(x)
         out.backward(dy)
     # The C++ ops' workspace came from torch's allocator (the graph's pool),
-    # asked for by the runtime through normrt_set_capture_allocator.
-    from_pool = nt._cpp is None or nt._cpp.capture_workspaces() == before + 1
+    # asked for by the runtime through normrt_set_capture_allocator. Without
+    # the C++ ops there is no such path: a failure, not a pass.
+    from_pool = (nt._cpp is not None
+                 and nt._cpp.capture_workspaces() == before + 1)
     for _ in range(3):
         g.replay()
     torch.cuda.synchronize()
-    return (from_pool and torch.equal(x.grad, want[0])
-            and torch.equal(module.weight.grad, want[1]))
+    if inject == "nan":  # after the replays ran our kernels
+        poison(x.grad)
+    return (torch.equal(x.grad, want[0])
+            and torch.equal(module.weight.grad, want[1])), from_pool
 
 
 def main():
-    failed = 0
-    for kind in ("layer", "rms"):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_inject_option(ap)
+    args = ap.parse_args()
+    checks = Checks("torch_ops_check")
+    print(f"C++ ops: {nt._cpp is not None}")
+    # --inject empty: compare nothing (the run must fail).
+    kinds = () if args.inject == "empty" else ("layer", "rms")
+    if kinds:
+        checks.require("C++ ops loaded", nt._cpp is not None,
+                       "norm_opt.torch._cpp is None: the graph-pool "
+                       "workspace check cannot run")
+    for kind in kinds:
         op = (torch.ops.norm_opt.layer_norm_backward if kind == "layer"
               else torch.ops.norm_opt.rms_norm_backward)
         for dtype in (torch.float32, torch.bfloat16):
@@ -77,15 +100,19 @@ def main():
                 ok, why = True, ""
             except Exception as e:  # opcheck raises with the failed check
                 ok, why = False, f": {type(e).__name__}: {e}"
-            failed += not ok
+            checks.require(f"opcheck {name}", ok, why)
             print(f"{'PASS' if ok else 'FAIL'} opcheck {name}{why}")
-            ok = graph_check(kind, dtype)
-            failed += not ok
-            print(f"{'PASS' if ok else 'FAIL'} CUDA graph of the module's "
-                  f"forward + backward, {name}: replays bitwise equal to eager")
-    print(f"C++ ops: {nt._cpp is not None}")
-    print("ALL PASSED" if not failed else f"FAILED: {failed}")
-    return 1 if failed else 0
+            same, from_pool = graph_check(kind, dtype, args.inject)
+            checks.require(f"CUDA graph {name} replays", same,
+                           "not bitwise equal to eager")
+            checks.require(f"CUDA graph {name} workspace", from_pool,
+                           "not one workspace from the graph's pool")
+            print(f"{'PASS' if same else 'FAIL'} CUDA graph of the module's "
+                  f"forward + backward, {name}: replays bitwise equal to "
+                  "eager")
+            print(f"{'PASS' if from_pool else 'FAIL'} CUDA graph {name}: "
+                  "the C++ ops' workspace from the graph's pool")
+    return checks.finish()
 
 
 if __name__ == "__main__":

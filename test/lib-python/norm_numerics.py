@@ -34,6 +34,7 @@ import subprocess
 
 from norm_opt.reference import Rows
 from norm_opt.reference import backward as reference_backward
+from norm_opt.checks import within
 from norm_opt.reference import rel_l2  # noqa: F401  (the error measure)
 
 # --------------------------------------------------------------------------
@@ -425,8 +426,26 @@ def compare_case(case: Case, got: dict, ref: Result):
     for name, elem, _ in case.outputs():
         err = rel_l2(got[name], ref.values[name], ref.scales[name])
         tol = DTYPES[elem].tolerance
-        rows.append((name, elem, err, tol, err <= tol))
+        rows.append((name, elem, err, tol, within(err, tol)))
     return rows
+
+
+def keep_worst(worst: dict, key, err, label):
+    """worst[key] = (err, label) if err is the worst error yet. A NaN is
+    the worst of all and stays (`err > old` would drop it, and
+    `not err <= old` would let a later number replace it)."""
+    old = worst.get(key)
+    if old is None or (not math.isnan(old[0]) and not err <= old[0]):
+        worst[key] = (err, label)
+
+
+def worst_of(errs):
+    """The largest error, NaN if any is NaN (max() may drop a NaN); NaN
+    for none."""
+    errs = list(errs)
+    if not errs or any(map(math.isnan, errs)):
+        return math.nan
+    return max(errs)
 
 
 class MutantTally:
@@ -449,12 +468,11 @@ class MutantTally:
         else:
             count[0] += 1
 
-    def report(self, noun, min_caught, skip_unapplied=False):
-        """Prints one line per mutant; returns those caught too rarely."""
+    def report(self, noun, min_caught):
+        """Prints one line per mutant; returns those caught too rarely,
+        or applied to no case (a mutant tried must be shown to fail)."""
         missed = []
         for m, (k, n, names) in self.counts.items():
-            if skip_unapplied and not n:
-                continue
             print(f"MUTANT {m:<28} caught in {k}/{n} applicable {noun}"
                   + (f"; missed in {' '.join(names[:4])}" if names else ""))
             if n == 0 or k < min_caught * n:
@@ -466,11 +484,14 @@ def finish(failed, total, missed, noun="cases"):
     """The summary lines every numerics script ends with; its exit code."""
     if missed:
         print(f"MUTANTS CAUGHT IN TOO FEW {noun.upper()}: {' '.join(missed)}")
-    if failed:
+    if not total:  # an empty run shows nothing
+        print(f"FAILED: no {noun[:-1] if noun.endswith('s') else noun} "
+              "was compared")
+    elif failed:
         print(f"FAILED: {failed} of {total} cases")
     elif not missed:
         print(f"ALL PASSED: {total} cases")
-    return 1 if failed or missed else 0
+    return 1 if failed or missed or not total else 0
 
 
 # --------------------------------------------------------------------------
@@ -924,6 +945,8 @@ def column_agreement(a, b, term_sums, rows, p1, p2, elem):
             continue
         bound = 1.01 * gamma * s + u_out * (abs(x) + abs(y))
         r = math.inf if bound == 0.0 else d / bound
+        if math.isnan(r):  # a NaN result (or term sum): out of every bound
+            return math.inf, j
         if r > worst:
             worst, where = r, j
     return worst, where
