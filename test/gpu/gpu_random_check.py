@@ -342,6 +342,33 @@ def compile_module(args, index, progs):
     return index, parse_plans(r.stderr), "", time.time() - t0
 
 
+_PROTOTYPE = re.compile(r"^int (\w+)\(([^)]*)\);", re.M)
+
+
+def launcher_row_strides(header_path):
+    """{function: ([argument index], [result index])}: which arguments and
+    results the launcher takes a row stride for, from the library's header.
+    The compiler decides it (a [N] weight over a one-row domain [1, N] is a
+    full-domain input, with a stride), so the harness reads it rather than
+    assuming the [rows, N] arguments."""
+    with open(header_path) as f:
+        text = f.read()
+    out = {}
+    for name, params in _PROTOTYPE.findall(text):
+        args = [int(k) for k in re.findall(r"\barg(\d+)_row_stride", params)]
+        res = [int(k) for k in re.findall(r"\bres(\d+)_row_stride", params)]
+        out[name] = (args, res)
+    return out
+
+
+def cases_for(args, plan):
+    """Cases to draw for a program: the bulk ring is the rarest variant
+    (few random N take it), so its programs get twice as many, for every
+    variant to reach the run's minimum."""
+    return args.cases_per_program * (2 if plan.get("bulk_stages", 0) >= 2
+                                     else 1)
+
+
 def cmd_recase(args):
     """Draws the cases of an existing build again (after a change to
     gen_cases), keeping its libraries and plans."""
@@ -351,7 +378,7 @@ def cmd_recase(args):
     rng = random.Random(f"gpurand-cases/{manifest['seed']}")
     for e in manifest["programs"]:
         p = dg.Program(**{**e["program"], "lead": tuple(e["program"]["lead"])})
-        e["cases"] = gen_cases(p, rng, args.cases_per_program, e["plan"])
+        e["cases"] = gen_cases(p, rng, cases_for(args, e["plan"]), e["plan"])
     with open(path, "w") as f:
         json.dump(manifest, f)
     return 0
@@ -382,6 +409,9 @@ def cmd_build(args):
                       f"{secs:.1f} s", flush=True)
     failed_modules = {index for index, _ in failures}
     for index, group in enumerate(groups):
+        header = os.path.join(args.out, f"mod{index}.h")
+        row_strides = (launcher_row_strides(header)
+                       if os.path.exists(header) else {})
         for p in group:
             _, sig, _ = dg.emit_program(p)
             plan = plans.get((index, p.name))
@@ -395,7 +425,8 @@ def cmd_build(args):
                 param_types=[t for _, t in sig],
                 results=[name for name, _, _ in p.outputs()],
                 plan=plan[0],
-                cases=gen_cases(p, rng, args.cases_per_program, plan[0])))
+                row_strides=row_strides.get(p.name),
+                cases=gen_cases(p, rng, cases_for(args, plan[0]), plan[0])))
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f)
     ncases = sum(len(e["cases"]) for e in manifest["programs"])
@@ -618,32 +649,49 @@ class Runner:
         p = entry["program"]
         rows, n = case["rows"], case["n"]
         ptrs, strides, keep = [], [], []
+        arg_strides = []  # the row stride of each argument as placed
         for key, ty in zip(entry["signature"], entry["param_types"]):
             v = t[key]
             if key in FULL_KEYS:
                 view, buf = self.place(v, rows, n, case["pad"].get(key, 0),
                                        case["off"].get(key, 0))
-                strides.append(n + case["pad"].get(key, 0))
+                arg_strides.append(n + case["pad"].get(key, 0))
             elif key == "scale":
                 view, buf = v, v
+                arg_strides.append(None)
             else:
                 view, buf = self.place(v.reshape(1, -1), 1, v.numel(), 0,
                                        case["off"].get(key, 0))
+                arg_strides.append(v.numel())
             keep.append(buf)
             ptrs.append(view.data_ptr())
+        # The arguments the launcher takes a row stride for (its header; an
+        # old manifest without them: the [rows, N] ones).
+        row_strides = entry.get("row_strides")
+        if row_strides is None:
+            strides = [s for key, s in zip(entry["signature"], arg_strides)
+                       if key in FULL_KEYS]
+        else:
+            strides = [arg_strides[k] for k in row_strides[0]]
         res = {}
+        res_strides = []
         for name in entry["results"]:
             dt = self.DT[p["x_type"]] if name == "dx" else self.DT[
                 prev_type(p) if p["acc_" + name] else p["p_type"]]
             if name == "dx":
                 view, buf = self.place(None, rows, n, case["pad"].get("dx", 0),
                                        case["off"].get("dx", 0), poison=dt)
-                strides.append(n + case["pad"].get("dx", 0))
+                res_strides.append(n + case["pad"].get("dx", 0))
             else:
                 view, buf = self.place(None, 1, n, 0,
                                        case["off"].get(name, 0), poison=dt)
+                res_strides.append(n)
             res[name] = (view, buf)
             ptrs.append(view.data_ptr())
+        if row_strides is None:
+            strides += res_strides[:1]  # dx
+        else:
+            strides += [res_strides[k] for k in row_strides[1]]
         self.take_trace()
         st = fn(*ptrs, rows, n, *strides,
                 torch.cuda.current_stream().cuda_stream)
