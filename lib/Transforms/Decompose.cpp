@@ -339,7 +339,7 @@ struct DecomposeGroupNormGrad : OpRewritePattern<GroupNormGradOp> {
     Location loc = op.getLoc();
     RankedTensorType xType = op.getX().getType();
     int64_t rank = xType.getRank(), c = op.getChannelDim();
-    int64_t groups = op.getGroups(), size = op.getGroupSize();
+    int64_t groups = op.getNumGroups(), size = op.getGroupSize();
 
     // [..., C, ...] -> [..., groups, C / groups, ...]
     SmallVector<ReassociationIndices> channels;

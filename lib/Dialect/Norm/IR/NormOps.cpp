@@ -101,19 +101,19 @@ LogicalResult GroupNormGradOp::verify() {
   if (ShapedType::isDynamic(channels))
     return emitOpError("expects a static channel count (dim ")
            << getChannelDim() << " of 'x' " << xType << ")";
-  if (channels % getGroups() != 0)
-    return emitOpError() << "expects 'groups' (" << getGroups()
+  if (channels % getNumGroups() != 0)
+    return emitOpError() << "expects 'groups' (" << getNumGroups()
                          << ") to divide the " << channels << " channels";
   for (Value stat : {getMean(), getRstd()}) {
     auto type = cast<RankedTensorType>(stat.getType());
     if (type.getRank() != 2 ||
         failed(verifyCompatibleShape(type.getShape(),
-                                     {xType.getShape()[0], getGroups()})))
+                                     {xType.getShape()[0], getNumGroups()})))
       return emitOpError() << "expects 'mean' and 'rstd' shaped [N, groups] = ["
                            << (xType.isDynamicDim(0)
                                    ? std::string("?")
                                    : std::to_string(xType.getShape()[0]))
-                           << ", " << getGroups() << "], got " << type;
+                           << ", " << getNumGroups() << "], got " << type;
   }
   if (getDx().getType() != xType)
     return emitOpError() << "expects result 'dx' to have the type of 'x' "

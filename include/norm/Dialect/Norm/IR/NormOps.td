@@ -216,8 +216,10 @@ def Norm_GroupNormGradOp : Norm_Op<"group_norm_grad", [
     int64_t getNumChannels() {
       return getX().getType().getShape()[getChannelDim()];
     }
+    /// `groups` as a signed size (the attribute is positive).
+    int64_t getNumGroups() { return static_cast<int64_t>(getGroups()); }
     /// Channels per group, C / groups.
-    int64_t getGroupSize() { return getNumChannels() / getGroups(); }
+    int64_t getGroupSize() { return getNumChannels() / getNumGroups(); }
   }];
 }
 
