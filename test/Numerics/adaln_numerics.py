@@ -315,20 +315,13 @@ def main():
                              f"has shape {pshape}, expected {shape}")
                 got[name] = vals
             rows = compare(c, got, reference(c, scale, lns, args.mutant))
-            ok = all(r[4] for r in rows)
             compared += 1
-            failed += not ok
-            if not ok or not args.quiet:
-                errs = "  ".join(f"{n}={err:.2e}/{tol:.0e}"
-                                 for n, _, err, tol, _ in rows)
-                print(f"{'PASS' if ok else 'FAIL'} {path:<9} "
-                      f"{case_name(c):<24} {errs}")
+            failed += not nn.report_case(path, case_name(c), rows,
+                                         args.quiet, width=24)
             if args.check_mutants:
-                for m, applies in MUTANTS.items():
-                    if applies(c):
-                        caught.record(m, f"{path}/{case_name(c)}",
-                                      compare(c, got,
-                                              reference(c, scale, lns, m)))
+                nn.tally_mutants(
+                    caught, MUTANTS, c, f"{path}/{case_name(c)}",
+                    lambda m: compare(c, got, reference(c, scale, lns, m)))
         if next(printed, None) is not None:
             sys.exit(f"error: {path}: more results printed than expected")
     if compared != len(CASES) * len(paths):

@@ -338,22 +338,14 @@ def main():
                              f"shape {pshape}, expected {shape}")
                 got[name] = vals
             rows = compare(case, got, reference(case, inp, args.mutant))
-            ok = all(r[4] for r in rows)
             compared += 1
-            failed += not ok
             for name, elem, err, _, _ in rows:
                 nn.keep_worst(worst, (path, name, elem), err, case.name)
-            if not ok or not args.quiet:
-                errs = "  ".join(f"{n}({e})={err:.2e}/{tol:.0e}"
-                                 for n, e, err, tol, _ in rows)
-                print(f"{'PASS' if ok else 'FAIL'} {path:<10} "
-                      f"{case.name:<40} {errs}")
+            failed += not nn.report_case(path, case.name, rows, args.quiet)
             if args.check_mutants:
-                for m, applies in MUTANTS.items():
-                    if applies(case):
-                        caught.record(m, f"{path}/{case.name}",
-                                      compare(case, got,
-                                              reference(case, inp, m)))
+                nn.tally_mutants(
+                    caught, MUTANTS, case, f"{path}/{case.name}",
+                    lambda m: compare(case, got, reference(case, inp, m)))
         if next(printed, None) is not None:
             sys.exit(f"error: {path}: more results printed than expected")
 

@@ -448,6 +448,28 @@ def worst_of(errs):
     return max(errs)
 
 
+def report_case(path: str, label: str, rows, quiet: bool,
+                width: int = 40) -> bool:
+    """One case of one path: its PASS / FAIL line (always when it failed),
+    from compare_case-style rows; returns whether every result passed."""
+    ok = all(r[4] for r in rows)
+    if not ok or not quiet:
+        errs = "  ".join(f"{n}({e})={err:.2e}/{tol:.0e}"
+                         for n, e, err, tol, _ in rows)
+        print(f"{'PASS' if ok else 'FAIL'} {path:<10} {label:<{width}} "
+              f"{errs}")
+    return ok
+
+
+def tally_mutants(tally, mutants: dict, case, label: str, compare_with):
+    """Records, for every mutant that applies to `case`, the rows of
+    compare_with(mutant) (the case's results against that mutant's
+    reference) in `tally` (a MutantTally)."""
+    for m, applies in mutants.items():
+        if applies(case):
+            tally.record(m, label, compare_with(m))
+
+
 class MutantTally:
     """How often each deliberately wrong reference (MUTANTS) was caught:
     a mutant is caught on a case when some result of the case, compared with
