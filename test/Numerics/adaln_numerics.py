@@ -91,7 +91,7 @@ def function_text(name, B, S, N, t, chain):
     results, rtypes = [], []
     sc = ext("%scale", tc, cf, "affine_map<(b, n) -> (b, n)>",
              '["parallel", "parallel"]')
-    body.append(f"  %zero = arith.constant 0.0 : f32")
+    body.append("  %zero = arith.constant 0.0 : f32")
     body.append(f"  %nf = arith.constant {float(N)!r} : f32")
     body.append(f"  %zr0 = tensor.empty() : {rows}")
     body.append(f"  %zr = linalg.fill ins(%zero : f32) outs(%zr0 : {rows}) -> {rows}")
@@ -295,17 +295,11 @@ def main():
     libs = nn.runner_libs(args.runner, args.shared_lib_dir)
     workdir = args.keep or tempfile.mkdtemp(prefix="adaln-numerics-")
     os.makedirs(workdir, exist_ok=True)
-    src = os.path.join(workdir, "adaln.mlir")
-    with open(src, "w") as f:
-        f.write(mod.text())
-
     failed = compared = 0
     caught = nn.MutantTally(MUTANTS)
     paths = {"unfused": nn.UPSTREAM_LOWERING, "pipeline": nn.fused_pipeline(3)}
-    for path, passes in paths.items():
-        bc = os.path.join(workdir, f"adaln.{path}.mlirbc")
-        nn.compile_module(args.opt, src, bc, passes)
-        printed = iter(nn.parse_printed(nn.run_module(args.runner, bc, libs)))
+    for path, printed in nn.run_paths(mod.text(), "adaln", paths, args.opt,
+                                      args.runner, libs, workdir):
         for c, (scale, lns) in zip(CASES, inputs):
             got = {}
             for name, shape in outputs(c):
@@ -322,8 +316,6 @@ def main():
                 nn.tally_mutants(
                     caught, MUTANTS, c, f"{path}/{case_name(c)}",
                     lambda m: compare(c, got, reference(c, scale, lns, m)))
-        if next(printed, None) is not None:
-            sys.exit(f"error: {path}: more results printed than expected")
     if compared != len(CASES) * len(paths):
         sys.exit(f"error: compared {compared} of {len(CASES) * len(paths)}")
     missed = (caught.report("cases", MUTANT_MIN_CAUGHT)

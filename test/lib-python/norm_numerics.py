@@ -851,6 +851,24 @@ def run_module(runner: str, bc: str, libs: list, opt_level="-O0") -> str:
     return p.stdout
 
 
+def run_paths(module_text: str, stem: str, paths: dict, norm_opt: str,
+              runner: str, libs: list, workdir: str):
+    """Writes the module once to workdir/<stem>.mlir and, per path (name ->
+    norm-opt passes), lowers and runs it: yields (name, iterator over the
+    printed memrefs). A path that printed more than its caller read is an
+    error."""
+    src = os.path.join(workdir, f"{stem}.mlir")
+    with open(src, "w") as f:
+        f.write(module_text)
+    for path, passes in paths.items():
+        bc = os.path.join(workdir, f"{stem}.{path}.mlirbc")
+        compile_module(norm_opt, src, bc, passes)
+        printed = iter(parse_printed(run_module(runner, bc, libs)))
+        yield path, printed
+        if next(printed, None) is not None:
+            raise RuntimeError(f"{path}: more results printed than expected")
+
+
 _BASE = re.compile(r"base@ = 0x[0-9a-fA-F]+")
 
 
