@@ -36,6 +36,7 @@ from norm_opt.reference import Rows
 from norm_opt.reference import backward as reference_backward
 from norm_opt.checks import within
 from norm_opt.reference import rel_l2  # noqa: F401  (the error measure)
+from norm_opt.reference import worst as reference_worst
 
 # --------------------------------------------------------------------------
 # Float formats
@@ -443,9 +444,7 @@ def worst_of(errs):
     """The largest error, NaN if any is NaN (max() may drop a NaN); NaN
     for none."""
     errs = list(errs)
-    if not errs or any(map(math.isnan, errs)):
-        return math.nan
-    return max(errs)
+    return reference_worst(errs) if errs else math.nan
 
 
 def report_case(path: str, label: str, rows, quiet: bool,
