@@ -21,7 +21,9 @@ every result compared by relative L2 error with the tolerance of its type
 and checked written; dx/dW/dB bitwise identical over 5 repeated calls.
 
   PYTHONPATH=python python3 test/gpu/gpu_graph_check.py --dir .carry/graph
-      [--quick] [--cpu-matmuls]
+      [--quick] [--cpu-matmuls] [--inject nan|empty]
+  PYTHONPATH=python python3 test/gpu/gpu_graph_check.py --build DIR
+      [--norm-opt PATH]      (the two libraries, with `norm-opt compile`)
 
 --cpu-matmuls runs the host's matmuls on the CPU (in float32, then rounded
 to bf16 on the GPU), so that a compute-sanitizer run sees no cuBLAS kernel
@@ -31,14 +33,18 @@ Prints one line per case and a table last; exits non-zero on any failure.
 
 import argparse
 import os
+import subprocess
 import sys
 
 import torch
 
 from norm_opt import Library
 from norm_opt import reference as float64
-from harness import Worst, tol
-from norm_opt.reference import rel_l2
+from harness import Results, add_inject_option
+from norm_opt import compile_command
+
+INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Inputs")
+LIBRARIES = ("block_bf16", "two_domains_bf16")
 
 REPEATS = 5
 
@@ -66,25 +72,24 @@ def stats(rows):
             torch.randn(rows, device="cuda") * 0.5)
 
 
-class Report:
-    def __init__(self):
-        self.rows, self.failed = [], 0
-        self.worst = Worst("gpu_graph_check")
+class Report(Results):
+    """Results (harness.py) with the graph's bitwise checks and its table."""
+
+    def __init__(self, inject=None):
+        super().__init__("gpu_graph_check", inject)
 
     def check(self, case, name, got, ref):
-        err = self.worst.add(got.dtype, rel_l2(got, ref))
-        ok = bool(torch.isfinite(got).all()) and err <= tol(got.dtype)
-        self.failed += not ok
-        self.rows.append((case, name, err, ok))
-        print(f"{'PASS' if ok else 'FAIL'} {case} {name} rel_l2={err:.2e}",
-              flush=True)
+        self.compare(case, name, got, ref)
 
     def same(self, case, name, runs):
-        ok = all(torch.equal(runs[0], r) for r in runs[1:])
-        self.failed += not ok
-        self.rows.append((case, name + " bitwise x%d" % len(runs), 0.0, ok))
-        print(f"{'PASS' if ok else 'FAIL'} {case} {name} bitwise over "
-              f"{len(runs)} calls", flush=True)
+        self.require(case, f"{name} bitwise over {len(runs)} calls",
+                     all(torch.equal(runs[0], r) for r in runs[1:]))
+
+    def table(self):
+        print(f"\n{'case':<32} {'result':<26} {'rel_l2':>9}  ok")
+        for case, name, err, ok in self.rows:
+            shown = "" if err is None else f"{err:9.2e}"
+            print(f"{case:<32} {name:<26} {shown:>9}  {'yes' if ok else 'NO'}")
 
 
 MATMUL_ON_CPU = False
@@ -170,32 +175,45 @@ def check_two_domains(lib, rows0, report):
         report.same(case, name, [r[i] for r in runs])
 
 
+def build(out, norm_opt):
+    """lib<name>.so of each graph in Inputs/ (and its host module)."""
+    os.makedirs(out, exist_ok=True)
+    for name in LIBRARIES:
+        subprocess.run(compile_command(
+            os.path.join(INPUTS, f"{name}.mlir"),
+            os.path.join(out, f"lib{name}.so"), emit="lib",
+            norm_opt=norm_opt,
+            host_module=os.path.join(out, f"{name}.host.mlir")), check=True)
+        print(f"built lib{name}.so")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", metavar="OUT")
+    ap.add_argument("--norm-opt", default="build/bin/norm-opt")
     ap.add_argument("--dir", default=".carry/graph")
     ap.add_argument("--quick", action="store_true",
                     help="small row counts (for compute-sanitizer)")
     ap.add_argument("--cpu-matmuls", action="store_true",
                     help="the host's matmuls on the CPU (no cuBLAS kernels)")
+    add_inject_option(ap)
     args = ap.parse_args()
+    if args.build:
+        return build(args.build, args.norm_opt)
     global MATMUL_ON_CPU
     MATMUL_ON_CPU = args.cpu_matmuls
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     block = Library(os.path.join(args.dir, "libblock_bf16.so"))
     two = Library(os.path.join(args.dir, "libtwo_domains_bf16.so"))
-    report = Report()
+    report = Report(args.inject)
     rows = (1, 37, 300) if args.quick else (1, 37, 4096, 16383)
     for m in rows:
         check_block(block, m, report)
         check_two_domains(two, m, report)
     torch.cuda.synchronize()
-    print(f"\n{'case':<32} {'result':<26} {'rel_l2':>9}  ok")
-    for case, name, err, ok in report.rows:
-        print(f"{case:<32} {name:<26} {err:9.2e}  {'yes' if ok else 'NO'}")
-    total = len(report.rows)
-    print(f"\n{total - report.failed} of {total} checks passed")
-    report.worst.print()
-    return 1 if report.failed or not total else 0
+    report.table()
+    return report.finish()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 
-from harness import Worst, tol
+from harness import Results, add_inject_option
 from norm_opt import compile_command
 
 DROP8_NS = (1024, 2999, 4096, 16384, "dyn")
@@ -131,29 +131,16 @@ def check(args):
     import torch
     from norm_opt import Library
     from norm_opt import reference as float64
-    from norm_opt.reference import rel_l2
-
-    failed = total = 0
-
-    worst = Worst("gpu_mask_check")
+    results = Results("gpu_mask_check", args.inject)
 
     def expect(case, name, got, ref):
         """got against float64 with harness.py's tolerance of its type."""
-        nonlocal failed, total
-        err = worst.add(got.dtype, rel_l2(got, ref))
-        ok = bool(torch.isfinite(got).all()) and err <= tol(got.dtype)
-        total += 1
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {case} {name} rel_l2={err:.2e}")
+        results.compare(case, name, got, ref)
 
     def same(case, runs):
-        nonlocal failed, total
-        ok = all(torch.equal(runs[0][i], r[i]) for r in runs[1:]
-                 for i in range(len(runs[0])))
-        total += 1
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {case} bitwise over {len(runs)} "
-              "calls")
+        results.require(case, f"bitwise over {len(runs)} calls",
+                        all(torch.equal(runs[0][i], r[i]) for r in runs[1:]
+                            for i in range(len(runs[0]))))
 
     def norm_ref(dy, x, mean, rstd, w):
         """dx, dw, db in float64 (norm_opt.reference)."""
@@ -238,9 +225,7 @@ def check(args):
         expect(case, "dw", runs[0][1], dw)
         same(case, runs)
     torch.cuda.synchronize()
-    print(f"{total - failed} of {total} checks passed")
-    worst.print()
-    return 1 if failed or not total else 0  # an empty run passes nothing
+    return results.finish()
 
 
 def main():
@@ -249,6 +234,7 @@ def main():
     ap.add_argument("--norm-opt", default="build/bin/norm-opt")
     ap.add_argument("--dir", default=".carry/masks")
     ap.add_argument("--quick", action="store_true")
+    add_inject_option(ap)
     args = ap.parse_args()
     if args.build:
         return build(args.build, args.norm_opt)

@@ -29,7 +29,7 @@ Two steps, because the GPU machine has no MLIR:
       with every case.
   run (GPU):      test/gpu/gpu_random_check.py run --dir .carry/gpurand
                      [--subset all|sanitize] [--limit N] [--out DIR]
-                     [--mutant NAME] [--inject nan|empty]
+                     [--mutant NAME] [--inject nan|empty|error]
       For every case: inputs drawn fresh on the GPU (never zero), outputs
       and row padding poisoned with NaN, the call, then
         - every result within its type's tolerance of the float64
@@ -49,7 +49,9 @@ Two steps, because the GPU machine has no MLIR:
       runs are limited on purpose and say the minimum is not enforced.
       --mutant: a mutant counts as caught on a case only when a compared
       result is out of tolerance; any other failure fails the run.
-      --inject nan|empty: self-checks that must fail (test/gpu/suite.py).
+      --inject nan|empty|error: self-checks that must fail
+      (test/gpu/suite.py); error makes every case fail without a tolerance,
+      which a --mutant run must report as an error, not as a catch.
       An empty manifest fails; so does a build that leaves a program out
       (no kernel plan read from its IR: listed by name).
       --subset sanitize runs the small cases chosen for compute-sanitizer
@@ -712,6 +714,8 @@ class Runner:
         st, res, trace = self.call(entry, fn, lib, t, case, None)
         if st != 0:
             return compared, [f"status {st}: {lib.last_error()}"], trace
+        if self.args.inject == "error":  # self-check: a failure no mutant
+            return compared, ["injected error (a failed status)"], trace
         if self.args.inject == "nan":  # self-check: after the kernel ran
             poison(res[entry["results"][0]][0])
         ref = self.reference(p, t, rows, n, self.args.mutant)
@@ -972,7 +976,9 @@ def main():
     r.add_argument("--mutant", choices=sorted(MUTANTS),
                    help="check against this wrong reference: every case "
                         "it applies to must fail (a self-check)")
-    add_inject_option(r)
+    add_inject_option(r, {"error": "every case fails without a tolerance "
+                          "(a failed status): with --mutant too, the run "
+                          "must fail, not count it as a catch"})
     r.add_argument("-v", "--verbose", action="store_true")
     z = sub.add_parser("sanitize")
     z.add_argument("--dir", default=os.path.join(ROOT, ".carry", "gpurand"))

@@ -68,11 +68,13 @@ INJECT = {
 }
 
 
-def add_inject_option(parser):
+def add_inject_option(parser, extra=None):
+    """--inject with INJECT's kinds and a harness's own (`extra`)."""
+    kinds = {**INJECT, **(extra or {})}
     parser.add_argument(
-        "--inject", choices=sorted(INJECT), default=None,
+        "--inject", choices=sorted(kinds), default=None,
         help="self-check, the run must then fail: " + "; ".join(
-            f"{k}: {v}" for k, v in sorted(INJECT.items())))
+            f"{k}: {v}" for k, v in sorted(kinds.items())))
 
 
 def poison(tensor):
@@ -83,5 +85,54 @@ def poison(tensor):
     return tensor
 
 
-__all__ = ["TOLERANCE", "INJECT", "Worst", "add_inject_option",
+class Results:
+    """The PASS/FAIL lines, counts and WORST line of a harness that
+    compares kernel results with float64 (the mask, channels-first and
+    graph checks). `inject` is the run's --inject: "nan" poisons the first
+    result compared, "empty" compares nothing. `finish()` prints the
+    summary and returns the exit status: non-zero on a failure and on a run
+    that compared nothing."""
+
+    def __init__(self, name: str, inject=None):
+        self.worst, self.inject = Worst(name), inject
+        self.rows, self.failed = [], 0
+
+    def _record(self, case, label, err, ok):
+        self.failed += not ok
+        self.rows.append((case, label, err, ok))
+        print(f"{'PASS' if ok else 'FAIL'} {case} {label}"
+              + ("" if err is None else f" rel_l2={err:.2e}"), flush=True)
+
+    def compare(self, case, label, got, ref, tolerance=None):
+        """got (a torch tensor our kernel wrote) against float64 `ref`,
+        within `tolerance` (default: TOLERANCE of got's type). A NaN or an
+        unwritten (still poisoned) element fails."""
+        import torch
+        from norm_opt.reference import rel_l2
+        if self.inject == "empty":
+            return True
+        if self.inject == "nan" and not self.rows:
+            got = poison(got.clone())
+        err = self.worst.add(got.dtype, rel_l2(got, ref))
+        ok = (bool(torch.isfinite(got).all())
+              and within(err, tol(got.dtype) if tolerance is None
+                         else tolerance))
+        self._record(case, label, err, ok)
+        return ok
+
+    def require(self, case, label, ok):
+        """A check that is not a tolerance (bitwise equal runs, ...)."""
+        if self.inject != "empty":
+            self._record(case, label, None, bool(ok))
+
+    def finish(self) -> int:
+        total = len(self.rows)
+        if not total:
+            print("FAIL: nothing was compared (an empty run passes nothing)")
+        print(f"{total - self.failed} of {total} checks passed")
+        self.worst.print()
+        return 1 if self.failed or not total else 0
+
+
+__all__ = ["TOLERANCE", "INJECT", "Results", "Worst", "add_inject_option",
            "dtype_name", "poison", "tol", "within"]

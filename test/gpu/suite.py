@@ -23,7 +23,13 @@ NaN after our kernel ran) and `--inject empty` (nothing compared), rows
 named `<check>:inject-nan` / `<check>:inject-empty`. Each must fail: the
 row passes only when the run exits non-zero and printed a FAIL line (a
 crash or a time-out is no catch). They reuse their check's work
-directory and build (built here when their check did not run). The checks are the scripts beside this one (test/gpu/);
+directory and build (built here when their check did not run). Rows
+`random:mutant-<name>` run the random check against each of its wrong
+references, which it must catch by tolerance (they pass), and
+`random:mutant-error` a mutant run whose cases fail without a tolerance,
+which must fail rather than count them as catches.
+
+The checks are the scripts beside this one (test/gpu/);
 what they share with the benchmarks (bench/) is in the package:
 norm_opt.kernel_set (the kernel set and its manifest), norm_opt.testing
 (launching it with torch tensors, inputs, the models' norm spellings) and
@@ -75,6 +81,11 @@ CHECKS = [
           build=["test/gpu/gpu_channels_first_check.py", "--build", "{work}",
                  "--norm-opt", "{norm_opt}"],
           quick=["--quick"], what="channels-first kernels against float64"),
+    Check("graph", ["test/gpu/gpu_graph_check.py", "--dir", "{work}"],
+          build=["test/gpu/gpu_graph_check.py", "--build", "{work}",
+                 "--norm-opt", "{norm_opt}"],
+          quick=["--quick"],
+          what="whole graphs: outlined groups and two domains, float64"),
     Check("kernels", ["test/gpu/gpu_check.py", "--dir", "{work}"],
           build=["-m", "norm_opt.kernel_set", "--norm-opt", "{norm_opt}",
                  "--out", "{work}", "--riders", "test/gpu/Inputs"],
@@ -107,6 +118,12 @@ INJECTED = {
     "routing": (["test/gpu/compile_routing_check.py"],
                 {"NORM_ROUTING_CASES": "nn.LayerNorm"}),
     "torch-ops": (["test/gpu/torch_ops_check.py"], {}),
+    "masks": (["test/gpu/gpu_mask_check.py", "--dir", "{work}", "--quick"],
+              {}),
+    "channels-first": (["test/gpu/gpu_channels_first_check.py", "--dir",
+                        "{work}", "--quick"], {}),
+    "graph": (["test/gpu/gpu_graph_check.py", "--dir", "{work}", "--quick"],
+              {}),
     "kernels": (["test/gpu/gpu_check.py", "--dir", "{work}", "--quick",
                  "--no-huge", "--libs", "librms_bf16.so"], {}),
     "random": (["test/gpu/gpu_random_check.py", "run", "--dir", "{work}",
@@ -127,6 +144,24 @@ CHECKS += [Check(f"{name}:inject-{inject}", run + ["--inject", inject],
            for name, (run, env) in INJECTED.items()
            for base in CHECKS if base.name == name
            for inject in ("nan", "empty")]
+# The random check's wrong references (its MUTANTS): each must be caught,
+# by tolerance, on >= 95% of the cases it applies to (these rows pass);
+# and a mutant run whose cases fail otherwise (a failed status) must fail,
+# not count them as catches (that row must fail).
+RANDOM_MUTANTS = ("no-dy-scale",  # gpu_random_check.MUTANTS' names "dx-no-projection-term", "no-residual",
+                  "dw-uses-x-not-xhat")
+RANDOM_RUN = ["test/gpu/gpu_random_check.py", "run", "--dir", "{work}",
+              "--limit", "60"]
+RANDOM_BUILD = next(c.build for c in CHECKS if c.name == "random")
+CHECKS += [Check(f"random:mutant-{m}", RANDOM_RUN + ["--mutant", m],
+                 build=RANDOM_BUILD, base="random", timeout=600,
+                 what="self-check: a wrong reference caught by tolerance")
+           for m in RANDOM_MUTANTS]
+CHECKS.append(Check(
+    "random:mutant-error", RANDOM_RUN + ["--mutant", RANDOM_MUTANTS[0],
+                                         "--inject", "error"],
+    build=RANDOM_BUILD, base="random", timeout=600, expect_fail=True,
+    what="self-check, must fail: a mutant run whose cases fail otherwise"))
 
 
 def gpu_count():
@@ -211,8 +246,9 @@ def main(argv=None):
               "that is not there)")
         return 1
     if args.list:
+        width = max(len(c.name) for c in checks)
         for c in checks:
-            print(f"{c.name:22} {c.what}" + (f" ({c.gpus} GPUs)"
+            print(f"{c.name:{width}} {c.what}" + (f" ({c.gpus} GPUs)"
                                              if c.gpus > 1 else ""))
         return 0
     gpus = gpu_count()

@@ -48,7 +48,9 @@ def record(check, ok, detail):
     print(f"{'PASS' if ok else 'FAIL'} {check}: {detail}", flush=True)
 
 
-TOL = {"f32": 1e-5, "bf16": 2e-2, "f16": 4e-3}
+# The GPU harnesses' one tolerance table (harness.py, beside this script;
+# it imports only the wheel's norm_opt).
+from harness import TOLERANCE as TOL, within  # noqa: E402
 
 
 def check_env():
@@ -118,14 +120,14 @@ def reference(kind, x, dy, w, mean, rstd, wrong=0.0):
 
 
 def compare(got, want, tol):
-    from norm_opt.reference import rel_l2
-    worst = 0.0
+    from norm_opt.reference import rel_l2, worst
+    errors = []
     for k in want:
         e = rel_l2(got[k], want[k])
-        if not e <= tol:  # NaN fails too
+        if not within(e, tol):  # NaN fails too
             return False, f"{k} rel L2 {e:.2e} > {tol:.0e}"
-        worst = max(worst, e)
-    return True, f"worst rel L2 {worst:.1e}"
+        errors.append(e)
+    return True, f"worst rel L2 {worst(errors):.1e}"
 
 
 def first_calls(rows, self_check):
