@@ -55,6 +55,14 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
   std::optional<ArrayRef<int64_t>> firstDomain;
   bool perGroup = false;
   std::optional<unsigned> firstNDim;
+  // A multi-axis group has no kernels (nor a launcher layout) yet.
+  WalkResult multiAxis = fn.walk([&](MixedReductionOp op) {
+    return op.isMultiAxis() && failed(checkSupportedOnGpu(op))
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  if (multiAxis.wasInterrupted())
+    return failure();
   fn.walk([&](MixedReductionOp op) {
     if (!firstDomain) {
       firstDomain = op.getDomainShape();

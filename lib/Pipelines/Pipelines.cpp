@@ -76,7 +76,11 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
 void norm::buildNormFusePipeline(OpPassManager &pm) {
   addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
-  pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions());
+  // Multi-axis groups (GroupNorm, adaLN) stay unfused here until the GPU
+  // lowering takes them: the CPU pipeline fuses them.
+  NormFuseMixedReductionsOptions fuse;
+  fuse.multiAxis = false;
+  pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions(fuse));
   addUpstream(pm, "canonicalize,cse");
 }
 

@@ -47,6 +47,7 @@ struct NormFuseMixedReductionsPass
     MixedReductionOptions options;
     options.remarks = remarks;
     options.rowOnly = rowOnly;
+    options.multiAxis = multiAxis;
     fuseMixedReductions(getOperation(), options);
   }
 };

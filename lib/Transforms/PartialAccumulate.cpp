@@ -19,6 +19,14 @@
 // [rows..., N] first and its full results back: this is the portable
 // reference path; the GPU kernels read such a domain in place.
 //
+// A multi-axis domain (`row_sum_dims`, `col_dims`: GroupNorm, adaLN) is
+// taken the same way, with "N" the dims the row sums run over: the full
+// inputs transposed to [row dims..., summed dims...] and collapsed to
+// [M, L]. Its column accumulators are indexed by the point's `col_dims`
+// (linearised: [|C|] per program, partials [P, |C|]), so a program whose
+// rows cross a sample or a group adds each row's contributions into that
+// sample's or channel's slots.
+//
 // Rows are split into P contiguous blocks (ceil(M / P) rows each) rather
 // than strided by P: each program then owns one contiguous slice of every
 // full result, which tensor semantics can express with one
@@ -49,7 +57,9 @@ using namespace mlir::norm;
 namespace {
 
 /// Builds the loop nest for one op. Full inputs/results are handled as 2-D
-/// [M, N] (leading dims collapsed), row inputs as [M].
+/// [M, L] (the row dims collapsed, then the summed dims: N in 2-D), row
+/// inputs as [M], col inputs and accumulators as [|C|] (C: the col dims; N
+/// in 2-D).
 class LoopBuilder {
 public:
   LoopBuilder(RewriterBase &b, MixedReductionOp op, Value programs)
@@ -63,18 +73,24 @@ public:
   SmallVector<Value> build();
 
 private:
-  Value collapseLeading(Value v, bool keepLast) {
-    auto type = cast<RankedTensorType>(v.getType());
-    int64_t rank = type.getRank();
-    int64_t leading = keepLast ? rank - 1 : rank;
-    if (leading == 1)
+  /// `v` with dims [0, split) collapsed into one and [split, rank) into
+  /// another (split = rank: all into one); `v` where that changes nothing.
+  Value collapseAt(Value v, int64_t split) {
+    int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+    SmallVector<ReassociationIndices> groups = splitGroups(rank, split);
+    if (int64_t(groups.size()) == rank)
       return v;
-    SmallVector<ReassociationIndices> groups(1);
-    for (int64_t d = 0; d < leading; ++d)
-      groups[0].push_back(d);
-    if (keepLast)
-      groups.push_back({rank - 1});
     return tensor::CollapseShapeOp::create(b, loc, v, groups);
+  }
+  static SmallVector<ReassociationIndices> splitGroups(int64_t rank,
+                                                       int64_t split) {
+    SmallVector<ReassociationIndices> groups(1);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == split)
+        groups.emplace_back();
+      groups.back().push_back(d);
+    }
+    return groups;
   }
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -94,9 +110,31 @@ private:
       args.push_back(tensor::ExtractOp::create(nb, loc, v, {row, col}));
     for (Value v : row1d)
       args.push_back(tensor::ExtractOp::create(nb, loc, v, row));
-    for (Value v : op.getCol())
-      args.push_back(tensor::ExtractOp::create(nb, loc, v, col));
+    Value slot = colSlot(nb, row, col);
+    for (Value v : col1d)
+      args.push_back(tensor::ExtractOp::create(nb, loc, v, slot));
     return args;
+  }
+
+  /// The accumulator slot of point (row, col) of [M, L]: col in 2-D; the
+  /// point's col dims, linearised, in a multi-axis domain.
+  Value colSlot(OpBuilder &nb, Value row, Value col);
+
+  /// The number of points of the domain's `dims` (static where they are).
+  OpFoldResult sizeOf(ArrayRef<int64_t> dims) {
+    Value domain = op.getFull().front();
+    OpFoldResult size = b.getIndexAttr(1);
+    for (int64_t d : dims) {
+      OpFoldResult extent = tensor::getMixedSize(b, loc, domain, d);
+      std::optional<int64_t> a = getConstantIntValue(size),
+                             c = getConstantIntValue(extent);
+      size = a && c ? OpFoldResult(b.getIndexAttr(*a * *c))
+                    : OpFoldResult(arith::MulIOp::create(
+                          b, loc, getValueOrCreateConstantIndexOp(b, loc, size),
+                          getValueOrCreateConstantIndexOp(b, loc, extent))
+                                       .getResult());
+    }
+    return size;
   }
 
   RewriterBase &b;
@@ -123,31 +161,37 @@ private:
     return linalg::TransposeOp::create(b, loc, v, init, order).getResult()[0];
   }
 
-  SmallVector<int64_t> rowMajorOrder; // the row dims, then N
-  SmallVector<Value> rowMajor;        // the full inputs as [rows..., N]
-  SmallVector<Value> full2d, row1d;
-  OpFoldResult rowsOfr, colsOfr;
-  Value numRows, numCols;
+  SmallVector<int64_t> rowMajorOrder; // the row dims, then the summed dims
+  unsigned numRowDims = 0;
+  SmallVector<Value> rowMajor;        // the full inputs in that order
+  SmallVector<Value> full2d, row1d, col1d;
+  OpFoldResult rowsOfr, colsOfr, slotsOfr;
+  Value numRows, numCols, numSlots;
   unsigned numFull = 0, numCol = 0;
 };
 
 SmallVector<Value> LoopBuilder::build() {
   unsigned rank = op.getDomainShape().size();
-  for (unsigned d = 0; d < rank; ++d)
-    if (d != op.getNDimIndex())
-      rowMajorOrder.push_back(d);
-  rowMajorOrder.push_back(op.getNDimIndex());
+  rowMajorOrder = op.getRowDimList();
+  numRowDims = rowMajorOrder.size();
+  llvm::append_range(rowMajorOrder, op.getRowSumDimList());
   for (Value v : op.getFull())
     rowMajor.push_back(transpose(v, rowMajorOrder));
   for (Value v : rowMajor)
-    full2d.push_back(collapseLeading(v, /*keepLast=*/true));
+    full2d.push_back(collapseAt(v, numRowDims));
   for (Value v : op.getRow())
-    row1d.push_back(collapseLeading(v, /*keepLast=*/false));
+    row1d.push_back(collapseAt(v, numRowDims));
+  for (Value v : op.getCol())
+    col1d.push_back(collapseAt(v, op.getColDimList().size()));
   // Sizes stay static where the types are, so the slices keep static shapes.
   rowsOfr = tensor::getMixedSize(b, loc, full2d.front(), 0);
   colsOfr = tensor::getMixedSize(b, loc, full2d.front(), 1);
   numRows = getValueOrCreateConstantIndexOp(b, loc, rowsOfr);
   numCols = getValueOrCreateConstantIndexOp(b, loc, colsOfr);
+  slotsOfr = op.isMultiAxis() ? sizeOf(op.getColDimList()) : colsOfr;
+  numSlots = op.isMultiAxis()
+                 ? getValueOrCreateConstantIndexOp(b, loc, slotsOfr)
+                 : numCols;
   numFull = op.getFullResults().size();
   numCol = op.getColResults().size();
 
@@ -164,9 +208,48 @@ SmallVector<Value> LoopBuilder::build() {
     results.push_back(
         transpose(toDomainShape(forall.getResult(i), rowMajorType), back));
   }
-  for (auto [i, init] : llvm::enumerate(op.getColInit()))
-    results.push_back(finalReduction(forall.getResult(numFull + i), init));
+  // Column results: over [|C|], from the init collapsed to it, expanded
+  // back to the col dims (multi-axis; 2-D ones are [N] already).
+  for (auto [i, init] : llvm::enumerate(op.getColInit())) {
+    auto type = cast<RankedTensorType>(init.getType());
+    Value sums = finalReduction(forall.getResult(numFull + i),
+                                collapseAt(init, type.getRank()));
+    if (sums.getType() != type)
+      sums = tensor::ExpandShapeOp::create(
+          b, loc, type, sums, splitGroups(type.getRank(), type.getRank()),
+          tensor::getMixedSizes(b, loc, init));
+    results.push_back(sums);
+  }
   return results;
+}
+
+Value LoopBuilder::colSlot(OpBuilder &nb, Value row, Value col) {
+  if (!op.isMultiAxis())
+    return col;
+  // The point's index along each domain dim: the row's over the row dims
+  // (row-major), col's over the summed dims; then the col dims' indices,
+  // linearised row-major.
+  unsigned rank = rowMajorOrder.size();
+  SmallVector<Value> at(rank);
+  auto delinearize = [&](Value linear, ArrayRef<int64_t> dims) {
+    for (int64_t d : llvm::reverse(dims)) {
+      Value extent = getValueOrCreateConstantIndexOp(
+          nb, loc, tensor::getMixedSize(nb, loc, op.getFull().front(), d));
+      at[d] = arith::RemUIOp::create(nb, loc, linear, extent);
+      linear = arith::DivUIOp::create(nb, loc, linear, extent);
+    }
+  };
+  ArrayRef<int64_t> order(rowMajorOrder);
+  delinearize(row, order.take_front(numRowDims));
+  delinearize(col, order.drop_front(numRowDims));
+  Value slot = arith::ConstantIndexOp::create(nb, loc, 0);
+  for (int64_t d : op.getColDimList()) {
+    Value extent = getValueOrCreateConstantIndexOp(
+        nb, loc, tensor::getMixedSize(nb, loc, op.getFull().front(), d));
+    slot = arith::AddIOp::create(
+        nb, loc, arith::MulIOp::create(nb, loc, slot, extent), at[d]);
+  }
+  return slot;
 }
 
 SmallVector<Value> LoopBuilder::destinations() {
@@ -180,7 +263,7 @@ SmallVector<Value> LoopBuilder::destinations() {
   }
   for (unsigned i = 0; i < numCol; ++i)
     outs.push_back(tensor::EmptyOp::create(
-        b, loc, ArrayRef<OpFoldResult>{getAsOpFoldResult(programs), colsOfr},
+        b, loc, ArrayRef<OpFoldResult>{getAsOpFoldResult(programs), slotsOfr},
         f32));
   return outs;
 }
@@ -210,7 +293,7 @@ scf::ForallOp LoopBuilder::buildPrograms(ArrayRef<Value> outs) {
         ArrayRef<OpFoldResult>{oneAttr, oneAttr}));
   for (unsigned i = 0; i < numCol; ++i) {
     Value empty =
-        tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{colsOfr}, f32);
+        tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{slotsOfr}, f32);
     carried.push_back(
         linalg::FillOp::create(b, loc, zeroF32(), empty).result());
   }
@@ -234,7 +317,7 @@ scf::ForallOp LoopBuilder::buildPrograms(ArrayRef<Value> outs) {
     tensor::ParallelInsertSliceOp::create(
         b, loc, rowLoop.getResult(numFull + i), shared[numFull + i],
         ArrayRef<OpFoldResult>{p, zeroAttr},
-        ArrayRef<OpFoldResult>{oneAttr, colsOfr},
+        ArrayRef<OpFoldResult>{oneAttr, slotsOfr},
         ArrayRef<OpFoldResult>{oneAttr, oneAttr});
   return forall;
 }
@@ -280,11 +363,12 @@ ValueRange LoopBuilder::columnPass(OpBuilder &rb, Value row, Value lo,
           next.push_back(tensor::InsertOp::create(cb, loc, e, tile,
                                                   ValueRange{local, col}));
         SmallVector<Value> contrib = inlineRegion(cb, op.getColumns(), args);
+        Value slot = colSlot(cb, row, col);
         for (auto [acc, c] : llvm::zip(tiles.drop_front(numFull), contrib)) {
-          Value old = tensor::ExtractOp::create(cb, loc, acc, col);
+          Value old = tensor::ExtractOp::create(cb, loc, acc, slot);
           Value sum = arith::AddFOp::create(cb, loc, old, toF32(cb, c));
           next.push_back(
-              tensor::InsertOp::create(cb, loc, sum, acc, ValueRange{col}));
+              tensor::InsertOp::create(cb, loc, sum, acc, ValueRange{slot}));
         }
         scf::YieldOp::create(cb, loc, next);
       });
@@ -292,9 +376,14 @@ ValueRange LoopBuilder::columnPass(OpBuilder &rb, Value row, Value lo,
 }
 
 Value LoopBuilder::toDomainShape(Value v, RankedTensorType type) {
-  int64_t dynamicLeading =
-      llvm::count_if(type.getShape().drop_back(), ShapedType::isDynamic);
-  if (type.getRank() != 2 && dynamicLeading > 1) {
+  // [M, L] back to [row dims..., summed dims...].
+  SmallVector<ReassociationIndices> groups =
+      splitGroups(type.getRank(), numRowDims);
+  bool manyDynamic = llvm::any_of(groups, [&](const ReassociationIndices &g) {
+    return llvm::count_if(g, [&](int64_t d) { return type.isDynamicDim(d); }) >
+           1;
+  });
+  if (manyDynamic) {
     // tensor.reshape, not expand_shape: LLVM 22's expand-strided-metadata
     // crashes on a memref.expand_shape with two dynamic sizes in one
     // group (llvm-project#186830).
@@ -308,11 +397,7 @@ Value LoopBuilder::toDomainShape(Value v, RankedTensorType type) {
     Value shape = tensor::FromElementsOp::create(b, loc, sizes);
     return tensor::ReshapeOp::create(b, loc, type, v, shape);
   }
-  if (type.getRank() != 2) {
-    SmallVector<ReassociationIndices> groups(1);
-    for (int64_t d = 0; d + 1 < type.getRank(); ++d)
-      groups[0].push_back(d);
-    groups.push_back({type.getRank() - 1});
+  if (int64_t(groups.size()) != type.getRank()) {
     SmallVector<OpFoldResult> shape =
         tensor::getMixedSizes(b, loc, rowMajor.front());
     return tensor::ExpandShapeOp::create(b, loc, type, v, groups, shape);
@@ -328,7 +413,7 @@ Value LoopBuilder::finalReduction(Value partials, Value init) {
   Type elem = cast<RankedTensorType>(init.getType()).getElementType();
   Value zero = zeroF32();
   auto finalLoop = scf::ForOp::create(
-      b, loc, index(0), numCols, index(1), ValueRange{init},
+      b, loc, index(0), numSlots, index(1), ValueRange{init},
       [&](OpBuilder &nb, Location, Value col, ValueRange out) {
         auto sum = scf::ForOp::create(
             nb, loc, index(0), programs, index(1), ValueRange{zero},

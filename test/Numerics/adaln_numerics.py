@@ -297,6 +297,13 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     failed = compared = 0
     caught = nn.MutantTally(MUTANTS)
+    # The pipeline path is fused: one multi-axis group per modulated
+    # LayerNorm (two per chain).
+    want = sum(len(lns) for _, lns in inputs)
+    groups = nn.multi_axis_groups(args.opt, mod.text(), workdir)
+    print(f"{'FUSED' if groups == want else 'FAIL fused'}: {groups} "
+          f"multi-axis groups (expected {want})")
+    failed += groups != want
     paths = {"unfused": nn.UPSTREAM_LOWERING, "pipeline": nn.fused_pipeline(3)}
     for path, printed in nn.run_paths(mod.text(), "adaln", paths, args.opt,
                                       args.runner, libs, workdir):

@@ -321,6 +321,13 @@ def main():
     failed = compared = 0
     worst = {}
     caught = nn.MutantTally(MUTANTS)
+    # The pipeline path is fused: one multi-axis group per case with dγ or
+    # dβ (without them there is no column reduction, so nothing to fuse).
+    want = sum(1 for c in cases if c.w_type or c.b_type)
+    groups = nn.multi_axis_groups(args.opt, mb.text(), workdir)
+    print(f"{'FUSED' if groups == want else 'FAIL fused'}: {groups} "
+          f"multi-axis groups (expected {want})")
+    failed += groups != want
     for path, printed in nn.run_paths(mb.text(), "group_norm", PATHS,
                                       args.opt, args.runner, libs, workdir):
         for case, inp in zip(cases, inputs):

@@ -8,17 +8,24 @@
 // two modulated LayerNorms sharing scale / shift, the second's sums
 // accumulating into the first's.
 //
-// A group over [rows, N] sums its column reductions over every row, which
-// would add the samples together (Inductor's silent wrong gradient in
-// 193061). Until groups take column reductions over a subset of the rows,
-// nothing here is fused: every reduction stays as written, with a remark.
-// (test/Numerics/adaln.test runs this spelling against float64.)
+// A 2-D group over [rows, N] would sum the column reductions over every
+// row, adding the samples together (Inductor's silent wrong gradient in
+// 193061). Each modulated LayerNorm is one multi-axis group instead: rows
+// sum over N (dim 2), columns keep (B, N), so (1 + scale) and d(scale),
+// d(shift) are [B, N]. The second group's column sums start from the
+// first's (the shared parameters). (test/Numerics/adaln.test runs this
+// spelling against float64.)
 
 // CHECK-LABEL: func.func @adaln_chain
-// CHECK-NOT:     norm.mixed_reduction
-// CHECK:         return
-// REMARK-COUNT-6: remark: not fused: no additive column reduction (over the rows) shares its inputs
-// REMARK-NOT:     remark: fused
+// CHECK-SAME:    (%[[SCALE:[^:]*]]: tensor<2x8xf32>,
+// CHECK:         %[[A:.*]], %[[AC:.*]]:2 = norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<2x3x8xf32>, tensor<2x3x8xf32>) row(%{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<2x3xf32>) col(%[[SCALE]] : tensor<2x8xf32>) col_init(%[[Z:.*]], %[[Z]] : tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK:         } {col_dims = array<i64: 0, 2>, row_sum_dims = array<i64: 2>} -> full(tensor<2x3x8xf32>) col(tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK:         %[[B:.*]], %[[BC:.*]]:2 = norm.mixed_reduction full({{.*}}) row({{.*}}) col(%[[SCALE]] : tensor<2x8xf32>) col_init(%[[AC]]#0, %[[AC]]#1 : tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK:         } {col_dims = array<i64: 0, 2>, row_sum_dims = array<i64: 2>}
+// CHECK-NOT:     linalg.generic
+// CHECK:         return %[[A]], %[[B]], %[[BC]]#0, %[[BC]]#1
+// REMARK-COUNT-2: remark: fused a mixed-order reduction group of 7 ops: 2 row reduction(s) in 1 stage(s), 2 column reduction(s), 3 elementwise op(s)
+// REMARK-NOT:     remark: not fused
 func.func @adaln_chain(%scale: tensor<2x8xf32>, %dy1: tensor<2x3x8xf32>, %x1: tensor<2x3x8xf32>, %mean1: tensor<2x3xf32>, %rstd1: tensor<2x3xf32>, %dy2: tensor<2x3x8xf32>, %x2: tensor<2x3x8xf32>, %mean2: tensor<2x3xf32>, %rstd2: tensor<2x3xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
   %zero = arith.constant 0.0 : f32
   %nf = arith.constant 8.0 : f32

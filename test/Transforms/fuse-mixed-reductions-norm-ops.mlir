@@ -77,19 +77,51 @@ func.func @rms_dynamic_weight_bias(%dy: tensor<?x?xf32>, %x: tensor<?x?xf32>, %r
 
 // -----
 
-// GroupNorm (issue 42): its row reductions sum over two dims of the
-// expanded domain (the slab: channel in group and spatial) and its column
-// reductions over three (N and spatial). One pass over 2-D rows cannot
-// take that yet: every reduction is left exactly as decomposed, each with a
-// remark saying why, and the chain stays correct on the unfused path.
+// GroupNorm (issue 42): over the decomposed domain [N, G, C/G, H, W] the
+// row reductions sum over the slab (C/G, H, W) and the column reductions
+// keep the channel (G, C/G): one multi-axis group, whose statistics are
+// [N, G] and whose weight and dγ / dβ are [G, C/G] views of [C].
 
-// CHECK-LABEL: func.func @group_norm_left_unfused
-// CHECK-NOT:     norm.mixed_reduction
-// CHECK-COUNT-4: iterator_types = [{{.*}}"reduction"
-// CHECK-NOT:     norm.mixed_reduction
+// CHECK-LABEL: func.func @group_norm_nchw
+// CHECK:         %[[W:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [4, 2] : tensor<8xf32> into tensor<4x2xf32>
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<2x4x2x4x4xbf16>, tensor<2x4x2x4x4xbf16>) row(%{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32>) col(%[[W]] : tensor<4x2xf32>) col_init(%{{.*}}, %{{.*}} : tensor<4x2xf32>, tensor<4x2xf32>)
+// CHECK:         } {col_dims = array<i64: 1, 2>, row_sum_dims = array<i64: 2, 3, 4>} -> full(tensor<2x4x2x4x4xbf16>) col(tensor<4x2xf32>, tensor<4x2xf32>)
+// CHECK-NOT:     linalg.generic
 // CHECK:         return
-// REMARK-COUNT-4: remark: not fused: it reduces neither one dim (a row reduction over N) nor all dims but one (a column reduction over the rows)
-func.func @group_norm_left_unfused(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, %mean: tensor<2x4xf32>, %rstd: tensor<2x4xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>) {
+// REMARK: remark: fused a mixed-order reduction group of 10 ops: 2 row reduction(s) in 1 stage(s), 2 column reduction(s)
+func.func @group_norm_nchw(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, %mean: tensor<2x4xf32>, %rstd: tensor<2x4xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>) {
   %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd weight(%w : tensor<8xf32>) bias(%b : tensor<8xf32>) {groups = 4 : i64} : tensor<2x8x4x4xbf16>, tensor<2x4xf32> -> tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>
   return %dx, %dw, %db : tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Channels last with a run-time batch: [N, H, W, G, C/G], the slab is
+// (H, W, C/G), the channel (G, C/G).
+
+// CHECK-LABEL: func.func @group_norm_channels_last_dynamic
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<?x4x4x4x2xbf16>, tensor<?x4x4x4x2xbf16>) row(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<?x4xf32>) col(%{{.*}} : tensor<4x2xbf16>) col_init(%{{.*}}, %{{.*}} : tensor<4x2xf32>, tensor<4x2xf32>)
+// CHECK:         } {col_dims = array<i64: 3, 4>, row_sum_dims = array<i64: 1, 2, 4>} -> full(tensor<?x4x4x4x2xbf16>) col(tensor<4x2xf32>, tensor<4x2xf32>)
+// (dγ, dβ sum in f32, then round to the bf16 weight's type, as decomposed)
+// CHECK-COUNT-2: arith.truncf %{{.*}} : f32 to bf16
+// CHECK:         return
+// REMARK: remark: fused a mixed-order reduction group of 10 ops
+func.func @group_norm_channels_last_dynamic(%dy: tensor<?x4x4x8xbf16>, %x: tensor<?x4x4x8xbf16>, %mean: tensor<?x4xf32>, %rstd: tensor<?x4xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) -> (tensor<?x4x4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
+  %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd weight(%w : tensor<8xbf16>) bias(%b : tensor<8xbf16>) {groups = 4 : i64, channels_last} : tensor<?x4x4x8xbf16>, tensor<?x4xf32> -> tensor<?x4x4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+  return %dx, %dw, %db : tensor<?x4x4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}
+
+// -----
+
+// GroupNorm without weight or bias has no column reduction: nothing to
+// fuse (as for the other norms), each row reduction (over two dims, so
+// no 2-D row-only group either) with its remark.
+
+// CHECK-LABEL: func.func @group_norm_no_affine
+// CHECK-NOT:     norm.mixed_reduction
+// CHECK:         return
+// REMARK-COUNT-2: remark: not fused: no reduction of its domain pairs with it (a row reduction needs a column reduction that keeps one of the dims it sums over)
+func.func @group_norm_no_affine(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %mean: tensor<2x2xf32>, %rstd: tensor<2x2xf32>) -> tensor<2x8x16xf32> {
+  %dx = norm.group_norm_grad %dy, %x, %mean, %rstd {groups = 2 : i64} : tensor<2x8x16xf32>, tensor<2x2xf32> -> tensor<2x8x16xf32>
+  return %dx : tensor<2x8x16xf32>
 }

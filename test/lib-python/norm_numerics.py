@@ -677,6 +677,7 @@ LOWERING = [
     "--convert-linalg-to-loops",
     "--convert-scf-to-cf",
     "--expand-strided-metadata",
+    "--lower-affine",
     "--finalize-memref-to-llvm",
     "--arith-expand=include-bf16=true",
     "--convert-arith-to-llvm",
@@ -866,6 +867,22 @@ def run_paths(module_text: str, stem: str, paths: dict, norm_opt: str,
         yield path, printed
         if next(printed, None) is not None:
             raise RuntimeError(f"{path}: more results printed than expected")
+
+
+def multi_axis_groups(norm_opt: str, module_text: str, workdir: str) -> int:
+    """How many multi-axis groups (norm.mixed_reduction with row_sum_dims)
+    recognition makes of the module, as the CPU pipeline runs it: a
+    harness's proof that its fused path is fused, not left as written."""
+    src = os.path.join(workdir, "multi_axis_groups.mlir")
+    with open(src, "w") as f:
+        f.write(module_text)
+    p = subprocess.run([norm_opt, src, "--norm-decompose",
+                        "--norm-fuse-mixed-reductions"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"recognition failed on {src}:\n"
+                           f"{describe_failure(p.stderr)}")
+    return len(re.findall(r"row_sum_dims = array", p.stdout))
 
 
 _BASE = re.compile(r"base@ = 0x[0-9a-fA-F]+")

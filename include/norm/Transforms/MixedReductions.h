@@ -32,14 +32,20 @@ struct MixedReductionOptions {
   bool remarks = false;
   /// Groups with row reductions and no column reduction fuse too.
   bool rowOnly = false;
+  /// Multi-axis groups fuse (GroupNorm, adaLN: row sums and column sums
+  /// over several dims); off, they are reported and left unfused.
+  bool multiAxis = true;
 };
 
 /// One group the recognition formed over a domain [rows..., N].
 struct MixedReductionGroup {
   /// Extents of the domain's dims (ShapedType::kDynamic where dynamic), and
-  /// which one is N.
+  /// which one is N (2-D groups; rowSumDims = colDims = {nDim}).
   SmallVector<int64_t> domain;
   unsigned nDim = 0;
+  /// The dims the row reductions sum over and the dims the column
+  /// reductions keep (a multi-axis group when they are not one same dim).
+  SmallVector<unsigned> rowSumDims, colDims;
   /// The group's reductions and every op the fused op would replace
   /// (elementwise ops included), in block order.
   SmallVector<Operation *> rowReductions, columnReductions, members;
@@ -56,7 +62,9 @@ using ControlMixedReductionFn =
 /// The groups of `func`, each with whether it would fuse; changes nothing
 /// (remarks, when asked, say what fusing would do). Groups are reported as
 /// if each were the first fused: fusing one does not change another's
-/// members.
+/// members. A domain is tried in several pairings (2-D, then multi-axis);
+/// a group that does not fuse in one is reported only when no later
+/// pairing takes its reductions.
 std::vector<MixedReductionGroup>
 findMixedReductionGroups(func::FuncOp func,
                          const MixedReductionOptions &options = {});

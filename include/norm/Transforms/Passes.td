@@ -83,6 +83,20 @@ def NormFuseMixedReductions
     gradient beside `[B, 1, 1, C]` activations) is read with the unit dims
     inserted (`tensor.expand_shape`).
 
+    Multi-axis groups (GroupNorm, adaLN). Reductions may sum over several
+    dims and keep several. A domain is tried in *pairings*: the dims the row
+    reductions sum over and the dims the column reductions keep. The 2-D
+    pairings (one dim N, both) come first, N last first; then the
+    multi-axis ones, whose two sets share a dim: adaLN over x `[B, S, N]`
+    sums rows over N and keeps (B, N) in its columns (d(scale) and d(shift)
+    per sample); GroupNorm over `[N, G, C/G, HW]` sums rows over (C/G, HW)
+    and keeps (G, C/G) (dγ, dβ per channel). The fused op then records
+    `row_sum_dims` / `col_dims`, and its row and col inputs are indexed by
+    the dims the rows keep and by the columns' dims. A reduction fuses in
+    the first pairing that takes it; one that none takes gets the last
+    pairing's reason. BatchNorm's backward (per-channel sums only, no
+    mixed order) pairs with nothing and stays unfused.
+
     N need not be the last dim. A channels-first norm (ConvNeXt's
     LayerNorm2d: x `[B, C, S]` normalised over C) has row reductions with
     one `reduction` iterator in the middle and column reductions with one
@@ -138,7 +152,12 @@ def NormFuseMixedReductions
            "LayerNorm): one pass over the rows, with no partials. Off by "
            "default, since a forward norm or a softmax backward is such a "
            "group too; the torch.compile route turns it on for the "
-           "backward graphs it hands over">
+           "backward graphs it hands over">,
+    Option<"multiAxis", "multi-axis", "bool", /*default=*/"true",
+           "Fuse multi-axis groups (GroupNorm, adaLN: row and column sums "
+           "over several dims). Off, they are left unfused with a remark; "
+           "norm-opt's GPU pipeline turns it off until the GPU lowering "
+           "takes them (convert-norm-to-gpu refuses such ops)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

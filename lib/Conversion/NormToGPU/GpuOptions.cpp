@@ -184,6 +184,12 @@ LogicalResult mlir::norm::validateGpuOptions(const NormGpuOptions &options,
 //===----------------------------------------------------------------------===//
 
 LogicalResult mlir::norm::checkSupportedOnGpu(MixedReductionOp op) {
+  if (op.isMultiAxis())
+    return op.emitError()
+           << "cannot map onto the GPU: a multi-axis domain (row_sum_dims, "
+              "col_dims: GroupNorm, adaLN) has no GPU kernels yet; fuse with "
+              "multi-axis=false to leave such groups unfused (norm-opt's GPU "
+              "pipeline does), or lower it with --norm-lower-to-cpu";
   int64_t n = op.getStaticCols();
   if (n == 0)
     return op.emitError()

@@ -19,12 +19,22 @@ using namespace mlir::norm;
 
 namespace mlir::norm::mixed {
 
+/// "[1, 2]".
+static std::string dimsText(ArrayRef<unsigned> dims) {
+  std::string text = "[";
+  for (auto [i, d] : llvm::enumerate(dims))
+    text += (i ? ", " : "") + std::to_string(d);
+  return text + "]";
+}
+
 //===----------------------------------------------------------------------===//
 // Views
 //===----------------------------------------------------------------------===//
 
-/// The view's kind from its iterators and output maps: elementwise, a row
-/// reduction, a column reduction (with N's loop), or other (and why).
+/// The view's kind from its iterators and output maps: elementwise, a
+/// reduction (with its reduced loops), or other (and why). Whether a
+/// reduction is a row or a column one depends on the pairing its domain is
+/// taken in (roleOf).
 void Analysis::classifyLoops(View &view) const {
   linalg::GenericOp g = view.generic;
   SmallVector<IteratorType> its = g.getIteratorTypesArray();
@@ -34,55 +44,54 @@ void Analysis::classifyLoops(View &view) const {
       g.getDpsInitsMutable(), [&](OpOperand &init) {
         return g.getMatchingIndexingMap(&init).isIdentity();
       });
-  // N is the one reduced loop of a row reduction, the one parallel loop
-  // of a column reduction: the last for rows that are contiguous, another
-  // for a channels-first norm ([B, C, S] reduced over C, then over B and
-  // S). At rank 2 one reduced loop could be either; N is the last there.
-  unsigned firstReduced = llvm::find(its, IteratorType::reduction) - its.begin();
-  unsigned firstParallel = llvm::find(its, IteratorType::parallel) - its.begin();
   if (numReduction == 0) {
     view.kind = allOutputsIdentity ? Kind::Elementwise : Kind::Other;
-  } else if (rank >= 2 && numReduction == 1 &&
-             (rank > 2 || its.back() == IteratorType::reduction)) {
-    view.kind = Kind::RowReduce;
-    view.nDim = firstReduced;
-  } else if (rank >= 2 && numReduction == rank - 1 &&
-             (rank > 2 || its.back() == IteratorType::parallel)) {
-    view.kind = Kind::ColReduce;
-    view.nDim = firstParallel;
+    return;
   }
-  if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
-    // The output keeps the parallel dims in order (a dropped dim may stay
-    // as a constant-0 unit dim).
-    bool outputsOk = llvm::all_of(g.getDpsInitsMutable(), [&](OpOperand &init) {
-      unsigned next = 0;
-      for (AffineExpr e : g.getMatchingIndexingMap(&init).getResults()) {
-        while (next < rank && its[next] == IteratorType::reduction)
-          ++next;
-        if (auto d = dyn_cast<AffineDimExpr>(e)) {
-          if (d.getPosition() != next++)
-            return false;
-        } else if (!isa<AffineConstantExpr>(e)) {
-          return false;
-        }
-      }
+  if (numReduction == rank) {
+    view.whyOther = "it reduces every dim (a total sum, not a row or column "
+                    "reduction)";
+    return;
+  }
+  for (unsigned d = 0; d < rank; ++d)
+    if (its[d] == IteratorType::reduction)
+      view.reduced.push_back(d);
+  // The output keeps the parallel dims in order (a dropped dim may stay as
+  // a constant-0 unit dim).
+  bool outputsOk = llvm::all_of(g.getDpsInitsMutable(), [&](OpOperand &init) {
+    unsigned next = 0;
+    for (AffineExpr e : g.getMatchingIndexingMap(&init).getResults()) {
       while (next < rank && its[next] == IteratorType::reduction)
         ++next;
-      return next == rank;
-    });
-    if (!outputsOk) {
-      view.kind = Kind::Other;
-      view.whyOther = "the reduction writes its result through a "
-                      "transposing or broadcasting map";
+      if (auto d = dyn_cast<AffineDimExpr>(e)) {
+        if (d.getPosition() != next++)
+          return false;
+      } else if (!isa<AffineConstantExpr>(e)) {
+        return false;
+      }
     }
-  } else if (numReduction > 0) {
-    view.whyOther =
-        numReduction == rank
-            ? "it reduces every dim (a total sum, not a row or column "
-              "reduction)"
-            : "it reduces neither one dim (a row reduction over N) nor "
-              "all dims but one (a column reduction over the rows)";
+    while (next < rank && its[next] == IteratorType::reduction)
+      ++next;
+    return next == rank;
+  });
+  if (!outputsOk) {
+    view.whyOther = "the reduction writes its result through a transposing "
+                    "or broadcasting map";
+    return;
   }
+  view.kind = Kind::Reduction;
+}
+
+Role Analysis::roleOf(const View &view) const {
+  if (view.kind != Kind::Reduction)
+    return Role::None;
+  if (view.reduced == pairing.rowSum)
+    return Role::Row;
+  Dims kept;
+  for (unsigned d = 0, e = view.loops.size(); d < e; ++d)
+    if (!llvm::is_contained(view.reduced, d))
+      kept.push_back(d);
+  return kept == pairing.colKept ? Role::Col : Role::None;
 }
 
 void Analysis::buildViews() {
@@ -137,7 +146,7 @@ void Analysis::buildViews() {
       }
     }
     classifyLoops(view);
-    if (view.kind == Kind::RowReduce || view.kind == Kind::ColReduce) {
+    if (view.kind == Kind::Reduction) {
       for (unsigned i = 0, e = g.getNumDpsInits(); i < e; ++i) {
         if (!additiveCombiner(g, i)) {
           view.whyOther = "the reduction is not additive (its combiner is " +
@@ -290,17 +299,18 @@ Def Analysis::classify(const Access &access) const {
         def.kind = Def::Elementwise;
         return def;
       }
-      case Kind::RowReduce:
-      case Kind::ColReduce: {
+      case Kind::Reduction: {
         // A reduction over another domain (a softmax's row sum, a loss's
         // column sum elsewhere, or the same static shape over other
         // run-time extents) is a neighbour: its result is an input.
-        // A reduction of the same domain over another N is one too.
+        // A reduction of the same domain with no role in this pairing
+        // (over another N) is one too.
+        Role role = roleOf(*view);
         if (view->loops != ArrayRef<int64_t>(domain) || !sameExtents(*view) ||
-            view->nDim != nDim)
+            role == Role::None)
           break;
-        bool row = view->kind == Kind::RowReduce;
-        Dims expected = row ? rowDims(rank) : Dims{nDim};
+        bool row = role == Role::Row;
+        Dims expected = row ? rowDims(rank) : pairing.colKept;
         if (dims != expected) {
           def.kind = Def::Bad;
           def.why = "a reduction result is read over other dims than it has";
@@ -389,7 +399,7 @@ Analysis::Slice Analysis::sliceOf(const View &candidate) const {
   Dims all;
   for (unsigned d = 0; d < domain.size(); ++d)
     all.push_back(d);
-  if (candidate.kind == Kind::RowReduce) {
+  if (roleOf(candidate) == Role::Row) {
     for (Value init : cast<DestinationStyleOpInterface>(candidate.op)
                           .getDpsInits())
       if (!isZeroFill(init)) {
@@ -408,7 +418,8 @@ Analysis::Slice Analysis::sliceOf(const View &candidate) const {
 // Groups
 //===----------------------------------------------------------------------===//
 
-LogicalResult Analysis::validate(Group &group, std::string &why) {
+LogicalResult Analysis::validate(Group &group, std::string &why,
+                                 bool allowRowOnly) {
   Block *block = group.candidates.front()->getBlock();
   for (Operation *op : group.candidates) {
     const Slice &slice = slices[op];
@@ -433,14 +444,14 @@ LogicalResult Analysis::validate(Group &group, std::string &why) {
       why = "its ops are in different blocks";
       return failure();
     }
-    switch (viewOf(op)->kind) {
-    case Kind::RowReduce:
+    switch (roleOf(*viewOf(op))) {
+    case Role::Row:
       group.rowReductions.push_back(op);
       break;
-    case Kind::ColReduce:
+    case Role::Col:
       group.colReductions.push_back(op);
       break;
-    default:
+    case Role::None:
       break;
     }
   }
@@ -455,9 +466,11 @@ LogicalResult Analysis::validate(Group &group, std::string &why) {
     why = "no row reduction (over N) shares its inputs";
     return failure();
   }
-  if (group.colReductions.empty() && !rowOnly) {
-    why = "no additive column reduction (over the rows) shares its inputs "
-          "(row-only groups: row-only=true)";
+  if (group.colReductions.empty() && !allowRowOnly) {
+    why = rowOnly ? "no additive column reduction (over the rows) shares its "
+                    "inputs, and a row-only group did not form"
+                  : "no additive column reduction (over the rows) shares its "
+                    "inputs (row-only groups: row-only=true)";
     return failure();
   }
   return success();
@@ -554,30 +567,118 @@ void Analysis::run() {
     byDomain[view.loops].push_back(op);
   }
 
-  // Per domain, per N among its reductions (N last first): the
-  // reductions over that N and every elementwise op.
+  // Per domain, per pairing: 2-D pairings first (with their column
+  // reductions: a plain LayerNorm next to a per-sample pooling sum is a
+  // 2-D group), then multi-axis ones, then, when asked, 2-D groups
+  // without a column reduction (a row-only group must not take an adaLN's
+  // row sums from its multi-axis pairing).
   for (auto &[loops, ops] : byDomain) {
-    llvm::SmallSetVector<unsigned, 4> nDims;
-    for (Operation *op : ops)
-      if (viewOf(op)->kind != Kind::Elementwise)
-        nDims.insert(viewOf(op)->nDim);
-    SmallVector<unsigned> order(nDims.begin(), nDims.end());
-    llvm::sort(order, std::greater<unsigned>());
-    for (unsigned n : order)
-      fuseDomain(loops, n, ops);
+    SmallVector<Pairing> pairings = pairingsOf(loops, ops);
+    for (const Pairing &p : pairings)
+      if (!p.isMultiAxis())
+        fuseDomain(loops, p, ops, /*allowRowOnly=*/false);
+    for (const Pairing &p : pairings)
+      if (p.isMultiAxis())
+        fuseDomain(loops, p, ops, /*allowRowOnly=*/false);
+    if (rowOnly)
+      for (const Pairing &p : pairings)
+        if (!p.isMultiAxis())
+          fuseDomain(loops, p, ops, /*allowRowOnly=*/true);
   }
+
+  // What no pairing fused: one remark per reduction (the last pairing's
+  // reason), one report per group.
+  for (Operation *op : order) {
+    const View &view = *viewOf(op);
+    // Skipped: fused, or claimed by a group that would fuse (a dry run's
+    // "would fuse" remark said so).
+    if (erased.contains(op) || view.kind != Kind::Reduction ||
+        view.loops.size() < 2 ||
+        (claimed.contains(op) && !whyNotFused.count(op)))
+      continue;
+    auto it = whyNotFused.find(op);
+    remark(op, "not fused: " +
+                   (it != whyNotFused.end()
+                        ? it->second
+                        : std::string("no reduction of its domain pairs with "
+                                      "it (a row reduction needs a column "
+                                      "reduction that keeps one of the dims "
+                                      "it sums over)")));
+  }
+  if (found)
+    for (auto &[report, candidates] : pendingReports)
+      if (llvm::none_of(candidates, [&](Operation *op) {
+            return erased.contains(op) || claimed.contains(op);
+          }))
+        found->push_back(std::move(report));
 }
 
-void Analysis::fuseDomain(ArrayRef<int64_t> loops, unsigned n,
-                          ArrayRef<Operation *> ops) {
+/// Whether `a` and `b` (ascending) share an element.
+static bool intersects(ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
+  return llvm::any_of(a, [&](unsigned d) { return llvm::is_contained(b, d); });
+}
+
+SmallVector<Pairing> Analysis::pairingsOf(ArrayRef<int64_t> loops,
+                                          ArrayRef<Operation *> ops) const {
+  unsigned rank = loops.size();
+  llvm::SetVector<Dims> reducedSets, keptSets;
+  for (Operation *op : ops) {
+    const View &view = *viewOf(op);
+    if (view.kind != Kind::Reduction)
+      continue;
+    Dims kept;
+    for (unsigned d = 0; d < rank; ++d)
+      if (!llvm::is_contained(view.reduced, d))
+        kept.push_back(d);
+    reducedSets.insert(view.reduced);
+    keptSets.insert(kept);
+  }
+  // 2-D: N is the one dim a row reduction sums over or a column reduction
+  // keeps; at rank 2 it is the last (one reduced loop of two reads either
+  // way). The last dim first.
+  llvm::SmallSetVector<unsigned, 4> nDims;
+  for (const Dims &dims : llvm::concat<const Dims>(reducedSets, keptSets))
+    if (dims.size() == 1 && (rank > 2 || dims.front() == rank - 1))
+      nDims.insert(dims.front());
+  SmallVector<unsigned> ns(nDims.begin(), nDims.end());
+  llvm::sort(ns, std::greater<unsigned>());
+  SmallVector<Pairing> out;
+  for (unsigned n : ns)
+    out.push_back(Pairing{Dims{n}, Dims{n}});
+  // Multi-axis: a set of dims some reduction sums over, and a set some
+  // other keeps, that share a dim (the column sums cut across the rows).
+  // Later dims summed over first (the rows' innermost dims, as N last
+  // first above): GroupNorm's (C/G, HW) before (N, HW).
+  SmallVector<Pairing> multi;
+  for (const Dims &sum : reducedSets)
+    for (const Dims &kept : keptSets) {
+      Pairing p{sum, kept};
+      if (rank > 2 && p.isMultiAxis() && intersects(sum, kept))
+        multi.push_back(p);
+    }
+  auto laterFirst = [](ArrayRef<unsigned> a, ArrayRef<unsigned> b) {
+    return std::lexicographical_compare(b.rbegin(), b.rend(), a.rbegin(),
+                                        a.rend());
+  };
+  llvm::stable_sort(multi, [&](const Pairing &a, const Pairing &b) {
+    if (a.rowSum != b.rowSum)
+      return laterFirst(a.rowSum, b.rowSum);
+    return laterFirst(a.colKept, b.colKept);
+  });
+  llvm::append_range(out, multi);
+  return out;
+}
+
+void Analysis::fuseDomain(ArrayRef<int64_t> loops, const Pairing &p,
+                          ArrayRef<Operation *> ops, bool allowRowOnly) {
     domain.assign(loops.begin(), loops.end());
-    nDim = n;
+    pairing = p;
     SmallVector<Operation *> candidates;
     for (Operation *op : ops) {
-      if (erased.contains(op))
+      if (erased.contains(op) || claimed.contains(op))
         continue;
       const View &view = *viewOf(op);
-      if (view.kind != Kind::Elementwise && view.nDim != nDim)
+      if (view.kind != Kind::Elementwise && roleOf(view) == Role::None)
         continue;
       extentLeader = fullValueOf(view);
       Slice slice = sliceOf(view);
@@ -586,7 +687,7 @@ void Analysis::fuseDomain(ArrayRef<int64_t> loops, unsigned n,
         continue;
       if (!slice.failure.empty()) {
         if (isReduction)
-          remark(op, "not fused: " + slice.failure);
+          notFused(op, slice.failure);
         continue;
       }
       slices[op] = std::move(slice);
@@ -626,14 +727,33 @@ void Analysis::fuseDomain(ArrayRef<int64_t> loops, unsigned n,
       std::string why;
       extentLeader = fullValueOf(*viewOf(group.candidates.front()));
       FusionPlan plan;
-      bool fuses = succeeded(validate(group, why)) &&
+      bool fuses = succeeded(validate(group, why, allowRowOnly)) &&
                    succeeded(decide(group, plan, why));
-      if (found)
-        found->push_back(describe(group, fuses ? "" : why));
+      if (fuses && pairing.isMultiAxis() && !multiAxis) {
+        // Reported, and claimed: no later pairing takes these reductions
+        // (nor overwrites the reason).
+        why = "a multi-axis group (row sums over dims " +
+              dimsText(pairing.rowSum) + ", column sums keeping dims " +
+              dimsText(pairing.colKept) +
+              "), and multi-axis groups are off (multi-axis=false)";
+        if (found)
+          found->push_back(describe(group, why));
+        for (Operation *op : group.candidates) {
+          if (viewOf(op)->kind != Kind::Elementwise)
+            notFused(op, why);
+          claimed.insert(op);
+        }
+        continue;
+      }
       if (fuses && dryRun) {
+        found->push_back(describe(group, ""));
         remark(group.rowReductions.front(),
                "would fuse: a mixed-order reduction group of " +
                    Twine(group.members.size()) + " ops");
+        for (Operation *op : group.candidates) {
+          claimed.insert(op); // no later pairing reports them
+          whyNotFused.erase(op);
+        }
         continue;
       }
       if (fuses && control && !control(describe(group, ""))) {
@@ -643,13 +763,17 @@ void Analysis::fuseDomain(ArrayRef<int64_t> loops, unsigned n,
       if (fuses) {
         FailureOr<MixedReductionOp> op = fuse(group, plan, why);
         if (succeeded(op)) {
+          if (found)
+            found->push_back(describe(group, ""));
           fused.push_back(*op);
           continue;
         }
       }
+      if (found)
+        pendingReports.emplace_back(describe(group, why), group.candidates);
       for (Operation *op : group.candidates)
         if (viewOf(op)->kind != Kind::Elementwise)
-          remark(op, "not fused: " + why);
+          notFused(op, why);
     }
 }
 

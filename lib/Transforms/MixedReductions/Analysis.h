@@ -6,8 +6,10 @@
 // slices, groups and the driver; Rewrite.cpp: the plan of a group and the
 // fused op). Every linalg op is viewed as a linalg.generic (named ops
 // through a scratch generalisation that leaves the input untouched) and
-// classified by iterator types and indexing maps: elementwise, row
-// reduction (reduce N) or column reduction (reduce all dims but N). Each
+// classified by iterator types and indexing maps: elementwise or a
+// reduction (some dims reduced, some kept). A domain is taken with a
+// pairing: the dims its row reductions sum over, and the dims its column
+// reductions keep (2-D: both N's dim; multi-axis: GroupNorm, adaLN). Each
 // reduction, and each elementwise op that consumes a row reduction, walks
 // its backward slice through elementwise producers, fills, splat constants
 // and unit-dim reshapes down to the values it reads from outside.
@@ -55,7 +57,16 @@ inline unsigned dimsKey(ArrayRef<unsigned> dims) {
   return key;
 }
 
-enum class Kind { Elementwise, RowReduce, ColReduce, Other };
+enum class Kind { Elementwise, Reduction, Other };
+/// What a reduction is in the pairing being processed.
+enum class Role { None, Row, Col };
+
+/// How a domain is taken: the dims the row reductions sum over and the
+/// dims the column reductions keep. The 2-D form is {n} and {n}.
+struct Pairing {
+  Dims rowSum, colKept;
+  bool isMultiAxis() const { return !(rowSum.size() == 1 && rowSum == colKept); }
+};
 
 /// A linalg op seen as a linalg.generic. For named ops, `generic` is a
 /// generalised clone in a scratch module whose operands are placeholders:
@@ -65,7 +76,7 @@ struct View {
   linalg::GenericOp generic;
   Kind kind = Kind::Other;
   SmallVector<int64_t> loops; // static loop ranges (kDynamic allowed)
-  unsigned nDim = 0;          // reductions: the loop that is N
+  Dims reduced;               // reductions: the reduced loops, ascending
   std::string whyOther;       // for remarks on reductions we cannot take
 };
 
@@ -160,7 +171,7 @@ public:
            std::vector<MixedReductionGroup> *found = nullptr,
            bool dryRun = false)
       : func(func), remarks(options.remarks), rowOnly(options.rowOnly),
-        control(control), found(found), dryRun(dryRun) {}
+        multiAxis(options.multiAxis), control(control), found(found), dryRun(dryRun) {}
 
   void run();
   /// The fused ops made, in order.
@@ -215,7 +226,9 @@ private:
     llvm::SetVector<Operation *> members;
     SmallVector<Operation *> rowReductions, colReductions;
   };
-  LogicalResult validate(Group &group, std::string &why);
+  /// Whether the group can fuse: its members, its reductions by role,
+  /// no cycle, and a column reduction unless `allowRowOnly`.
+  LogicalResult validate(Group &group, std::string &why, bool allowRowOnly);
   /// No input of the group may depend on the group's own results.
   LogicalResult checkNoCycle(const Group &group, std::string &why) const;
   /// What fuse() works out before it builds anything, and what the
@@ -231,6 +244,9 @@ private:
     // Results that leave the group, the group's last op, the users that
     // move after the fused op (in block order).
     SmallVector<Value> fullOuts, colOuts, colInits;
+    // Per column result: the reassociation of its keepdim unit dims (empty
+    // without them).
+    SmallVector<SmallVector<ReassociationIndices>> colKeepdim;
     // The fused op's column results: [N], also where the group's were
     // keepdim ([1, ..., N]: replaceGroup expands them back).
     SmallVector<Type> colTypes;
@@ -270,9 +286,40 @@ private:
               function_ref<FailureOr<SmallVector<Value>>(class RegionEmitter &)>
                   body);
   void remarkFused(const Group &group, unsigned numStages);
-  /// Groups the candidates of one domain whose N is dim `n`, and fuses each.
-  void fuseDomain(ArrayRef<int64_t> loops, unsigned n,
-                  ArrayRef<Operation *> ops);
+  SmallVector<ReassociationIndices> keepdimGroups(const View &view,
+                                                  unsigned i) const;
+  /// The fused op's domain attributes: `n_dim` for a 2-D pairing whose N is
+  /// not last, `row_sum_dims` / `col_dims` for a multi-axis one.
+  IntegerAttr nDimAttr(OpBuilder &b) const {
+    if (pairing.isMultiAxis() || pairing.rowSum.front() + 1 == domain.size())
+      return {};
+    return b.getI64IntegerAttr(pairing.rowSum.front());
+  }
+  DenseI64ArrayAttr rowSumDimsAttr(OpBuilder &b) const {
+    return pairing.isMultiAxis()
+               ? b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                     pairing.rowSum.begin(), pairing.rowSum.end()))
+               : DenseI64ArrayAttr();
+  }
+  DenseI64ArrayAttr colDimsAttr(OpBuilder &b) const {
+    return pairing.isMultiAxis()
+               ? b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                     pairing.colKept.begin(), pairing.colKept.end()))
+               : DenseI64ArrayAttr();
+  }
+  /// The pairings of a domain whose reductions are `ops`, in the order
+  /// they are tried: 2-D ones (N last first), then multi-axis ones.
+  SmallVector<Pairing> pairingsOf(ArrayRef<int64_t> loops,
+                                  ArrayRef<Operation *> ops) const;
+  /// Groups the candidates of one domain in one pairing, and fuses each
+  /// (reports it only, for a multi-axis pairing with multi-axis off).
+  void fuseDomain(ArrayRef<int64_t> loops, const Pairing &pairing,
+                  ArrayRef<Operation *> ops, bool allowRowOnly);
+  /// A reduction's role in the pairing being processed.
+  Role roleOf(const View &view) const;
+  /// Why `op` did not fuse (the last pairing's reason wins): remarked at
+  /// the end for the reductions no pairing fused.
+  void notFused(Operation *op, const std::string &why) { whyNotFused[op] = why; }
   void replaceGroup(Group &group, const FusionPlan &plan,
                     MixedReductionOp fused);
 
@@ -283,7 +330,8 @@ private:
 
   func::FuncOp func;
   bool remarks;
-  bool rowOnly; // groups without a column reduction fuse too
+  bool rowOnly;   // groups without a column reduction fuse too
+  bool multiAxis; // multi-axis pairings fuse (else they are only reported)
   const ControlMixedReductionFn &control;
   std::vector<MixedReductionGroup> *found;
   bool dryRun;
@@ -291,14 +339,14 @@ private:
   OwningOpRef<ModuleOp> scratch;
   DenseMap<Operation *, View> views;
   SmallVector<int64_t> domain; // of the group being processed
-  unsigned nDim = 0;           // the dim of `domain` that is N
-  /// The domain dims of a row value: all but N.
+  Pairing pairing;             // how `domain` is taken
   Access withUnitDomainDims(const Access &access,
                             ArrayRef<unsigned> within) const;
+  /// The domain dims of a row value: those the row sums keep.
   Dims rowDims(unsigned rank) const {
     Dims dims;
     for (unsigned d = 0; d < rank; ++d)
-      if (d != nDim)
+      if (!llvm::is_contained(pairing.rowSum, d))
         dims.push_back(d);
     return dims;
   }
@@ -306,7 +354,15 @@ private:
   Value extentLeader; // a full-domain value of the candidate or group
   DenseMap<Operation *, Slice> slices;
   DenseMap<Operation *, unsigned> position; // walk order
-  DenseSet<Operation *> erased;             // by fusing an earlier group
+  DenseSet<Operation *> erased;  // by fusing an earlier group
+  /// Taken by a group that would fuse but is only reported (a dry run, or
+  /// multi-axis off): later pairings skip them.
+  DenseSet<Operation *> claimed;
+  llvm::MapVector<Operation *, std::string> whyNotFused;
+  /// Reports of groups that did not fuse, kept until the end: dropped when
+  /// a later pairing fused one of their candidates.
+  std::vector<std::pair<MixedReductionGroup, SmallVector<Operation *>>>
+      pendingReports;
 };
 
 } // namespace mlir::norm::mixed

@@ -272,7 +272,7 @@ void Analysis::planStages(const Group &group, FusionPlan &plan) {
 LogicalResult Analysis::planInputs(const Group &group, FusionPlan &plan,
                                    std::string &why) {
   unsigned rank = domain.size();
-  Dims rows = rowDims(rank), colDims = {nDim}, allDims;
+  Dims rows = rowDims(rank), colDims = pairing.colKept, allDims;
   for (unsigned d = 0; d < rank; ++d)
     allDims.push_back(d);
   DenseSet<std::pair<Value, unsigned>> seen;
@@ -329,13 +329,14 @@ LogicalResult Analysis::planOutputs(const Group &group, FusionPlan &plan,
     });
   };
   for (Operation *op : group.members) {
-    Kind kind = viewOf(op)->kind;
+    const View &view = *viewOf(op);
     for (OpResult r : op->getResults()) {
-      if (kind == Kind::ColReduce) {
+      if (roleOf(view) == Role::Col) {
         plan.colOuts.push_back(r);
         plan.colInits.push_back(cast<DestinationStyleOpInterface>(op)
                                     .getDpsInits()[r.getResultNumber()]);
-      } else if (kind == Kind::Elementwise && leaves(r)) {
+        plan.colKeepdim.push_back(keepdimGroups(view, r.getResultNumber()));
+      } else if (view.kind == Kind::Elementwise && leaves(r)) {
         plan.fullOuts.push_back(r);
       }
     }
@@ -390,11 +391,30 @@ LogicalResult Analysis::planUsersToMove(const Group &group, FusionPlan &plan,
   return success();
 }
 
-/// Whether a column reduction's result type is [1, ..., 1, N] or another
-/// shape with one dim that is not a unit dim (keepdim over the row dims).
-static bool isKeepdimColumn(RankedTensorType type) {
-  return llvm::count_if(type.getShape(),
-                        [](int64_t d) { return d != 1; }) <= 1;
+/// A column reduction's output `i` with keepdim unit dims (torch's sum over
+/// the rows with keepdim=True, [1, ..., 1, N]; [B, 1, N] over the tokens of
+/// each sample): the reassociation that collapses them into the kept dims,
+/// each unit dim joining the next kept dim (trailing ones the last). Empty
+/// when the output has none.
+SmallVector<ReassociationIndices>
+Analysis::keepdimGroups(const View &view, unsigned i) const {
+  linalg::GenericOp g = view.generic;
+  AffineMap map = g.getMatchingIndexingMap(g.getDpsInitOperand(i));
+  if (llvm::all_of(map.getResults(),
+                   [](AffineExpr e) { return isa<AffineDimExpr>(e); }))
+    return {};
+  SmallVector<ReassociationIndices> groups;
+  ReassociationIndices pending;
+  for (auto [pos, e] : llvm::enumerate(map.getResults())) {
+    pending.push_back(pos);
+    if (isa<AffineDimExpr>(e)) {
+      groups.push_back(pending);
+      pending.clear();
+    }
+  }
+  if (!pending.empty() && !groups.empty())
+    llvm::append_range(groups.back(), pending);
+  return groups;
 }
 
 MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
@@ -426,17 +446,11 @@ MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
   for (Value v : llvm::concat<Value>(fullValues, rowValues, colValues))
     plan.inputTypes.push_back(
         cast<RankedTensorType>(v.getType()).getElementType());
-  // Keepdim column results (torch's sum over the rows with keepdim=True,
-  // [1, ..., 1, N]) accumulate into their init collapsed to [N].
-  for (Value &init : plan.colInits) {
-    auto type = cast<RankedTensorType>(init.getType());
-    if (type.getRank() > 1 && isKeepdimColumn(type)) {
-      ReassociationIndices all;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        all.push_back(d);
-      init = tensor::CollapseShapeOp::create(
-          b, loc, init, ArrayRef<ReassociationIndices>{all});
-    }
+  // Keepdim column results accumulate into their init collapsed to the
+  // kept dims ([N], [B, N]).
+  for (auto [init, groups] : llvm::zip(plan.colInits, plan.colKeepdim)) {
+    if (!groups.empty())
+      init = tensor::CollapseShapeOp::create(b, loc, init, groups);
     plan.colTypes.push_back(init.getType());
   }
   plan.rowResultTypes.assign(plan.rowResultsBefore.back(), Type());
@@ -458,8 +472,7 @@ MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
       plan.colTypes,
       fullValues, rowValues, colValues,
       plan.colInits,
-      nDim + 1 == domain.size() ? IntegerAttr() : b.getI64IntegerAttr(nDim),
-      plan.numStages);
+      nDimAttr(b), rowSumDimsAttr(b), colDimsAttr(b), plan.numStages);
 }
 
 LogicalResult Analysis::buildRegion(
@@ -563,16 +576,13 @@ void Analysis::replaceGroup(Group &group, const FusionPlan &plan,
     });
   OpBuilder b(fused);
   b.setInsertionPointAfter(fused);
-  for (auto [from, to] : llvm::zip(plan.colOuts, fused.getColResults())) {
+  for (auto [from, to, groups] :
+       llvm::zip(plan.colOuts, fused.getColResults(), plan.colKeepdim)) {
     Value result = to;
     auto type = cast<RankedTensorType>(from.getType());
-    if (type != to.getType()) { // keepdim: [N] back to [1, ..., 1, N]
-      ReassociationIndices all;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        all.push_back(d);
-      result = tensor::ExpandShapeOp::create(
-          b, fused.getLoc(), type, to, ArrayRef<ReassociationIndices>{all});
-    }
+    if (!groups.empty()) // keepdim: [N] back to [1, ..., 1, N]
+      result = tensor::ExpandShapeOp::create(b, fused.getLoc(), type, to,
+                                             groups);
     Value(from).replaceAllUsesWith(result);
   }
   // Erase the group and the helpers (fills, empties, reshapes, per-row and
@@ -612,7 +622,9 @@ MixedReductionGroup Analysis::describe(const Group &group,
                                        const std::string &whyNot) const {
   MixedReductionGroup out;
   out.domain.assign(domain.begin(), domain.end());
-  out.nDim = nDim;
+  out.nDim = pairing.isMultiAxis() ? 0 : pairing.rowSum.front();
+  out.rowSumDims.assign(pairing.rowSum.begin(), pairing.rowSum.end());
+  out.colDims.assign(pairing.colKept.begin(), pairing.colKept.end());
   out.rowReductions.assign(group.rowReductions.begin(),
                            group.rowReductions.end());
   out.columnReductions.assign(group.colReductions.begin(),

@@ -184,6 +184,50 @@ unsigned MixedReductionOp::getNumRowResultsBefore(unsigned stage) {
   return n;
 }
 
+SmallVector<int64_t> MixedReductionOp::getRowDimList() {
+  SmallVector<int64_t> sums = getRowSumDimList(), dims;
+  for (int64_t d = 0, e = getDomainShape().size(); d < e; ++d)
+    if (!llvm::is_contained(sums, d))
+      dims.push_back(d);
+  return dims;
+}
+
+/// The multi-axis attributes: both or neither, not with `n_dim`, each a
+/// strictly ascending, non-empty proper subset of the domain's dims, the
+/// two sharing a dim, and not the 2-D form (which is spelled `n_dim`).
+static LogicalResult verifyMultiAxis(MixedReductionOp op, int64_t rank) {
+  std::optional<ArrayRef<int64_t>> sums = op.getRowSumDims(),
+                                   cols = op.getColDims();
+  if (!sums && !cols)
+    return success();
+  if (!sums || !cols)
+    return op.emitOpError("expects 'row_sum_dims' and 'col_dims' together "
+                          "(a multi-axis domain), or neither");
+  if (op.getNDim())
+    return op.emitOpError("expects 'n_dim' or the multi-axis 'row_sum_dims' "
+                          "and 'col_dims', not both");
+  for (auto [name, dims] : {std::make_pair("row_sum_dims", *sums),
+                            std::make_pair("col_dims", *cols)}) {
+    if (dims.empty() || int64_t(dims.size()) >= rank)
+      return op.emitOpError() << "expects '" << name << "' to hold some but "
+                              << "not all of the domain's " << rank
+                              << " dims, got " << dims.size();
+    for (auto [i, d] : llvm::enumerate(dims))
+      if (d < 0 || d >= rank || (i > 0 && dims[i - 1] >= d))
+        return op.emitOpError() << "expects '" << name << "' to be strictly "
+                                << "ascending dims in [0, " << rank << ")";
+  }
+  if (llvm::none_of(*cols, [&](int64_t d) { return llvm::is_contained(*sums, d); }))
+    return op.emitOpError("expects 'row_sum_dims' and 'col_dims' to share a "
+                          "dim (else the column sums are row sums over other "
+                          "dims: a reduction of one order, not mixed)");
+  if (sums->size() == 1 && *sums == *cols)
+    return op.emitOpError() << "expects the 2-D form (row_sum_dims = col_dims "
+                            << "= [" << sums->front() << "]) to be spelled "
+                            << "'n_dim = " << sums->front() << "'";
+  return success();
+}
+
 LogicalResult MixedReductionOp::verify() {
   if (getFull().empty())
     return emitOpError("needs at least one 'full' input to define the domain");
@@ -195,8 +239,10 @@ LogicalResult MixedReductionOp::verify() {
   if (std::optional<uint64_t> n = getNDim(); n && *n >= domain.size())
     return emitOpError() << "expects n_dim in [0, " << domain.size()
                          << "), got " << *n;
-  SmallVector<int64_t> rows = getRowShape();
-  int64_t cols[] = {domain[getNDimIndex()]};
+  if (failed(verifyMultiAxis(*this, domain.size())))
+    return failure();
+  SmallVector<int64_t> rows = getRowShape(), cols = getColShape();
+  bool multi = isMultiAxis();
 
   auto check = [&](ValueRange values, ArrayRef<int64_t> shape,
                    StringRef what) -> LogicalResult {
@@ -210,9 +256,13 @@ LogicalResult MixedReductionOp::verify() {
     return success();
   };
   if (failed(check(getFull(), domain, "'full' input [rows..., N]")) ||
-      failed(check(getRow(), rows, "'row' input [rows...]")) ||
-      failed(check(getCol(), cols, "'col' input [N]")) ||
-      failed(check(getColInit(), cols, "'col_init' [N]")) ||
+      failed(check(getRow(), rows, multi ? "'row' input (the dims not in "
+                                           "row_sum_dims)"
+                                         : "'row' input [rows...]")) ||
+      failed(check(getCol(), cols, multi ? "'col' input (col_dims)"
+                                         : "'col' input [N]")) ||
+      failed(check(getColInit(), cols,
+                   multi ? "'col_init' (col_dims)" : "'col_init' [N]")) ||
       failed(check(getFullResults(), domain, "full result [rows..., N]")))
     return failure();
 

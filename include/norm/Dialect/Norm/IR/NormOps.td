@@ -243,7 +243,25 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     `n_dim` (optional) says which dim of the domain is N; without it N is
     the last. A channels-first norm (ConvNeXt's LayerNorm2d: x `[B, C, S]`,
     statistics `[B, S]`, weight `[C]`) has `n_dim = 1`: the rows are the
-    other dims in order (`[B, S]`), and the row inputs have that shape. Each region is a scalar
+    other dims in order (`[B, S]`), and the row inputs have that shape.
+
+    Multi-axis domains (`row_sum_dims` and `col_dims`, together, without
+    `n_dim`): the row sums run over the domain dims `row_sum_dims` and the
+    column sums over the dims not in `col_dims`. Row inputs (and row
+    results) are indexed by the dims not in `row_sum_dims`, in order; col
+    inputs, `col_init` and column results by `col_dims`, in order. The two
+    sets must share a dim (the column sums cut across the rows), and
+    neither may be empty or hold every dim. The 2-D form above is the case
+    `row_sum_dims = col_dims = [n_dim]`, and is spelled with `n_dim` only.
+    - adaLN over x `[B, S, N]`: `row_sum_dims = [2]`, `col_dims = [0, 2]`:
+      the statistics are `[B, S]`, the per-sample `(1 + scale)` and shift and
+      their gradients `[B, N]` (sums over the S tokens of each sample).
+    - GroupNorm over `[N, G, C/G, HW]` (NCHW): `row_sum_dims = [2, 3]`,
+      `col_dims = [1, 2]`: statistics `[N, G]`, weight, bias and their
+      gradients `[G, C/G]` (sums over N and HW per channel). Channels-last,
+      `[N, HW, G, C/G]`: `row_sum_dims = [1, 3]`, `col_dims = [2, 3]`.
+
+    Each region is a scalar
     payload evaluated at one point `(r, n)` of the domain; its block
     arguments are, in order, the elements of the `full`, `row` and `col`
     inputs at that point, then row results (below). Values defined above the
@@ -304,7 +322,9 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     Variadic<Norm_InputTensor>:$row,
     Variadic<Norm_InputTensor>:$col,
     Variadic<Norm_FloatTensor>:$col_init,
-    OptionalAttr<I64Attr>:$n_dim
+    OptionalAttr<I64Attr>:$n_dim,
+    OptionalAttr<DenseI64ArrayAttr>:$row_sum_dims,
+    OptionalAttr<DenseI64ArrayAttr>:$col_dims
   );
   let results = (outs
     Variadic<Norm_FloatTensor>:$full_results,
@@ -347,7 +367,33 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     ArrayRef<int64_t> getDomainShape() {
       return cast<RankedTensorType>(getFull().front().getType()).getShape();
     }
-    /// The dim of the domain that is N (the last one unless `n_dim`).
+    /// Whether the domain is multi-axis (`row_sum_dims` / `col_dims`): its
+    /// row inputs are not [rows...] of one N, nor its col inputs [N]. The
+    /// 2-D helpers below (N, the row shape, ...) are for other ops only.
+    bool isMultiAxis() { return getRowSumDims() || getColDims(); }
+    /// The dims the row stages sum over ([N's dim] in the 2-D form).
+    SmallVector<int64_t> getRowSumDimList() {
+      if (std::optional<ArrayRef<int64_t>> dims = getRowSumDims())
+        return SmallVector<int64_t>(*dims);
+      return {int64_t(getNDimIndex())};
+    }
+    /// The dims that index col inputs and results ([N's dim] in 2-D).
+    SmallVector<int64_t> getColDimList() {
+      if (std::optional<ArrayRef<int64_t>> dims = getColDims())
+        return SmallVector<int64_t>(*dims);
+      return {int64_t(getNDimIndex())};
+    }
+    /// The dims that index row inputs: those not in getRowSumDimList().
+    SmallVector<int64_t> getRowDimList();
+    /// The shape of the domain at `dims`.
+    SmallVector<int64_t> getDomainShapeAt(ArrayRef<int64_t> dims) {
+      SmallVector<int64_t> shape;
+      for (int64_t d : dims)
+        shape.push_back(getDomainShape()[d]);
+      return shape;
+    }
+    /// The dim of the domain that is N (the last one unless `n_dim`); 2-D
+    /// domains only.
     unsigned getNDimIndex() {
       if (std::optional<uint64_t> d = getNDim())
         return *d;
@@ -355,11 +401,14 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     }
     /// Whether N is the domain's last dim (each row contiguous).
     bool isRowMajor() { return getNDimIndex() + 1 == getDomainShape().size(); }
-    /// The shape of a row input: the domain without N.
+    /// The shape of a row input: the domain without the row sums' dims
+    /// (without N in 2-D).
     SmallVector<int64_t> getRowShape() {
-      SmallVector<int64_t> shape(getDomainShape());
-      shape.erase(shape.begin() + getNDimIndex());
-      return shape;
+      return getDomainShapeAt(getRowDimList());
+    }
+    /// The shape of a col input, `col_init` and a column result.
+    SmallVector<int64_t> getColShape() {
+      return getDomainShapeAt(getColDimList());
     }
     /// The static N (ShapedType::kDynamic if it is not).
     int64_t getStaticCols() { return getDomainShape()[getNDimIndex()]; }
