@@ -52,6 +52,20 @@ func.func @f(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %rstd: tensor<4xf32>)
 }
 )mlir";
 
+// GroupNorm NCHW with 2 groups over [N, C, HW] = [2, 8, 16]: decomposed
+// over [N, G, C/G, HW] = [2, 2, 4, 16], a multi-axis group.
+constexpr const char *kGroupNorm = R"mlir(
+func.func @f(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>,
+             %mean: tensor<2x2xf32>, %rstd: tensor<2x2xf32>,
+             %w: tensor<8xf32>)
+    -> (tensor<2x8x16xf32>, tensor<8xf32>) {
+  %dx, %dw = norm.group_norm_grad %dy, %x, %mean, %rstd
+      weight(%w : tensor<8xf32>) {groups = 2 : i64}
+      : tensor<2x8x16xf32>, tensor<2x2xf32> -> tensor<2x8x16xf32>, tensor<8xf32>
+  return %dx, %dw : tensor<2x8x16xf32>, tensor<8xf32>
+}
+)mlir";
+
 class MixedReductionsTest : public ::testing::Test {
 protected:
   MixedReductionsTest() {
@@ -148,6 +162,39 @@ TEST_F(MixedReductionsTest, SaysWhyAGroupWouldNotFuse) {
   EXPECT_TRUE(groups[0].wouldFuse()) << groups[0].whyNot;
   EXPECT_EQ(norm::fuseMixedReductions(fn, rowOnly).size(), 1u);
   EXPECT_EQ(count("norm.mixed_reduction"), 1);
+}
+
+TEST_F(MixedReductionsTest, ReportsAndFusesAMultiAxisGroup) {
+  func::FuncOp fn = load(kGroupNorm);
+  ASSERT_TRUE(fn);
+  std::vector<norm::MixedReductionGroup> groups =
+      norm::findMixedReductionGroups(fn);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_TRUE(groups[0].wouldFuse()) << groups[0].whyNot;
+  EXPECT_EQ(groups[0].domain, (SmallVector<int64_t>{2, 2, 4, 16}));
+  EXPECT_EQ(groups[0].rowSumDims, (SmallVector<unsigned>{2, 3}));
+  EXPECT_EQ(groups[0].colDims, (SmallVector<unsigned>{1, 2}));
+
+  // Off (norm-opt's GPU pipeline): reported with why, nothing fused.
+  norm::MixedReductionOptions off;
+  off.multiAxis = false;
+  groups = norm::findMixedReductionGroups(fn, off);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_FALSE(groups[0].wouldFuse());
+  EXPECT_NE(groups[0].whyNot.find("multi-axis=false"), std::string::npos)
+      << groups[0].whyNot;
+  EXPECT_TRUE(norm::fuseMixedReductions(fn, off).empty());
+  EXPECT_EQ(count("norm.mixed_reduction"), 0);
+
+  SmallVector<norm::MixedReductionOp> fused = norm::fuseMixedReductions(fn);
+  ASSERT_EQ(fused.size(), 1u);
+  norm::MixedReductionOp op = fused[0];
+  EXPECT_TRUE(op.isMultiAxis());
+  EXPECT_EQ(op.getRowSumDimList(), (SmallVector<int64_t>{2, 3}));
+  EXPECT_EQ(op.getRowDimList(), (SmallVector<int64_t>{0, 1}));
+  EXPECT_EQ(op.getRowShape(), (SmallVector<int64_t>{2, 2}));
+  EXPECT_EQ(op.getColShape(), (SmallVector<int64_t>{2, 4}));
+  EXPECT_TRUE(succeeded(verify(*module)));
 }
 
 } // namespace

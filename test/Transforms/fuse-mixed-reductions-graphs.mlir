@@ -317,6 +317,51 @@ func.func @batchnorm_style_beside_matmul(%a: tensor<8x4xf32>, %b: tensor<4x16xf3
 
 // -----
 
+// BatchNorm2d's backward over [N, C, HW] (issue 42's safety rule): every
+// sum is per channel over (N, HW), and dx reads those sums. No reduction
+// sums over a dim another keeps, so no pairing (2-D or multi-axis) takes
+// it: nothing fuses.
+#bn = affine_map<(n, c, s) -> (n, c, s)>
+#bnc = affine_map<(n, c, s) -> (c)>
+// CHECK-LABEL: func.func @batchnorm2d_backward
+// CHECK-NOT:     norm.mixed_reduction
+func.func @batchnorm2d_backward(%dy: tensor<4x8x16xf32>, %xhat: tensor<4x8x16xf32>, %g: tensor<8xf32>) -> (tensor<4x8x16xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %m = arith.constant 64.0 : f32
+  %ec = tensor.empty() : tensor<8xf32>
+  %zc = linalg.fill ins(%zero : f32) outs(%ec : tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @+1 {{not fused: no row reduction (over N) shares its inputs}}
+  %db = linalg.generic {indexing_maps = [#bn, #bnc], iterator_types = ["reduction", "parallel", "reduction"]}
+      ins(%dy : tensor<4x8x16xf32>) outs(%zc : tensor<8xf32>) {
+  ^bb0(%d: f32, %o: f32):
+    %v = arith.addf %o, %d : f32
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  // expected-remark @+1 {{not fused: no row reduction (over N) shares its inputs}}
+  %dg = linalg.generic {indexing_maps = [#bn, #bn, #bnc], iterator_types = ["reduction", "parallel", "reduction"]}
+      ins(%dy, %xhat : tensor<4x8x16xf32>, tensor<4x8x16xf32>) outs(%zc : tensor<8xf32>) {
+  ^bb0(%d: f32, %h: f32, %o: f32):
+    %p = arith.mulf %d, %h : f32
+    %v = arith.addf %o, %p : f32
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  %e = tensor.empty() : tensor<4x8x16xf32>
+  %dx = linalg.generic {indexing_maps = [#bn, #bn, #bnc, #bnc, #bnc, #bn], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%dy, %xhat, %db, %dg, %g : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<4x8x16xf32>) {
+  ^bb0(%d: f32, %h: f32, %sb: f32, %sg: f32, %w: f32, %o: f32):
+    %mb = arith.divf %sb, %m : f32
+    %mg = arith.divf %sg, %m : f32
+    %hm = arith.mulf %h, %mg : f32
+    %t = arith.subf %d, %mb : f32
+    %u = arith.subf %t, %hm : f32
+    %v = arith.mulf %u, %w : f32
+    linalg.yield %v : f32
+  } -> tensor<4x8x16xf32>
+  return %dx, %dg, %db : tensor<4x8x16xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // A reduction over one dim (a 1-D sum) gets its remark too.
 #v = affine_map<(d0) -> (d0)>
 #s = affine_map<(d0) -> ()>

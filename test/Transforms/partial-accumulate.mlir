@@ -198,3 +198,65 @@ func.func @channels_first(%x: tensor<2x8x5xf32>, %r: tensor<2x5xf32>, %z: tensor
   } {n_dim = 1 : i64} -> full(tensor<2x8x5xf32>) col(tensor<8xf32>)
   return %dx, %c : tensor<2x8x5xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A multi-axis domain (adaLN: x [B, S, N], row_sum_dims = [2], col_dims =
+// [0, 2]): the rows are [B * S, N] as in 2-D, the column slots are the
+// (b, n) of each point, [B * N] per program: b = row / S, so a program
+// whose rows cross a sample adds each row into its sample's slots. The
+// partials are [P, B * N]; the final reduction runs over B * N slots and
+// expands back to [B, N].
+
+// CHECK-LABEL: func.func @adaln_multi_axis
+// CHECK-DAG:     %[[X:.*]] = tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2]] : tensor<2x3x8xf32> into tensor<6x8xf32>
+// CHECK-DAG:     %[[R:.*]] = tensor.collapse_shape %arg2 {{\[\[}}0, 1]] : tensor<2x3xf32> into tensor<6xf32>
+// CHECK-DAG:     %[[SC:.*]] = tensor.collapse_shape %arg3 {{\[\[}}0, 1]] : tensor<2x8xf32> into tensor<16xf32>
+// CHECK:         scf.forall (%[[P:.*]]) in (%{{.*}}) shared_outs({{.*}}) -> (tensor<6x8xf32>, tensor<3x16xf32>, tensor<3x16xf32>)
+// CHECK:           linalg.fill {{.*}} -> tensor<16xf32>
+// CHECK:           scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (tensor<?x8xf32>, tensor<16xf32>, tensor<16xf32>)
+// CHECK:             scf.for %[[COL:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:               %[[B:.*]] = arith.divui %[[ROW]], %{{.*}} : index
+// CHECK:               arith.remui %[[B]], %{{.*}} : index
+// CHECK:               tensor.extract %[[SC]][%{{.*}}] : tensor<16xf32>
+// CHECK:             scf.for %{{.*}} = %{{.*}} to %{{.*}} step {{.*}} -> (tensor<?x8xf32>, tensor<16xf32>, tensor<16xf32>)
+// CHECK:               tensor.extract %[[SC]][%{{.*}}] : tensor<16xf32>
+// CHECK:               tensor.extract %arg{{[0-9]+}}[%[[SLOT:.*]]] : tensor<16xf32>
+// CHECK:               tensor.insert %{{.*}} into %arg{{[0-9]+}}[%[[SLOT]]] : tensor<16xf32>
+// CHECK:           tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[P]], 0] [1, 16] [1, 1] : tensor<16xf32> into tensor<3x16xf32>
+// CHECK:         tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2]] output_shape [2, 3, 8] : tensor<6x8xf32> into tensor<2x3x8xf32>
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %c16
+// CHECK:         tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [2, 8] : tensor<16xf32> into tensor<2x8xf32>
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %c16
+// CHECK:         tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [2, 8] : tensor<16xf32> into tensor<2x8xf32>
+// CHECK-NOT:     norm.mixed_reduction
+func.func @adaln_multi_axis(%xhat: tensor<2x3x8xf32>, %dy: tensor<2x3x8xf32>, %rstd: tensor<2x3xf32>, %scale: tensor<2x8xf32>, %z: tensor<2x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %one = arith.constant 1.0 : f32
+  %nf = arith.constant 8.0 : f32
+  %dx, %dc:2 = norm.mixed_reduction full(%xhat, %dy : tensor<2x3x8xf32>, tensor<2x3x8xf32>) row(%rstd : tensor<2x3xf32>) col(%scale : tensor<2x8xf32>) col_init(%z, %z : tensor<2x8xf32>, tensor<2x8xf32>)
+  row_stages {
+  ^bb0(%h: f32, %d: f32, %r: f32, %s: f32):
+    %w = arith.addf %s, %one : f32
+    %g = arith.mulf %d, %w : f32
+    %gh = arith.mulf %g, %h : f32
+    norm.yield %gh, %g : f32, f32
+  }
+  elementwise {
+  ^bb0(%h: f32, %d: f32, %r: f32, %s: f32, %sgh: f32, %sg: f32):
+    %w = arith.addf %s, %one : f32
+    %g = arith.mulf %d, %w : f32
+    %a = arith.divf %sgh, %nf : f32
+    %b = arith.divf %sg, %nf : f32
+    %ha = arith.mulf %h, %a : f32
+    %t = arith.subf %g, %b : f32
+    %u = arith.subf %t, %ha : f32
+    %v = arith.mulf %u, %r : f32
+    norm.yield %v : f32
+  }
+  columns {
+  ^bb0(%h: f32, %d: f32, %r: f32, %s: f32, %sgh: f32, %sg: f32):
+    %p = arith.mulf %d, %h : f32
+    norm.yield %p, %d : f32, f32
+  } {row_sum_dims = array<i64: 2>, col_dims = array<i64: 0, 2>} -> full(tensor<2x3x8xf32>) col(tensor<2x8xf32>, tensor<2x8xf32>)
+  return %dx, %dc#0, %dc#1 : tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}

@@ -237,3 +237,159 @@ func.func @n_dim_row_shape(%x: tensor<2x8x5xf32>, %r: tensor<2x8xf32>, %z: tenso
   } {n_dim = 1 : i64} -> col(tensor<8xf32>)
   return %c : tensor<8xf32>
 }
+
+// -----
+
+func.func @multi_axis_needs_both(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4xf32>, %w: tensor<4x2xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects 'row_sum_dims' and 'col_dims' together (a multi-axis domain), or neither}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4xf32>) col(%w : tensor<4x2xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 2, 3>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}
+// -----
+
+func.func @multi_axis_not_with_n_dim(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4xf32>, %w: tensor<4x2xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects 'n_dim' or the multi-axis 'row_sum_dims' and 'col_dims', not both}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4xf32>) col(%w : tensor<4x2xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {n_dim = 1 : i64, row_sum_dims = array<i64: 2, 3>, col_dims = array<i64: 1, 2>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}
+// -----
+
+func.func @multi_axis_all_dims(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4xf32>, %w: tensor<4x2xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects 'row_sum_dims' to hold some but not all of the domain's 4 dims, got 4}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4xf32>) col(%w : tensor<4x2xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 0, 1, 2, 3>, col_dims = array<i64: 1, 2>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}
+// -----
+
+func.func @multi_axis_unsorted(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4xf32>, %w: tensor<4x2xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects 'row_sum_dims' to be strictly ascending dims in [0, 4)}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4xf32>) col(%w : tensor<4x2xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 3, 2>, col_dims = array<i64: 1, 2>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}
+// -----
+
+func.func @multi_axis_out_of_range(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4xf32>, %w: tensor<4x2xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects 'col_dims' to be strictly ascending dims in [0, 4)}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4xf32>) col(%w : tensor<4x2xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 2, 3>, col_dims = array<i64: 1, 4>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}
+// -----
+
+func.func @multi_axis_disjoint(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4xf32>, %w: tensor<4x2xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects 'row_sum_dims' and 'col_dims' to share a dim}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4xf32>) col(%w : tensor<4x2xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 2, 3>, col_dims = array<i64: 0, 1>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}
+// -----
+
+func.func @multi_axis_spelling_2d(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4x5xf32>, %w: tensor<2xf32>, %z: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{expects the 2-D form (row_sum_dims = col_dims = [2]) to be spelled 'n_dim = 2'}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4x5xf32>) col(%w : tensor<2xf32>) col_init(%z : tensor<2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 2>, col_dims = array<i64: 2>} -> col(tensor<2xf32>)
+  return %c : tensor<2xf32>
+}
+// -----
+
+// GroupNorm over [N, G, C/G, HW]: the statistics are [N, G], not [N, C/G].
+func.func @multi_axis_row_shape(%x: tensor<2x4x2x5xf32>, %r: tensor<2x2xf32>, %w: tensor<4x2xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects every 'row' input (the dims not in row_sum_dims) to match the domain 'tensor<2x4x2x5xf32>', got 'tensor<2x2xf32>'}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x2xf32>) col(%w : tensor<4x2xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 2, 3>, col_dims = array<i64: 1, 2>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}
+// -----
+
+// ... and the weight and its gradient [G, C/G].
+func.func @multi_axis_col_shape(%x: tensor<2x4x2x5xf32>, %r: tensor<2x4xf32>, %w: tensor<8xf32>, %z: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{expects every 'col' input (col_dims) to match the domain 'tensor<2x4x2x5xf32>', got 'tensor<8xf32>'}}
+  %c = norm.mixed_reduction full(%x : tensor<2x4x2x5xf32>) row(%r : tensor<2x4xf32>) col(%w : tensor<8xf32>) col_init(%z : tensor<4x2xf32>)
+  row_stages {
+  ^bb0(%a: f32, %b: f32, %e: f32):
+    norm.yield %a : f32
+  } elementwise {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield
+  } columns {
+  ^bb0(%a: f32, %b: f32, %e: f32, %s: f32):
+    norm.yield %a : f32
+  } {row_sum_dims = array<i64: 2, 3>, col_dims = array<i64: 1, 2>} -> col(tensor<4x2xf32>)
+  return %c : tensor<4x2xf32>
+}

@@ -79,3 +79,43 @@ func.func @two_stages_rank3(%x: tensor<?x3x16xbf16>, %z: tensor<16xf32>) -> (ten
   } -> full(tensor<?x3x16xbf16>, tensor<?x3x16xf32>) col(tensor<16xf32>, tensor<16xf32>)
   return %a, %b, %c#0, %c#1 : tensor<?x3x16xbf16>, tensor<?x3x16xf32>, tensor<16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// A multi-axis domain (issue 42): adaLN over x [B, S, N]. Row sums over N
+// (row_sum_dims = [2]), so row inputs are [B, S]; columns keep (B, N)
+// (col_dims = [0, 2]), so (1 + scale) and d(scale), d(shift) are [B, N].
+
+// CHECK-LABEL: func.func @adaln_multi_axis
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<2x3x8xf32>, tensor<2x3x8xf32>) row(%{{.*}} : tensor<2x3xf32>) col(%{{.*}} : tensor<2x8xf32>) col_init(%{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<2x8xf32>) row_stages {
+// CHECK:         } {col_dims = array<i64: 0, 2>, row_sum_dims = array<i64: 2>} -> full(tensor<2x3x8xf32>) col(tensor<2x8xf32>, tensor<2x8xf32>)
+func.func @adaln_multi_axis(%xhat: tensor<2x3x8xf32>, %dy: tensor<2x3x8xf32>, %rstd: tensor<2x3xf32>, %scale: tensor<2x8xf32>, %z: tensor<2x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %one = arith.constant 1.0 : f32
+  %nf = arith.constant 8.0 : f32
+  %dx, %dc:2 = norm.mixed_reduction full(%xhat, %dy : tensor<2x3x8xf32>, tensor<2x3x8xf32>) row(%rstd : tensor<2x3xf32>) col(%scale : tensor<2x8xf32>) col_init(%z, %z : tensor<2x8xf32>, tensor<2x8xf32>)
+  row_stages {
+  ^bb0(%h: f32, %d: f32, %r: f32, %s: f32):
+    %w = arith.addf %s, %one : f32
+    %g = arith.mulf %d, %w : f32
+    %gh = arith.mulf %g, %h : f32
+    norm.yield %gh, %g : f32, f32
+  }
+  elementwise {
+  ^bb0(%h: f32, %d: f32, %r: f32, %s: f32, %sgh: f32, %sg: f32):
+    %w = arith.addf %s, %one : f32
+    %g = arith.mulf %d, %w : f32
+    %a = arith.divf %sgh, %nf : f32
+    %b = arith.divf %sg, %nf : f32
+    %ha = arith.mulf %h, %a : f32
+    %t = arith.subf %g, %b : f32
+    %u = arith.subf %t, %ha : f32
+    %v = arith.mulf %u, %r : f32
+    norm.yield %v : f32
+  }
+  columns {
+  ^bb0(%h: f32, %d: f32, %r: f32, %s: f32, %sgh: f32, %sg: f32):
+    %p = arith.mulf %d, %h : f32
+    norm.yield %p, %d : f32, f32
+  } {row_sum_dims = array<i64: 2>, col_dims = array<i64: 0, 2>} -> full(tensor<2x3x8xf32>) col(tensor<2x8xf32>, tensor<2x8xf32>)
+  return %dx, %dc#0, %dc#1 : tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
