@@ -1,5 +1,5 @@
-// RUN: norm-opt %s --norm-fuse-mixed-reductions | FileCheck %s
-// RUN: norm-opt %s --norm-fuse-mixed-reductions='remarks=true' -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions | FileCheck %s
+// RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions='remarks=true' -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 
 // The adaLN-modulated LayerNorm backward (DiT, SD3, Flux; issue 42) as a
 // front end spells it: x [B, S, N], a LayerNorm without affine modulated by
@@ -25,7 +25,6 @@
 // CHECK-NOT:     linalg.generic
 // CHECK:         return %[[A]], %[[B]], %[[BC]]#0, %[[BC]]#1
 // REMARK-COUNT-2: remark: fused a mixed-order reduction group of 7 ops: 2 row reduction(s) in 1 stage(s), 2 column reduction(s), 3 elementwise op(s)
-// REMARK-NOT:     remark: not fused
 func.func @adaln_chain(%scale: tensor<2x8xf32>, %dy1: tensor<2x3x8xf32>, %x1: tensor<2x3x8xf32>, %mean1: tensor<2x3xf32>, %rstd1: tensor<2x3xf32>, %dy2: tensor<2x3x8xf32>, %x2: tensor<2x3x8xf32>, %mean2: tensor<2x3xf32>, %rstd2: tensor<2x3xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
   %zero = arith.constant 0.0 : f32
   %nf = arith.constant 8.0 : f32
@@ -139,4 +138,58 @@ func.func @adaln_chain(%scale: tensor<2x8xf32>, %dy1: tensor<2x3x8xf32>, %x1: te
       linalg.yield %v : f32
   } -> tensor<2x8xf32>
   return %dx1, %dx2, %dscale2, %dshift2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// The same backward in named ops (linalg.reduce over dims [2] for the row
+// sums and [1] for d(scale) / d(shift), linalg.broadcast, linalg.map and
+// the elementwise named ops): one multi-axis group.
+
+// CHECK-LABEL: func.func @adaln_named
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<2x4x16xf32>, tensor<2x4x16xf32>) row(%{{.*}} : tensor<2x4xf32>) col(%{{.*}} : tensor<2x16xf32>)
+// CHECK:         } {col_dims = array<i64: 0, 2>, row_sum_dims = array<i64: 2>} -> full(tensor<2x4x16xf32>) col(tensor<2x16xf32>, tensor<2x16xf32>)
+// CHECK-NOT:     linalg.
+// CHECK:         return
+// REMARK:        remark: fused a mixed-order reduction group of 16 ops: 2 row reduction(s) in 1 stage(s), 2 column reduction(s), 12 elementwise op(s)
+// REMARK-NOT:    remark: not fused
+func.func @adaln_named(%xhat: tensor<2x4x16xf32>, %dy: tensor<2x4x16xf32>, %rstd: tensor<2x4xf32>, %scale: tensor<2x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %invn = arith.constant 0.0625 : f32
+  %e3 = tensor.empty() : tensor<2x4x16xf32>
+  %e2 = tensor.empty() : tensor<2x16xf32>
+  %er = tensor.empty() : tensor<2x4xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%er : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %zc = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x16xf32>) -> tensor<2x16xf32>
+  %w = linalg.map ins(%scale : tensor<2x16xf32>) outs(%e2 : tensor<2x16xf32>)
+    (%s: f32, %o: f32) { %v = arith.addf %s, %one : f32
+      linalg.yield %v : f32 }
+  %wb = linalg.broadcast ins(%w : tensor<2x16xf32>) outs(%e3 : tensor<2x4x16xf32>) dimensions = [1]
+  %g = linalg.mul ins(%dy, %wb : tensor<2x4x16xf32>, tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %p = linalg.mul ins(%g, %xhat : tensor<2x4x16xf32>, tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %s1 = linalg.reduce ins(%p : tensor<2x4x16xf32>) outs(%zr : tensor<2x4xf32>) dimensions = [2]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  %s2 = linalg.reduce ins(%g : tensor<2x4x16xf32>) outs(%zr : tensor<2x4xf32>) dimensions = [2]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  %s1b = linalg.broadcast ins(%s1 : tensor<2x4xf32>) outs(%e3 : tensor<2x4x16xf32>) dimensions = [2]
+  %s2b = linalg.broadcast ins(%s2 : tensor<2x4xf32>) outs(%e3 : tensor<2x4x16xf32>) dimensions = [2]
+  %rb = linalg.broadcast ins(%rstd : tensor<2x4xf32>) outs(%e3 : tensor<2x4x16xf32>) dimensions = [2]
+  %t = linalg.mul ins(%xhat, %s1b : tensor<2x4x16xf32>, tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %u = linalg.add ins(%t, %s2b : tensor<2x4x16xf32>, tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %um = linalg.map ins(%u : tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>)
+    (%a: f32, %o: f32) { %m = arith.mulf %a, %invn : f32
+      linalg.yield %m : f32 }
+  %d = linalg.sub ins(%g, %um : tensor<2x4x16xf32>, tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %dx = linalg.mul ins(%d, %rb : tensor<2x4x16xf32>, tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %q = linalg.mul ins(%dy, %xhat : tensor<2x4x16xf32>, tensor<2x4x16xf32>) outs(%e3 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %dscale = linalg.reduce ins(%q : tensor<2x4x16xf32>) outs(%zc : tensor<2x16xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  %dshift = linalg.reduce ins(%dy : tensor<2x4x16xf32>) outs(%zc : tensor<2x16xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  return %dx, %dscale, %dshift : tensor<2x4x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
 }
