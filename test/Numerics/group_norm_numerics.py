@@ -47,6 +47,9 @@ class Case:
     x_type: str
     w_type: str | None  # weight (and dweight) type; None: no weight
     b_type: str | None  # bias (and dbias) type; None: no bias
+    # N and the spatial dims dynamic in the function's types (the call
+    # casts the static inputs to them and the results back).
+    dynamic: bool = False
 
     @property
     def channels(self):
@@ -66,7 +69,18 @@ class Case:
         if self.b_type:
             parts.append("b:" + self.b_type)
         parts.append("x".join(map(str, self.shape)))
+        if self.dynamic:
+            parts.append("dyn")
         return ".".join(parts)
+
+    def func_shape(self):
+        """x's shape in the function's types: N and the spatial dims '?'
+        when dynamic (C stays static: the op needs it)."""
+        if not self.dynamic:
+            return self.shape
+        return tuple(d if i == (len(self.shape) - 1 if self.channels_last
+                                else 1) else "?"
+                     for i, d in enumerate(self.shape))
 
     def index(self, n, c, s):
         """Flat row-major index of (sample n, channel c, spatial s)."""
@@ -101,9 +115,11 @@ def all_cases():
             for x_t, p_t in TYPES:
                 has_w, has_b = AFFINE[k % len(AFFINE)]
                 k += 1
+                # Every third case with run-time N and spatial dims.
                 cases.append(Case(shape, groups, channels_last, x_t,
                                   p_t if has_w else None,
-                                  p_t if has_b else None))
+                                  p_t if has_b else None,
+                                  dynamic=k % 3 == 0))
     return cases
 
 
@@ -234,8 +250,10 @@ class Module(nn.ModuleBuilder):
     def add(self, case: Case, inp):
         k = self.count
         self.count += 1
-        tx = nn.tensor_type(case.shape, case.x_type)
-        ts = nn.tensor_type((case.shape[0], case.groups), "f32")
+        tx = nn.tensor_type(case.func_shape(), case.x_type)
+        ts = nn.tensor_type((case.func_shape()[0], case.groups), "f32")
+        static = {tx: nn.tensor_type(case.shape, case.x_type),
+                  ts: nn.tensor_type((case.shape[0], case.groups), "f32")}
         args = [("dy", tx, inp["dy"], case.x_type),
                 ("x", tx, inp["x"], case.x_type),
                 ("mean", ts, inp["mean"], "f32"),
@@ -249,7 +267,8 @@ class Module(nn.ModuleBuilder):
                 affine += f" {name}(%{key} : {tp})"
         attrs = f"groups = {case.groups} : i64" + (
             ", channels_last" if case.channels_last else "")
-        outs = [nn.tensor_type(s, e) for _, e, s in case.outputs()]
+        outs = [nn.tensor_type(case.func_shape() if n == "dx" else s, e)
+                for n, e, s in case.outputs()]
         nres = len(outs)
         res = "%r" if nres == 1 else f"%r:{nres}"
         rets = ["%r"] if nres == 1 else [f"%r#{i}" for i in range(nres)]
@@ -273,15 +292,24 @@ func.func @gn_case_{k}({sig}) -> ({", ".join(outs)}) {{
 """)
         body = [f"  // case {k}: {case.name}"]
         for name, t, vals, elem in args:
+            st = static.get(t, t)
             body.append(f"  %c{k}_{name} = arith.constant "
-                        f"{nn.dense_hex(vals, elem)} : {t}")
-        call_args = ", ".join(f"%c{k}_{a[0]}" for a in args)
+                        f"{nn.dense_hex(vals, elem)} : {st}")
+            if st != t:
+                body.append(f"  %c{k}_{name}_d = tensor.cast %c{k}_{name}"
+                            f" : {st} to {t}")
+        call_args = ", ".join(f"%c{k}_{a[0]}" + ("_d" if static.get(
+            a[1], a[1]) != a[1] else "") for a in args)
         body.append(f"  {res.replace('%r', f'%r{k}')} = call @gn_case_{k}"
                     f"({call_args}) : ({', '.join(a[1] for a in args)}) -> "
                     f"({', '.join(outs)})")
         for i, (_, elem, shape) in enumerate(case.outputs()):
             p = self._printer(shape, elem)
             v = f"%r{k}" if nres == 1 else f"%r{k}#{i}"
+            if outs[i] != nn.tensor_type(shape, elem):
+                body.append(f"  %r{k}_s{i} = tensor.cast {v} : {outs[i]} to "
+                            f"{nn.tensor_type(shape, elem)}")
+                v = f"%r{k}_s{i}"
             body.append(f"  call @{p}({v}) : "
                         f"({nn.tensor_type(shape, elem)}) -> ()")
         self.main.extend(body)
