@@ -38,21 +38,33 @@ import norm_numerics as nn  # noqa: E402
 from norm_opt.checks import within  # noqa: E402
 
 MUTANT_MIN_CAUGHT = 0.95
-# (B, S, N, storage type, chained)
-CASES = [(b, s, n, t, chain)
+# (B, S, N, storage type, chained, B and S dynamic in the function's types)
+CASES = [(b, s, n, t, chain, False)
          for (b, s, n) in ((2, 3, 8), (3, 5, 16), (1, 7, 24), (4, 2, 33))
          for t in ("f32", "bf16") for chain in (False, True)]
 
 
+def random_cases(seed, count):
+    """`count` more cases drawn from `seed`: B 1-5, S 1-9, N 2-40, f32 or
+    bf16, alone or chained, B and S static or run-time."""
+    rng = random.Random(f"adaln-random/{seed}")
+    return [(rng.randint(1, 5), rng.randint(1, 9), rng.randint(2, 40),
+             rng.choice(("f32", "bf16")), rng.random() < 0.5,
+             rng.random() < 0.5) for _ in range(count)]
+
+
 def case_name(c):
-    b, s, n, t, chain = c
-    return f"adaln{'-chain' if chain else ''}.{t}.{b}x{s}x{n}"
+    b, s, n, t, chain, dyn = c
+    return (f"adaln{'-chain' if chain else ''}.{t}.{b}x{s}x{n}"
+            + (".dyn" if dyn else ""))
 
 
-def function_text(name, B, S, N, t, chain):
-    """The backward as a front end spells it: one generic per step."""
-    full, rows, cols = (f"tensor<{B}x{S}x{N}x{{}}>", f"tensor<{B}x{S}xf32>",
-                        f"tensor<{B}x{N}x{{}}>")
+def function_text(name, B, S, N, t, chain, dyn=False):
+    """The backward as a front end spells it: one generic per step. With
+    `dyn`, B and S are run-time sizes (taken with tensor.dim)."""
+    b_, s_ = ("?", "?") if dyn else (B, S)
+    full, rows, cols = (f"tensor<{b_}x{s_}x{N}x{{}}>",
+                        f"tensor<{b_}x{s_}xf32>", f"tensor<{b_}x{N}x{{}}>")
     tf, tc = full.format(t), cols.format(t)
     ff, cf = full.format("f32"), cols.format("f32")
     idm = "affine_map<(b, s, n) -> (b, s, n)>"
@@ -60,6 +72,18 @@ def function_text(name, B, S, N, t, chain):
     colm = "affine_map<(b, s, n) -> (b, n)>"
     par3 = '["parallel", "parallel", "parallel"]'
     body = []
+    if dyn:  # the run-time sizes, from the first dy
+        body += ["  %i0 = arith.constant 0 : index",
+                 "  %i1 = arith.constant 1 : index",
+                 f"  %nb = tensor.dim %dy1, %i0 : {full.format(t)}",
+                 f"  %ns = tensor.dim %dy1, %i1 : {full.format(t)}"]
+
+    def empty(typ):
+        """The operands of tensor.empty() for `typ`'s dynamic dims."""
+        if not dyn:
+            return "()"
+        n = typ.count("?")
+        return "(%nb, %ns)" if n == 2 else "(%nb)" if n == 1 else "()"
 
     def ext(v, typ, f32typ, maps, it):
         if t == "f32":
@@ -71,14 +95,15 @@ def function_text(name, B, S, N, t, chain):
       %e = arith.extf %a : {t} to f32
       linalg.yield %e : f32
   }} -> {f32typ}""")
-        body.insert(-1, f"  %ef{len(body) - 1} = tensor.empty() : {f32typ}")
+        body.insert(-1, f"  %ef{len(body) - 1} = tensor.empty{empty(f32typ)}"
+                        f" : {f32typ}")
         return out
 
     def trunc(v, typ, f32typ, maps, it):
         if t == "f32":
             return v
         out = f"{v}_t"
-        body.append(f"  {out}_e = tensor.empty() : {typ}")
+        body.append(f"  {out}_e = tensor.empty{empty(typ)} : {typ}")
         body.append(f"""  {out} = linalg.generic {{indexing_maps = [{maps}, {maps}], iterator_types = {it}}}
       ins({v} : {f32typ}) outs({out}_e : {typ}) {{
     ^bb0(%a: f32, %o: {t}):
@@ -93,11 +118,11 @@ def function_text(name, B, S, N, t, chain):
              '["parallel", "parallel"]')
     body.append("  %zero = arith.constant 0.0 : f32")
     body.append(f"  %nf = arith.constant {float(N)!r} : f32")
-    body.append(f"  %zr0 = tensor.empty() : {rows}")
+    body.append(f"  %zr0 = tensor.empty{empty(rows)} : {rows}")
     body.append(f"  %zr = linalg.fill ins(%zero : f32) outs(%zr0 : {rows}) -> {rows}")
-    body.append(f"  %zc0 = tensor.empty() : {cf}")
+    body.append(f"  %zc0 = tensor.empty{empty(cf)} : {cf}")
     body.append(f"  %zc = linalg.fill ins(%zero : f32) outs(%zc0 : {cf}) -> {cf}")
-    body.append(f"  %ee = tensor.empty() : {ff}")
+    body.append(f"  %ee = tensor.empty{empty(ff)} : {ff}")
     dscale_init, dshift_init = "%zc", "%zc"
     for k in (1, 2) if chain else (1,):
         params += [f"%dy{k}: {tf}", f"%x{k}: {tf}", f"%mean{k}: {rows}",
@@ -171,7 +196,7 @@ def function_text(name, B, S, N, t, chain):
 
 
 def gen_inputs(c, seed):
-    B, S, N, t, chain = c
+    B, S, N, t, chain, _ = c
     rng = random.Random(f"{seed}/{case_name(c)}")
     dt, f32 = nn.DTYPES[t], nn.DTYPES["f32"]
     scale = [nn._nonzero(lambda: 0.5 * rng.gauss(0.0, 1.0), dt, 0.05)
@@ -207,7 +232,7 @@ MUTANTS = {
 
 
 def reference(c, scale, lns, mutant=None):
-    B, S, N, t, chain = c
+    B, S, N, t, chain, _ = c
     values, scales = {}, {}
     dscale = [[] for _ in range(B * N)]
     dshift = [[] for _ in range(B * N)]
@@ -248,7 +273,7 @@ def reference(c, scale, lns, mutant=None):
 
 
 def outputs(c):
-    B, S, N, t, chain = c
+    B, S, N, t, chain, _ = c
     outs = [(f"dx{k}", (B, S, N)) for k in ((1, 2) if chain else (1,))]
     return outs + [("dscale", (B, N)), ("dshift", (B, N))]
 
@@ -273,22 +298,28 @@ def main():
     ap.add_argument("--mutant", choices=list(MUTANTS))
     ap.add_argument("--check-mutants", action="store_true")
     ap.add_argument("-q", "--quiet", action="store_true")
+    ap.add_argument("--random", type=int, default=12,
+                    help="cases drawn at random (from --seed) after the "
+                         "fixed ones")
     args = ap.parse_args()
 
+    cases = CASES + random_cases(args.seed, args.random)
     mod = nn.CallModule()
     inputs = []
-    for i, c in enumerate(CASES):
-        B, S, N, t, chain = c
+    for i, c in enumerate(cases):
+        B, S, N, t, chain, dyn = c
+        b_, s_ = ("?", "?") if dyn else (B, S)
         text, rtypes = function_text(f"adaln_{i}", *c)
         mod.add_func(f"// {case_name(c)}\n" + text)
         scale, lns = gen_inputs(c, args.seed)
         inputs.append((scale, lns))
-        call_args = [(f"tensor<{B}x{N}x{t}>", (B, N), t, scale)]
+        call_args = [(f"tensor<{b_}x{N}x{t}>", (B, N), t, scale)]
         for ln in lns:
-            call_args += [(f"tensor<{B}x{S}x{N}x{t}>", (B, S, N), t, ln["dy"]),
-                          (f"tensor<{B}x{S}x{N}x{t}>", (B, S, N), t, ln["x"]),
-                          (f"tensor<{B}x{S}xf32>", (B, S), "f32", ln["mean"]),
-                          (f"tensor<{B}x{S}xf32>", (B, S), "f32", ln["rstd"])]
+            call_args += [
+                (f"tensor<{b_}x{s_}x{N}x{t}>", (B, S, N), t, ln["dy"]),
+                (f"tensor<{b_}x{s_}x{N}x{t}>", (B, S, N), t, ln["x"]),
+                (f"tensor<{b_}x{s_}xf32>", (B, S), "f32", ln["mean"]),
+                (f"tensor<{b_}x{s_}xf32>", (B, S), "f32", ln["rstd"])]
         mod.add_call(f"adaln_{i}", call_args,
                      [(rt, shape) for rt, (_, shape) in
                       zip(rtypes, outputs(c))])
@@ -297,17 +328,22 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     failed = compared = 0
     caught = nn.MutantTally(MUTANTS)
-    # The pipeline path is fused: one multi-axis group per modulated
-    # LayerNorm (two per chain).
+    # The pipeline paths are fused: one multi-axis group per modulated
+    # LayerNorm (two per chain), from the steps as written and after
+    # upstream elementwise fusion (the generics a fusing front end leaves).
     want = sum(len(lns) for _, lns in inputs)
-    groups = nn.multi_axis_groups(args.opt, mod.text(), workdir)
-    print(f"{'FUSED' if groups == want else 'FAIL fused'}: {groups} "
-          f"multi-axis groups (expected {want})")
-    failed += groups != want
-    paths = {"unfused": nn.UPSTREAM_LOWERING, "pipeline": nn.fused_pipeline(3)}
+    for pre in ((), ("--linalg-fuse-elementwise-ops",)):
+        groups = nn.multi_axis_groups(args.opt, mod.text(), workdir, pre)
+        print(f"{'FUSED' if groups == want else 'FAIL fused'}: {groups} "
+              f"multi-axis groups (expected {want}){' after ' if pre else ''}"
+              f"{' '.join(pre)}")
+        failed += groups != want
+    paths = {"unfused": nn.UPSTREAM_LOWERING, "pipeline": nn.fused_pipeline(3),
+             "pipeline-fused-elementwise": ["--linalg-fuse-elementwise-ops",
+                                            *nn.fused_pipeline(3)]}
     for path, printed in nn.run_paths(mod.text(), "adaln", paths, args.opt,
                                       args.runner, libs, workdir):
-        for c, (scale, lns) in zip(CASES, inputs):
+        for c, (scale, lns) in zip(cases, inputs):
             got = {}
             for name, shape in outputs(c):
                 pshape, vals = next(printed, (None, None))
@@ -323,8 +359,8 @@ def main():
                 nn.tally_mutants(
                     caught, MUTANTS, c, f"{path}/{case_name(c)}",
                     lambda m: compare(c, got, reference(c, scale, lns, m)))
-    if compared != len(CASES) * len(paths):
-        sys.exit(f"error: compared {compared} of {len(CASES) * len(paths)}")
+    if compared != len(cases) * len(paths):
+        sys.exit(f"error: compared {compared} of {len(cases) * len(paths)}")
     missed = (caught.report("cases", MUTANT_MIN_CAUGHT)
               if args.check_mutants else [])
     return nn.finish(failed, compared, missed)

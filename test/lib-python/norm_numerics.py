@@ -869,14 +869,16 @@ def run_paths(module_text: str, stem: str, paths: dict, norm_opt: str,
             raise RuntimeError(f"{path}: more results printed than expected")
 
 
-def multi_axis_groups(norm_opt: str, module_text: str, workdir: str) -> int:
+def multi_axis_groups(norm_opt: str, module_text: str, workdir: str,
+                      pre=()) -> int:
     """How many multi-axis groups (norm.mixed_reduction with row_sum_dims)
     recognition makes of the module, as the CPU pipeline runs it: a
-    harness's proof that its fused path is fused, not left as written."""
+    harness's proof that its fused path is fused, not left as written.
+    `pre`: passes run first (as the path under test does)."""
     src = os.path.join(workdir, "multi_axis_groups.mlir")
     with open(src, "w") as f:
         f.write(module_text)
-    p = subprocess.run([norm_opt, src, "--norm-decompose",
+    p = subprocess.run([norm_opt, src, *pre, "--norm-decompose",
                         "--norm-fuse-mixed-reductions"],
                        capture_output=True, text=True)
     if p.returncode != 0:
