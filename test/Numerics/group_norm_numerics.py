@@ -320,9 +320,13 @@ func.func @gn_case_{k}({sig}) -> ({", ".join(outs)}) {{
 DECOMPOSED = list(nn.LOWERING)
 DECOMPOSED.insert(DECOMPOSED.index("--expand-strided-metadata") + 1,
                   "--lower-affine")
+# The fused paths: the pipeline on the op, and on its decomposition after
+# upstream elementwise fusion (the generics a fusing front end leaves).
+FUSE_ELEMENTWISE = ("--norm-decompose", "--linalg-fuse-elementwise-ops")
 PATHS = {
     "decomposed": DECOMPOSED,
     "pipeline": nn.fused_pipeline(3),
+    "pipeline-fused-elementwise": [*FUSE_ELEMENTWISE, *nn.fused_pipeline(3)],
 }
 
 
@@ -352,10 +356,12 @@ def main():
     # The pipeline path is fused: one multi-axis group per case with dγ or
     # dβ (without them there is no column reduction, so nothing to fuse).
     want = sum(1 for c in cases if c.w_type or c.b_type)
-    groups = nn.multi_axis_groups(args.opt, mb.text(), workdir)
-    print(f"{'FUSED' if groups == want else 'FAIL fused'}: {groups} "
-          f"multi-axis groups (expected {want})")
-    failed += groups != want
+    for pre in ((), FUSE_ELEMENTWISE):
+        groups = nn.multi_axis_groups(args.opt, mb.text(), workdir, pre)
+        print(f"{'FUSED' if groups == want else 'FAIL fused'}: {groups} "
+              f"multi-axis groups (expected {want}){' after ' if pre else ''}"
+              f"{' '.join(pre)}")
+        failed += groups != want
     for path, printed in nn.run_paths(mb.text(), "group_norm", PATHS,
                                       args.opt, args.runner, libs, workdir):
         for case, inp in zip(cases, inputs):
