@@ -586,8 +586,10 @@ void Analysis::run() {
           fuseDomain(loops, p, ops, /*allowRowOnly=*/true);
   }
 
-  // What no pairing fused: one remark per reduction (the last pairing's
-  // reason), one report per group.
+  reportUnfused(order);
+}
+
+void Analysis::reportUnfused(ArrayRef<Operation *> order) {
   for (Operation *op : order) {
     const View &view = *viewOf(op);
     // Skipped: fused, or claimed by a group that would fuse (a dry run's

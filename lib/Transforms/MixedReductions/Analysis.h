@@ -317,6 +317,10 @@ private:
                   ArrayRef<Operation *> ops, bool allowRowOnly);
   /// A reduction's role in the pairing being processed.
   Role roleOf(const View &view) const;
+  /// What no pairing fused: one remark per reduction (the last pairing's
+  /// reason), and the pending reports of groups none of whose candidates
+  /// a later pairing took.
+  void reportUnfused(ArrayRef<Operation *> order);
   /// Why `op` did not fuse (the last pairing's reason wins): remarked at
   /// the end for the reductions no pairing fused.
   void notFused(Operation *op, const std::string &why) { whyNotFused[op] = why; }
