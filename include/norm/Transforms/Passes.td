@@ -213,6 +213,14 @@ def NormPartialAccumulate : Pass<"norm-partial-accumulate"> {
     A channels-first op (`n_dim`) is transposed to `[rows..., N]` first
     (`linalg.transpose` of its full inputs) and its full results back: the
     portable reference path; the GPU kernels read such a domain in place.
+
+    A multi-axis op (`row_sum_dims`, `col_dims`: GroupNorm, adaLN) is taken
+    the same way with the summed dims in N's place: full inputs as `[M, L]`
+    (the row dims, then the summed dims, transposed where needed and
+    collapsed). Its column accumulators are indexed by each point's
+    `col_dims`, linearised: `[|C|]` per program and `[P, |C|]` partials, so
+    a program's rows may cross samples or groups; the final reduction runs
+    over the `|C|` slots and expands them back to the `col_dims` shape.
   }];
   let options = [
     Option<"programs", "programs", "int64_t", /*default=*/"8",
