@@ -125,3 +125,62 @@ func.func @group_norm_no_affine(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>,
   %dx = norm.group_norm_grad %dy, %x, %mean, %rstd {groups = 2 : i64} : tensor<2x8x16xf32>, tensor<2x2xf32> -> tensor<2x8x16xf32>
   return %dx : tensor<2x8x16xf32>
 }
+
+// -----
+
+// GroupNorm NCHW as a front end may write it in named ops over the
+// expanded [N, G, C/G, HW] view: linalg.reduce over dims [2, 3] for the
+// slab sums and [0, 3] for dγ / dβ, linalg.broadcast of the [N, G]
+// statistics and of the [G, C/G] weight. One multi-axis group.
+
+// CHECK-LABEL: func.func @group_norm_named
+// CHECK:         norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) row(%{{.*}}, %{{.*}} : tensor<2x2xf32>, tensor<2x2xf32>) col(%{{.*}} : tensor<2x4xf32>)
+// CHECK:         } {col_dims = array<i64: 1, 2>, row_sum_dims = array<i64: 2, 3>} -> full(tensor<2x2x4x16xf32>) col(tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK-NOT:     linalg.
+// CHECK:         return
+// REMARK: remark: fused a mixed-order reduction group of 19 ops: 2 row reduction(s) in 1 stage(s), 2 column reduction(s), 15 elementwise op(s)
+func.func @group_norm_named(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x16xf32>, %mean: tensor<2x2xf32>, %rstd: tensor<2x2xf32>, %w: tensor<8xf32>) -> (tensor<2x8x16xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %invm = arith.constant 0.015625 : f32
+  %xe = tensor.expand_shape %x [[0], [1, 2], [3]] output_shape [2, 2, 4, 16] : tensor<2x8x16xf32> into tensor<2x2x4x16xf32>
+  %dye = tensor.expand_shape %dy [[0], [1, 2], [3]] output_shape [2, 2, 4, 16] : tensor<2x8x16xf32> into tensor<2x2x4x16xf32>
+  %we = tensor.expand_shape %w [[0, 1]] output_shape [2, 4] : tensor<8xf32> into tensor<2x4xf32>
+  %e4 = tensor.empty() : tensor<2x2x4x16xf32>
+  %er = tensor.empty() : tensor<2x2xf32>
+  %ec = tensor.empty() : tensor<2x4xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%er : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %zc = linalg.fill ins(%zero : f32) outs(%ec : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %mb = linalg.broadcast ins(%mean : tensor<2x2xf32>) outs(%e4 : tensor<2x2x4x16xf32>) dimensions = [2, 3]
+  %rb = linalg.broadcast ins(%rstd : tensor<2x2xf32>) outs(%e4 : tensor<2x2x4x16xf32>) dimensions = [2, 3]
+  %wb = linalg.broadcast ins(%we : tensor<2x4xf32>) outs(%e4 : tensor<2x2x4x16xf32>) dimensions = [0, 3]
+  %xc = linalg.sub ins(%xe, %mb : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %xhat = linalg.mul ins(%xc, %rb : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %wdy = linalg.mul ins(%dye, %wb : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %p = linalg.mul ins(%wdy, %xhat : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %s1 = linalg.reduce ins(%p : tensor<2x2x4x16xf32>) outs(%zr : tensor<2x2xf32>) dimensions = [2, 3]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  %s2 = linalg.reduce ins(%wdy : tensor<2x2x4x16xf32>) outs(%zr : tensor<2x2xf32>) dimensions = [2, 3]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  %s1b = linalg.broadcast ins(%s1 : tensor<2x2xf32>) outs(%e4 : tensor<2x2x4x16xf32>) dimensions = [2, 3]
+  %s2b = linalg.broadcast ins(%s2 : tensor<2x2xf32>) outs(%e4 : tensor<2x2x4x16xf32>) dimensions = [2, 3]
+  %t = linalg.mul ins(%xhat, %s1b : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %u = linalg.add ins(%t, %s2b : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %um = linalg.map ins(%u : tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>)
+    (%a: f32, %o: f32) { %m = arith.mulf %a, %invm : f32
+      linalg.yield %m : f32 }
+  %d = linalg.sub ins(%wdy, %um : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %dxe = linalg.mul ins(%d, %rb : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %q = linalg.mul ins(%dye, %xhat : tensor<2x2x4x16xf32>, tensor<2x2x4x16xf32>) outs(%e4 : tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  %dwe = linalg.reduce ins(%q : tensor<2x2x4x16xf32>) outs(%zc : tensor<2x4xf32>) dimensions = [0, 3]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  %dbe = linalg.reduce ins(%dye : tensor<2x2x4x16xf32>) outs(%zc : tensor<2x4xf32>) dimensions = [0, 3]
+    (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
+      linalg.yield %v : f32 }
+  %dx = tensor.collapse_shape %dxe [[0], [1, 2], [3]] : tensor<2x2x4x16xf32> into tensor<2x8x16xf32>
+  %dw = tensor.collapse_shape %dwe [[0, 1]] : tensor<2x4xf32> into tensor<8xf32>
+  %db = tensor.collapse_shape %dbe [[0, 1]] : tensor<2x4xf32> into tensor<8xf32>
+  return %dx, %dw, %db : tensor<2x8x16xf32>, tensor<8xf32>, tensor<8xf32>
+}
