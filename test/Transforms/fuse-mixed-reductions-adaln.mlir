@@ -1,5 +1,7 @@
 // RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions | FileCheck %s
 // RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions='remarks=true' -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: not norm-opt %s -split-input-file --norm-fuse-mixed-reductions=multi-axis=maybe -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADOPT
+// BADOPT: for the --multi-axis option: 'maybe' is invalid value for boolean argument
 
 // The adaLN-modulated LayerNorm backward (DiT, SD3, Flux; issue 42) as a
 // front end spells it: x [B, S, N], a LayerNorm without affine modulated by
@@ -192,4 +194,131 @@ func.func @adaln_named(%xhat: tensor<2x4x16xf32>, %dy: tensor<2x4x16xf32>, %rstd
     (%in: f32, %acc: f32) { %v = arith.addf %in, %acc : f32
       linalg.yield %v : f32 }
   return %dx, %dscale, %dshift : tensor<2x4x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
+}
+
+// -----
+
+// Inside a whole graph: dy from a batch_matmul, dx into another, and a
+// 2-D RMSNorm group of another N in the same function. The matmuls stay
+// as they are (opaque neighbours); each norm is its own group.
+
+// CHECK-LABEL: func.func @adaln_in_graph
+// CHECK:         %[[DY:.*]] = linalg.batch_matmul
+// CHECK:         %[[DX:.*]], %[[DC:.*]]:2 = norm.mixed_reduction full(%[[DY]], %{{.*}} : tensor<2x3x8xf32>, tensor<2x3x8xf32>)
+// CHECK:         } {col_dims = array<i64: 0, 2>, row_sum_dims = array<i64: 2>}
+// CHECK:         %[[OUT:.*]] = linalg.batch_matmul ins(%[[DX]], %{{.*}} : tensor<2x3x8xf32>, tensor<2x8x5xf32>)
+// CHECK:         %[[DX2:.*]], %[[DW2:.*]] = norm.mixed_reduction full(%{{.*}}, %{{.*}} : tensor<6x16xf32>, tensor<6x16xf32>)
+// CHECK-NOT:     row_sum_dims
+// CHECK:         return %[[OUT]], %[[DC]]#0, %[[DC]]#1, %[[DX2]], %[[DW2]]
+// REMARK-COUNT-2: remark: not fused: a contraction
+// REMARK:        remark: fused a mixed-order reduction group of 7 ops
+// REMARK:        remark: fused a mixed-order reduction group of 5 ops
+func.func @adaln_in_graph(%a: tensor<2x3x4xf32>, %bm: tensor<2x4x8xf32>, %x: tensor<2x3x8xf32>, %mean: tensor<2x3xf32>, %rstd: tensor<2x3xf32>, %scale: tensor<2x8xf32>, %wout: tensor<2x8x5xf32>, %x2: tensor<6x16xf32>, %dy2: tensor<6x16xf32>, %rstd2: tensor<6xf32>, %w2: tensor<16xf32>) -> (tensor<2x3x5xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<6x16xf32>, tensor<16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %nf = arith.constant 8.0 : f32
+  %n2 = arith.constant 16.0 : f32
+  %em = tensor.empty() : tensor<2x3x8xf32>
+  %zm = linalg.fill ins(%zero : f32) outs(%em : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %dy = linalg.batch_matmul ins(%a, %bm : tensor<2x3x4xf32>, tensor<2x4x8xf32>) outs(%zm : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %zr0 = tensor.empty() : tensor<2x3xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%zr0 : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %zc0 = tensor.empty() : tensor<2x8xf32>
+  %zc = linalg.fill ins(%zero : f32) outs(%zc0 : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %ee = tensor.empty() : tensor<2x3x8xf32>
+  %xhat = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %mean, %rstd : tensor<2x3x8xf32>, tensor<2x3xf32>, tensor<2x3xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%v: f32, %m: f32, %r: f32, %o: f32):
+      %d = arith.subf %v, %m : f32
+      %h = arith.mulf %d, %r : f32
+      linalg.yield %h : f32
+  } -> tensor<2x3x8xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%dy, %scale : tensor<2x3x8xf32>, tensor<2x8xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%d: f32, %s: f32, %o: f32):
+      %one = arith.constant 1.0 : f32
+      %w = arith.addf %s, %one : f32
+      %p = arith.mulf %d, %w : f32
+      linalg.yield %p : f32
+  } -> tensor<2x3x8xf32>
+  %s1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g, %xhat : tensor<2x3x8xf32>, tensor<2x3x8xf32>) outs(%zr : tensor<2x3xf32>) {
+    ^bb0(%p0: f32, %h: f32, %o: f32):
+      %p = arith.mulf %p0, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3xf32>
+  %s2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g : tensor<2x3x8xf32>) outs(%zr : tensor<2x3xf32>) {
+    ^bb0(%p0: f32, %o: f32):
+      %v = arith.addf %o, %p0 : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3xf32>
+  %dx = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g, %xhat, %s1, %s2, %rstd : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%p0: f32, %h: f32, %p: f32, %q: f32, %r: f32, %o: f32):
+      %pm = arith.divf %p, %nf : f32
+      %qm = arith.divf %q, %nf : f32
+      %hp = arith.mulf %h, %pm : f32
+      %t1 = arith.subf %p0, %qm : f32
+      %t2 = arith.subf %t1, %hp : f32
+      %v = arith.mulf %t2, %r : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3x8xf32>
+  %dscale = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy, %xhat : tensor<2x3x8xf32>, tensor<2x3x8xf32>) outs(%zc : tensor<2x8xf32>) {
+    ^bb0(%d: f32, %h: f32, %o: f32):
+      %p = arith.mulf %d, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<2x8xf32>
+  %dshift = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy : tensor<2x3x8xf32>) outs(%zc : tensor<2x8xf32>) {
+    ^bb0(%d: f32, %o: f32):
+      %v = arith.addf %o, %d : f32
+      linalg.yield %v : f32
+  } -> tensor<2x8xf32>
+  %eo = tensor.empty() : tensor<2x3x5xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %out = linalg.batch_matmul ins(%dx, %wout : tensor<2x3x8xf32>, tensor<2x8x5xf32>) outs(%zo : tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %e2 = tensor.empty() : tensor<6x16xf32>
+  %er2 = tensor.empty() : tensor<6xf32>
+  %zr2 = linalg.fill ins(%zero : f32) outs(%er2 : tensor<6xf32>) -> tensor<6xf32>
+  %ec2 = tensor.empty() : tensor<16xf32>
+  %zc2 = linalg.fill ins(%zero : f32) outs(%ec2 : tensor<16xf32>) -> tensor<16xf32>
+  %xh2 = linalg.generic {indexing_maps = [affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (r)>, affine_map<(r, n) -> (r, n)>], iterator_types = ["parallel", "parallel"]}
+      ins(%x2, %rstd2 : tensor<6x16xf32>, tensor<6xf32>) outs(%e2 : tensor<6x16xf32>) {
+    ^bb0(%v: f32, %r: f32, %o: f32):
+      %h = arith.mulf %v, %r : f32
+      linalg.yield %h : f32
+  } -> tensor<6x16xf32>
+  %wdy = linalg.generic {indexing_maps = [affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (n)>, affine_map<(r, n) -> (r, n)>], iterator_types = ["parallel", "parallel"]}
+      ins(%dy2, %w2 : tensor<6x16xf32>, tensor<16xf32>) outs(%e2 : tensor<6x16xf32>) {
+    ^bb0(%d: f32, %w: f32, %o: f32):
+      %p = arith.mulf %d, %w : f32
+      linalg.yield %p : f32
+  } -> tensor<6x16xf32>
+  %rs = linalg.generic {indexing_maps = [affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (r)>], iterator_types = ["parallel", "reduction"]}
+      ins(%xh2, %wdy : tensor<6x16xf32>, tensor<6x16xf32>) outs(%zr2 : tensor<6xf32>) {
+    ^bb0(%h: f32, %w: f32, %o: f32):
+      %p = arith.mulf %h, %w : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<6xf32>
+  %dx2 = linalg.generic {indexing_maps = [affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (r)>, affine_map<(r, n) -> (r)>, affine_map<(r, n) -> (r, n)>], iterator_types = ["parallel", "parallel"]}
+      ins(%xh2, %wdy, %rs, %rstd2 : tensor<6x16xf32>, tensor<6x16xf32>, tensor<6xf32>, tensor<6xf32>) outs(%e2 : tensor<6x16xf32>) {
+    ^bb0(%h: f32, %w: f32, %s: f32, %r: f32, %o: f32):
+      %m = arith.divf %s, %n2 : f32
+      %hm = arith.mulf %h, %m : f32
+      %t = arith.subf %w, %hm : f32
+      %v = arith.mulf %t, %r : f32
+      linalg.yield %v : f32
+  } -> tensor<6x16xf32>
+  %dw2 = linalg.generic {indexing_maps = [affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (r, n)>, affine_map<(r, n) -> (n)>], iterator_types = ["reduction", "parallel"]}
+      ins(%dy2, %xh2 : tensor<6x16xf32>, tensor<6x16xf32>) outs(%zc2 : tensor<16xf32>) {
+    ^bb0(%d: f32, %h: f32, %o: f32):
+      %p = arith.mulf %d, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<16xf32>
+  return %out, %dscale, %dshift, %dx2, %dw2 : tensor<2x3x5xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<6x16xf32>, tensor<16xf32>
 }
