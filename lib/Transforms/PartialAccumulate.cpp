@@ -166,6 +166,7 @@ private:
   SmallVector<Value> rowMajor;        // the full inputs in that order
   SmallVector<Value> full2d, row1d, col1d;
   OpFoldResult rowsOfr, colsOfr, slotsOfr;
+  SmallVector<Value> domainExtents; // multi-axis: each domain dim's extent
   Value numRows, numCols, numSlots;
   unsigned numFull = 0, numCol = 0;
 };
@@ -188,6 +189,10 @@ SmallVector<Value> LoopBuilder::build() {
   colsOfr = tensor::getMixedSize(b, loc, full2d.front(), 1);
   numRows = getValueOrCreateConstantIndexOp(b, loc, rowsOfr);
   numCols = getValueOrCreateConstantIndexOp(b, loc, colsOfr);
+  if (op.isMultiAxis()) // the extents the column slots are computed from
+    for (int64_t d = 0; d < rank; ++d)
+      domainExtents.push_back(getValueOrCreateConstantIndexOp(
+          b, loc, tensor::getMixedSize(b, loc, op.getFull().front(), d)));
   slotsOfr = op.isMultiAxis() ? sizeOf(op.getColDimList()) : colsOfr;
   numSlots = op.isMultiAxis()
                  ? getValueOrCreateConstantIndexOp(b, loc, slotsOfr)
@@ -229,26 +234,21 @@ Value LoopBuilder::colSlot(OpBuilder &nb, Value row, Value col) {
   // The point's index along each domain dim: the row's over the row dims
   // (row-major), col's over the summed dims; then the col dims' indices,
   // linearised row-major.
-  unsigned rank = rowMajorOrder.size();
-  SmallVector<Value> at(rank);
+  SmallVector<Value> at(domainExtents.size());
   auto delinearize = [&](Value linear, ArrayRef<int64_t> dims) {
     for (int64_t d : llvm::reverse(dims)) {
-      Value extent = getValueOrCreateConstantIndexOp(
-          nb, loc, tensor::getMixedSize(nb, loc, op.getFull().front(), d));
-      at[d] = arith::RemUIOp::create(nb, loc, linear, extent);
-      linear = arith::DivUIOp::create(nb, loc, linear, extent);
+      at[d] = arith::RemUIOp::create(nb, loc, linear, domainExtents[d]);
+      linear = arith::DivUIOp::create(nb, loc, linear, domainExtents[d]);
     }
   };
   ArrayRef<int64_t> order(rowMajorOrder);
   delinearize(row, order.take_front(numRowDims));
   delinearize(col, order.drop_front(numRowDims));
   Value slot = arith::ConstantIndexOp::create(nb, loc, 0);
-  for (int64_t d : op.getColDimList()) {
-    Value extent = getValueOrCreateConstantIndexOp(
-        nb, loc, tensor::getMixedSize(nb, loc, op.getFull().front(), d));
+  for (int64_t d : op.getColDimList())
     slot = arith::AddIOp::create(
-        nb, loc, arith::MulIOp::create(nb, loc, slot, extent), at[d]);
-  }
+        nb, loc, arith::MulIOp::create(nb, loc, slot, domainExtents[d]),
+        at[d]);
   return slot;
 }
 
