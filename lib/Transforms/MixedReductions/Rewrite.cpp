@@ -211,23 +211,34 @@ Value materialize(OpBuilder &b, Location loc, const Access &access) {
   return tensor::ExpandShapeOp::create(b, loc, result, v, reassociation);
 }
 
+/// The reassociation that collapses the unit dims of a rank-`rank` shape
+/// (`isUnit(pos)`) away: each joins the group of the next kept dim, and
+/// trailing ones the last kept dim's.
+static SmallVector<ReassociationIndices>
+collapsingUnitDims(int64_t rank, function_ref<bool(int64_t)> isUnit) {
+  SmallVector<ReassociationIndices> groups;
+  ReassociationIndices pending;
+  for (int64_t d = 0; d < rank; ++d) {
+    pending.push_back(d);
+    if (!isUnit(d)) {
+      groups.push_back(pending);
+      pending.clear();
+    }
+  }
+  if (!pending.empty() && !groups.empty())
+    llvm::append_range(groups.back(), pending);
+  return groups;
+}
+
 Value collapseUnitDims(OpBuilder &b, Location loc, const Access &access) {
   Value v = access.base;
   if (access.unitDims.empty())
     return v;
   auto type = cast<RankedTensorType>(v.getType());
-  SmallVector<ReassociationIndices> reassociation;
-  ReassociationIndices pending;
-  for (int64_t d = 0; d < type.getRank(); ++d) {
-    pending.push_back(d);
-    if (!llvm::is_contained(access.unitDims, d)) {
-      reassociation.push_back(pending);
-      pending.clear();
-    }
-  }
-  if (!pending.empty() && !reassociation.empty())
-    llvm::append_range(reassociation.back(), pending);
-  return tensor::CollapseShapeOp::create(b, loc, v, reassociation);
+  return tensor::CollapseShapeOp::create(
+      b, loc, v, collapsingUnitDims(type.getRank(), [&](int64_t d) {
+        return llvm::is_contained(access.unitDims, d);
+      }));
 }
 
 /// Element types the fused op computes in (f32) and stores.
@@ -400,21 +411,12 @@ SmallVector<ReassociationIndices>
 Analysis::keepdimGroups(const View &view, unsigned i) const {
   linalg::GenericOp g = view.generic;
   AffineMap map = g.getMatchingIndexingMap(g.getDpsInitOperand(i));
-  if (llvm::all_of(map.getResults(),
-                   [](AffineExpr e) { return isa<AffineDimExpr>(e); }))
+  auto isUnit = [&](int64_t pos) {
+    return !isa<AffineDimExpr>(map.getResult(pos));
+  };
+  if (llvm::none_of(llvm::seq<int64_t>(0, map.getNumResults()), isUnit))
     return {};
-  SmallVector<ReassociationIndices> groups;
-  ReassociationIndices pending;
-  for (auto [pos, e] : llvm::enumerate(map.getResults())) {
-    pending.push_back(pos);
-    if (isa<AffineDimExpr>(e)) {
-      groups.push_back(pending);
-      pending.clear();
-    }
-  }
-  if (!pending.empty() && !groups.empty())
-    llvm::append_range(groups.back(), pending);
-  return groups;
+  return collapsingUnitDims(map.getNumResults(), isUnit);
 }
 
 MixedReductionOp Analysis::createFusedOp(const Group &group, FusionPlan &plan,
