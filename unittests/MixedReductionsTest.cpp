@@ -175,16 +175,24 @@ TEST_F(MixedReductionsTest, ReportsAndFusesAMultiAxisGroup) {
   EXPECT_EQ(groups[0].rowSumDims, (SmallVector<unsigned>{2, 3}));
   EXPECT_EQ(groups[0].colDims, (SmallVector<unsigned>{1, 2}));
 
-  // Off (norm-opt's GPU pipeline): reported with why, nothing fused.
-  norm::MixedReductionOptions off;
-  off.multiAxis = false;
-  groups = norm::findMixedReductionGroups(fn, off);
-  ASSERT_EQ(groups.size(), 1u);
-  EXPECT_FALSE(groups[0].wouldFuse());
-  EXPECT_NE(groups[0].whyNot.find("multi-axis=false"), std::string::npos)
-      << groups[0].whyNot;
-  EXPECT_TRUE(norm::fuseMixedReductions(fn, off).empty());
-  EXPECT_EQ(count("norm.mixed_reduction"), 0);
+  // Off, or batched rows only (norm-opt's GPU pipeline; GroupNorm is not
+  // batched rows): reported with why, nothing fused.
+  for (auto [mode, word] :
+       {std::pair(norm::MultiAxisGroups::None, "multi-axis=false"),
+        std::pair(norm::MultiAxisGroups::BatchedRows, "multi-axis=batched")}) {
+    norm::MixedReductionOptions off;
+    off.multiAxis = mode;
+    groups = norm::findMixedReductionGroups(fn, off);
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_FALSE(groups[0].wouldFuse());
+    EXPECT_NE(groups[0].whyNot.find(word), std::string::npos)
+        << groups[0].whyNot;
+    EXPECT_TRUE(norm::fuseMixedReductions(fn, off).empty());
+    EXPECT_EQ(count("norm.mixed_reduction"), 0);
+  }
+  EXPECT_EQ(norm::parseMultiAxisGroups("batched"),
+            norm::MultiAxisGroups::BatchedRows);
+  EXPECT_EQ(norm::parseMultiAxisGroups("maybe"), std::nullopt);
 
   SmallVector<norm::MixedReductionOp> fused = norm::fuseMixedReductions(fn);
   ASSERT_EQ(fused.size(), 1u);
@@ -198,3 +206,17 @@ TEST_F(MixedReductionsTest, ReportsAndFusesAMultiAxisGroup) {
 }
 
 } // namespace
+
+// Batched rows: the multi-axis domains the GPU lowering takes (a 2-D
+// [rows, N] problem per point of the leading dims).
+TEST(BatchedRowsRank, IsTheLeadingDimsBothSidesKeep) {
+  using norm::batchedRowsRank;
+  EXPECT_EQ(batchedRowsRank(3, {2}, {0, 2}), 1);       // adaLN [B, S, N]
+  EXPECT_EQ(batchedRowsRank(4, {3}, {0, 1, 3}), 2);    // [B1, B2, S, N]
+  EXPECT_EQ(batchedRowsRank(3, {2}, {1, 2}), 0);       // not leading
+  EXPECT_EQ(batchedRowsRank(3, {2}, {0, 1, 2}), 0);    // no row dim left
+  EXPECT_EQ(batchedRowsRank(4, {2, 3}, {1, 2}), 0);    // GroupNorm NCHW
+  EXPECT_EQ(batchedRowsRank(4, {1, 3}, {2, 3}), 0);    // GroupNorm NHWC
+  EXPECT_EQ(batchedRowsRank(3, {1}, {0, 1}), 0);       // N not the last dim
+  EXPECT_EQ(batchedRowsRank(2, {1}, {1}), 0);          // 2-D
+}

@@ -22,6 +22,14 @@
 
 namespace mlir::norm::compile_detail {
 
+/// Whether two fused groups share their launcher's domain parameters:
+/// one domain shape, N at one dim, and the same batched rows.
+inline bool sameDomain(MixedReductionOp a, MixedReductionOp b) {
+  return a.getDomainShape() == b.getDomainShape() &&
+         a.getNDimIndex() == b.getNDimIndex() &&
+         a.getBatchRank() == b.getBatchRank();
+}
+
 inline bool isReshape(Operation *op) {
   return isa<tensor::CastOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
       op);

@@ -11,12 +11,14 @@
 // generated header):
 //
 //   int NAME(const void *arg0, ..., void *res0, ..., int64_t rows,
-//            int64_t cols, int64_t <argI|resJ>_row_stride ...,
-//            void *stream);
+//            int64_t cols, [int64_t batch,] int64_t <argI|resJ>_row_stride
+//            ..., void *stream);
 //
 // `argI` / `resJ` are device pointers for the function's arguments and
 // results in order; rows is the product of the leading dims, cols the
-// trailing dim (groups of several domains: rows0, cols0, rows1, ...); one
+// trailing dim (groups of several domains: rows0, cols0, rows1, ...);
+// batched rows (adaLN's [B, S, N]) add batch, the product of the batch
+// dims (B), which their column tensors [batch..., cols] lead with; one
 // row stride (in elements) per [rows, cols] tensor; stream is a CUstream
 // (NULL: the legacy default stream). It returns 0 or a normrt_status, with
 // the message in normrt_last_error().
@@ -67,6 +69,10 @@ struct LauncherSignature {
   SmallVector<std::string> names;
   unsigned numIn = 0, numOut = 0, numDomains = 1;
   bool perGroup = false; // a (rows, cols) pair per group
+  // Per domain: the parameter of its rows (cols follows, then batch where
+  // its groups are batched rows).
+  SmallVector<unsigned> rowsParam;
+  SmallVector<bool> batched;
   bool channelsFirst = false; // a group's N is not its domain's last dim
   DenseMap<unsigned, unsigned> strideOfArg, strideOfResult; // -> parameter
 };
@@ -202,12 +208,9 @@ LogicalResult LauncherBuilder::checkBody(func::FuncOp fn,
 LauncherSignature LauncherBuilder::signature(func::FuncOp fn,
                                              ArrayRef<GroupParams> groups) {
   LauncherSignature sig;
-  ArrayRef<int64_t> domain =
-      MixedReductionOp(groups.front().op).getDomainShape();
-  unsigned nDim = MixedReductionOp(groups.front().op).getNDimIndex();
+  MixedReductionOp first = groups.front().op;
   sig.perGroup = llvm::any_of(groups, [&](const GroupParams &g) {
-    MixedReductionOp op = g.op;
-    return op.getDomainShape() != domain || op.getNDimIndex() != nDim;
+    return !compile_detail::sameDomain(g.op, first);
   });
   llvm::SmallSet<unsigned, 8> strided, stridedRes, colStrided, colStridedRes;
   for (const GroupParams &g : groups) {
@@ -231,9 +234,15 @@ LauncherSignature LauncherBuilder::signature(func::FuncOp fn,
   sig.numDomains = sig.perGroup ? groups.size() : 1;
   for (unsigned g = 0; g < sig.numDomains; ++g) {
     std::string suffix = sig.perGroup ? std::to_string(g) : "";
+    sig.rowsParam.push_back(sig.names.size());
+    sig.batched.push_back(MixedReductionOp(groups[g].op).getBatchRank() > 0);
     sig.names.push_back("rows" + suffix);
     sig.names.push_back("cols" + suffix);
     sig.types.append(2, i64);
+    if (sig.batched.back()) {
+      sig.names.push_back("batch" + suffix);
+      sig.types.push_back(i64);
+    }
   }
   // A tensor of a channels-first group has a column stride instead.
   auto addStrides = [&](const llvm::SmallSet<unsigned, 8> &rowSet,
@@ -272,6 +281,11 @@ void LauncherBuilder::writeDeclaration(func::FuncOp fn,
               : "")
       << " * rows = product of the leading dims, cols = the last dim;"
       << " *_row_stride in elements (>= cols).\n"
+      << (llvm::is_contained(sig.batched, true)
+              ? " * Batched rows: batch = product of the batch dims (the "
+                "leading dims of the\n * [batch..., cols] column tensors); "
+                "rows is a multiple of it.\n"
+              : "")
       << (sig.channelsFirst
               ? " * Channels-first (N not the last dim): rows = product of "
                 "the other dims,\n * cols = N, *_col_stride = product of the "
@@ -321,8 +335,10 @@ LauncherBuilder::operands(ArrayRef<GroupParams> groups,
     for (const Param &p : group.fullOut)
       o.stridesOut.push_back(stride(sig.strideOfResult.lookup(p.index)));
     unsigned d = sig.perGroup ? g : 0;
-    o.rows = arg(sig.numIn + sig.numOut + 2 * d);
-    o.cols = arg(sig.numIn + sig.numOut + 2 * d + 1);
+    o.rows = arg(sig.rowsParam[d]);
+    o.cols = arg(sig.rowsParam[d] + 1);
+    if (sig.batched[d])
+      o.batch = arg(sig.rowsParam[d] + 2);
   }
   return all;
 }
@@ -353,14 +369,21 @@ void LauncherBuilder::body(StringRef name, ArrayRef<GroupParams> groups,
              cast<BlockArgument>(y.value).getArgNumber();
     });
     MixedReductionOp op = groups[d].op;
+    std::string suffix = sig.perGroup ? std::to_string(d) : "";
     host.checkDomain(name, op.getDomainShape(), op.getNDimIndex(),
-                     ops[d].rows,
-                     ops[d].cols, sig.perGroup ? std::to_string(d) : "",
-                     strides);
+                     ops[d].rows, ops[d].cols, suffix, strides);
+    if (sig.batched[d])
+      host.checkBatch(name, op.getDomainShape().take_front(op.getBatchRank()),
+                      ops[d].rows, ops[d].batch, suffix);
   }
   Value sms = host.smCount();
-  for (auto [group, o] : llvm::zip(groups, ops))
-    host.launchGroup(name, group.plan, o, sms, stream);
+  for (auto [group, o] : llvm::zip(groups, ops)) {
+    // Batched rows: the kernels take the rows of one sample.
+    GroupLaunchOperands sample = o;
+    if (o.batch)
+      sample.rows = host.rowsPerSample(o.rows, o.batch);
+    host.launchGroup(name, group.plan, sample, sms, stream);
+  }
   func::ReturnOp::create(b, loc, host.end(stream, /*printFailure=*/false));
 }
 

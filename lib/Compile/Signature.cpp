@@ -4,6 +4,7 @@
 // docs/compile.md) are: one pointer per function argument, then per result,
 // rows, cols (rows0, cols0, rows1, ... when its groups have different
 // domains or N dims: "domains" lists them, each tensor names its "domain"),
+// then batch where the domain is batched rows ("batch_rank" leading dims),
 // one row (or column) stride per full argument then result (index order),
 // the stream. Each tensor's layout follows from the fused op's operand it
 // feeds or result it is:
@@ -14,6 +15,7 @@
 //                   outer x inner, a column stride = the product of inner
 //   "rows"          row operands (mean, rstd): contiguous [rows...]
 //   "cols"          column operands, initial values and results: [cols]
+//   "batch_cols"    the same of batched rows: contiguous [batch..., cols]
 //   "scalar"        a 0-d tensor read by a payload
 //
 //===----------------------------------------------------------------------===//
@@ -45,6 +47,7 @@ struct Layouts {
   llvm::StringMap<unsigned> domain;
   unsigned domains = 1;
   SmallVector<unsigned> nDims; // the dim that is N, per domain
+  SmallVector<int64_t> batchRanks; // batched rows' batch dims, per domain
 };
 
 FailureOr<Layouts> layouts(func::FuncOp fn) {
@@ -52,10 +55,10 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
   llvm::StringMap<StringRef> &layout = result.layout;
   bool any = false;
   unsigned group = 0;
-  std::optional<ArrayRef<int64_t>> firstDomain;
+  MixedReductionOp first;
   bool perGroup = false;
-  std::optional<unsigned> firstNDim;
-  // A multi-axis group has no kernels (nor a launcher layout) yet.
+  // A multi-axis group other than batched rows has no kernels (nor a
+  // launcher layout) yet.
   WalkResult multiAxis = fn.walk([&](MixedReductionOp op) {
     return op.isMultiAxis() && failed(checkSupportedOnGpu(op))
                ? WalkResult::interrupt()
@@ -64,12 +67,9 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
   if (multiAxis.wasInterrupted())
     return failure();
   fn.walk([&](MixedReductionOp op) {
-    if (!firstDomain) {
-      firstDomain = op.getDomainShape();
-      firstNDim = op.getNDimIndex();
-    }
-    perGroup |= op.getDomainShape() != *firstDomain ||
-                op.getNDimIndex() != *firstNDim;
+    if (!first)
+      first = op;
+    perGroup |= !compile_detail::sameDomain(op, first);
   });
   auto note = [&](std::optional<unsigned> index, StringRef prefix,
                   StringRef kind, Operation *op) -> LogicalResult {
@@ -87,6 +87,7 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
     using compile_detail::argumentOf;
     using compile_detail::resultOf;
     StringRef full = op.isRowMajor() ? "rows_by_cols" : "channels_first";
+    StringRef cols = op.getBatchRank() > 0 ? "batch_cols" : "cols";
     for (Value v : op.getFull())
       if (failed(note(argumentOf(v), "arg", full, op)))
         return WalkResult::interrupt();
@@ -94,7 +95,7 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
       if (failed(note(argumentOf(v), "arg", "rows", op)))
         return WalkResult::interrupt();
     for (Value v : op.getCol())
-      if (failed(note(argumentOf(v), "arg", "cols", op)))
+      if (failed(note(argumentOf(v), "arg", cols, op)))
         return WalkResult::interrupt();
     for (tensor::ExtractOp e : getCapturedScalars(op))
       if (failed(note(argumentOf(e.getTensor()), "arg", "scalar", op)))
@@ -102,7 +103,7 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
     for (Value v : op.getColInit())
       if (!getConstantColumnInit(v) &&
           failed(note(argumentOf(compile_detail::columnInitSource(v)), "arg",
-                      "cols", op)))
+                      cols, op)))
         return WalkResult::interrupt();
     for (Value v : op.getFullResults())
       if (failed(note(resultOf(v), "res", full, op)))
@@ -111,11 +112,13 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
       Value out = v;
       if (linalg::GenericOp e = getColumnEpilogue(v))
         out = e->getResult(0);
-      if (failed(note(resultOf(out), "res", "cols", op)))
+      if (failed(note(resultOf(out), "res", cols, op)))
         return WalkResult::interrupt();
     }
-    if (perGroup || result.nDims.empty())
+    if (perGroup || result.nDims.empty()) {
       result.nDims.push_back(op.getNDimIndex());
+      result.batchRanks.push_back(op.getBatchRank());
+    }
     ++group;
     return WalkResult::advance();
   });
@@ -225,6 +228,10 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
                 j.attribute("rows", domainParam("rows", d));
                 j.attribute("cols", domainParam("cols", d));
                 j.attribute("n_dim", layouts.nDims[d]);
+                if (layouts.batchRanks[d] > 0) {
+                  j.attribute("batch", domainParam("batch", d));
+                  j.attribute("batch_rank", layouts.batchRanks[d]);
+                }
               });
           });
           // The C parameters in order (Launcher.cpp).
@@ -236,6 +243,8 @@ mlir::norm::librarySignatureJSON(ModuleOp module, const SignatureInfo &info) {
             for (unsigned d = 0; d < layouts.domains; ++d) {
               j.value(domainParam("rows", d));
               j.value(domainParam("cols", d));
+              if (layouts.batchRanks[d] > 0)
+                j.value(domainParam("batch", d));
             }
             strided("arg", type.getNumInputs());
             strided("res", type.getNumResults());

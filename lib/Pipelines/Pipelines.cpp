@@ -76,10 +76,11 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
 void norm::buildNormFusePipeline(OpPassManager &pm) {
   addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
-  // Multi-axis groups (GroupNorm, adaLN) stay unfused here until the GPU
-  // lowering takes them: the CPU pipeline fuses them.
+  // Of the multi-axis groups, batched rows (adaLN) fuse: the GPU lowering
+  // takes them; the others (GroupNorm) stay unfused here until it does:
+  // the CPU pipeline fuses them.
   NormFuseMixedReductionsOptions fuse;
-  fuse.multiAxis = false;
+  fuse.multiAxis = "batched";
   pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions(fuse));
   addUpstream(pm, "canonicalize,cse");
 }

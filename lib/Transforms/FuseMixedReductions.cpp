@@ -14,6 +14,8 @@
 #include "norm/Transforms/MixedReductions.h"
 #include "norm/Transforms/Passes.h"
 
+#include "llvm/ADT/StringSwitch.h"
+
 namespace mlir::norm {
 #define GEN_PASS_DEF_NORMFUSEMIXEDREDUCTIONS
 #include "norm/Transforms/Passes.h.inc"
@@ -39,6 +41,14 @@ norm::fuseMixedReductions(func::FuncOp func,
   return SmallVector<MixedReductionOp>(analysis.fusedOps());
 }
 
+std::optional<MultiAxisGroups> norm::parseMultiAxisGroups(StringRef word) {
+  return llvm::StringSwitch<std::optional<MultiAxisGroups>>(word)
+      .Case("true", MultiAxisGroups::All)
+      .Case("false", MultiAxisGroups::None)
+      .Case("batched", MultiAxisGroups::BatchedRows)
+      .Default(std::nullopt);
+}
+
 namespace {
 struct NormFuseMixedReductionsPass
     : norm::impl::NormFuseMixedReductionsBase<NormFuseMixedReductionsPass> {
@@ -47,7 +57,14 @@ struct NormFuseMixedReductionsPass
     MixedReductionOptions options;
     options.remarks = remarks;
     options.rowOnly = rowOnly;
-    options.multiAxis = multiAxis;
+    std::optional<MultiAxisGroups> groups = parseMultiAxisGroups(multiAxis);
+    if (!groups) {
+      getOperation().emitError()
+          << "invalid value '" << multiAxis
+          << "' of the option multi-axis: expected true, false or batched";
+      return signalPassFailure();
+    }
+    options.multiAxis = *groups;
     fuseMixedReductions(getOperation(), options);
   }
 };

@@ -131,14 +131,14 @@ void collectResults(Boundary &b) {
   }
 }
 
-/// An empty tensor of `type` ([N]) whose dynamic N is the last dim of `full`.
-Value emptyColumns(OpBuilder &builder, Location loc, RankedTensorType type,
-                   Value full) {
+/// An empty tensor of `type` (a column result's: [N], or indexed by the
+/// op's col_dims) whose dynamic dims are those of `full`.
+Value emptyColumns(OpBuilder &builder, Location loc, MixedReductionOp op,
+                   RankedTensorType type, Value full) {
   SmallVector<Value> sizes;
-  if (type.isDynamicDim(0)) {
-    int64_t last = cast<RankedTensorType>(full.getType()).getRank() - 1;
-    sizes.push_back(tensor::DimOp::create(builder, loc, full, last));
-  }
+  for (auto [i, d] : llvm::enumerate(op.getColDimList()))
+    if (type.isDynamicDim(i))
+      sizes.push_back(tensor::DimOp::create(builder, loc, full, d));
   return tensor::EmptyOp::create(builder, loc, type, sizes);
 }
 
@@ -177,14 +177,14 @@ func::FuncOp buildFunction(Boundary &b, func::FuncOp host,
     auto initType = cast<RankedTensorType>(init.getType());
     if (prologue) {
       Value into = prologue.getDpsInitOperand(0)->get();
-      mapping.map(into, emptyColumns(builder, loc,
+      mapping.map(into, emptyColumns(builder, loc, op,
                                      cast<RankedTensorType>(into.getType()),
                                      full));
       mapping.map(init, builder.clone(*prologue, mapping)->getResult(0));
     } else {
       auto fill = init.getDefiningOp<linalg::FillOp>();
       Value value = builder.clone(*fill.value().getDefiningOp())->getResult(0);
-      Value empty = emptyColumns(builder, loc, initType, full);
+      Value empty = emptyColumns(builder, loc, op, initType, full);
       mapping.map(init, linalg::FillOp::create(builder, loc, value, empty)
                             .getResult(0));
     }
@@ -202,7 +202,7 @@ func::FuncOp buildFunction(Boundary &b, func::FuncOp host,
     epilogueMapping.map(op.getColResults()[c], result);
     Value into = epilogue.getDpsInitOperand(0)->get();
     epilogueMapping.map(into,
-                        emptyColumns(builder, loc,
+                        emptyColumns(builder, loc, op,
                                      cast<RankedTensorType>(into.getType()),
                                      full));
     returned.push_back(builder.clone(*epilogue, epilogueMapping)->getResult(0));
@@ -212,11 +212,17 @@ func::FuncOp buildFunction(Boundary &b, func::FuncOp host,
 }
 
 /// Step 4: the call in place of the group; what only the group used goes.
-void replaceByCall(Boundary &b, func::FuncOp fn) {
+/// A later group that reads this one's results (a chain whose column sums
+/// start from this one's: adaLN's shared scale / shift) reads the call's.
+void replaceByCall(Boundary &b, func::FuncOp fn,
+                   MutableArrayRef<Boundary> later) {
   OpBuilder builder(b.op);
   auto call = func::CallOp::create(builder, b.op.getLoc(), fn, b.inputs);
-  for (auto [from, to] : llvm::zip(b.results, call.getResults()))
+  for (auto [from, to] : llvm::zip(b.results, call.getResults())) {
+    for (Boundary &next : later)
+      llvm::replace(next.inputs, from, Value(to));
     from.replaceAllUsesWith(to);
+  }
   // The group, its epilogues, and the fills, empties, prologues and scalar
   // reads that nothing uses any more.
   // Users go before what they use (the last root is tried first).
@@ -253,7 +259,7 @@ mlir::norm::outlineNormGroups(func::FuncOp host, SymbolTable &symbols) {
         b, host, outlined.empty() ? host : outlined.back(),
         (host.getSymName() + "_group" + Twine(i)).str());
     symbols.insert(fn); // renames on a clash
-    replaceByCall(b, fn);
+    replaceByCall(b, fn, MutableArrayRef(boundaries).drop_front(i + 1));
     outlined.push_back(fn);
   }
   return outlined;

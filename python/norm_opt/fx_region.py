@@ -303,9 +303,10 @@ def fuse_with(norm_opt, row_only=True):
     """The oracle `refine` asks: runs `norm_opt` (a path) over an imported
     function; returns (groups, left, remarks, fused MLIR). Backward graphs
     take row-only groups too (a norm without affine parameters).
-    Multi-axis groups (GroupNorm, adaLN) stay unfused, with their remark,
-    until the GPU lowering takes them (it refuses them today)."""
-    option = "remarks=true multi-axis=false" + (
+    Of the multi-axis groups, batched rows (adaLN) fuse; the others
+    (GroupNorm) stay unfused, with their remark, until the GPU lowering
+    takes them (it refuses them today)."""
+    option = "remarks=true multi-axis=batched" + (
         " row-only=true" if row_only else "")
     def fuse(mlir):
         proc = subprocess.run(

@@ -121,7 +121,7 @@ class Function:
         self._check_devices(facts)
         # (rows, cols) of each domain, from the tensors that follow it.
         domains = [self._domain([f for f in facts if f[0].domain == d],
-                                sig.n_dim(d))
+                                sig.n_dim(d), sig.batch_rank(d))
                    for d in range(len(sig.domains))]
         strides = {}
         for spec, shape, stride, _, _ in facts:
@@ -137,7 +137,7 @@ class Function:
                     inner *= d
                 strides[spec.col_stride] = inner
             elif spec.layout == "rows_by_cols":
-                rows, cols = domains[spec.domain]
+                rows, cols = domains[spec.domain][:2]
                 strides[spec.row_stride] = self._row_stride(
                     where, spec, shape, stride, rows, cols)
             elif spec.layout != "unused" and not self._contiguous(shape,
@@ -243,10 +243,11 @@ class Function:
                     f"{first[0].name} is on cuda:{first[1][1]}; all tensors "
                     "must be on one device", spec.name)
 
-    def _domain(self, facts, n_dim=None):
+    def _domain(self, facts, n_dim=None, batch_rank=0):
         """(rows, cols) from the full tensors ([rows..., cols], or N at dim
         n_dim for channels_first), which must agree; the other tensors must
-        fit them."""
+        fit them. Batched rows: (rows, cols, batch), batch the product of
+        the first batch_rank dims."""
         fn = self.name
         lead = cols = None
         owner = full = None
@@ -285,6 +286,14 @@ class Function:
                 raise ArgumentError(f"{where} must have shape ({cols},) (the "
                                     f"cols of {owner.name}), got {shape}",
                                     spec.name)
+            if spec.layout == "batch_cols":
+                want = tuple(lead[:batch_rank]) + (cols,)
+                if shape != want and not (len(shape) == len(spec.shape)
+                                          and _nonunit(shape)
+                                          == _nonunit(want)):
+                    raise ArgumentError(
+                        f"{where} must have shape {want} (the samples and "
+                        f"cols of {owner.name}), got {shape}", spec.name)
             if spec.layout == "rows_or_cols" and shape not in ((rows,),
                                                                (cols,)):
                 raise ArgumentError(f"{where} must have shape ({rows},) or "
@@ -295,6 +304,11 @@ class Function:
         if cols < 1:
             raise ArgumentError(f"{fn}: {owner.describe()}: the last dim "
                                 "must be >= 1", owner.name)
+        if batch_rank:
+            batch = 1
+            for d in lead[:batch_rank]:
+                batch *= d
+            return rows, cols, batch
         return rows, cols
 
     @staticmethod

@@ -20,7 +20,7 @@ DTYPE_NAMES = {
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8,
                  "i32": 4, "i16": 2, "i8": 1, "i1": 1}
 LAYOUTS = ("rows_by_cols", "rows", "cols", "scalar", "unused",
-           "rows_or_cols", "channels_first")
+           "rows_or_cols", "channels_first", "batch_cols")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,13 +58,20 @@ class FunctionSignature:
     tensors: tuple       # inputs, then outputs, in parameter order
     params: tuple        # every C parameter name, in order
     # The (rows, cols) parameter names of each domain: one, or one pair per
-    # group when the function's groups have different domains.
+    # group when the function's groups have different domains; batched
+    # rows (adaLN) add a third, batch.
     domains: tuple = (("rows", "cols"),)
     # The dim of the full tensors that is N, per domain (None: the last).
     n_dims: tuple = ()
+    # Batched rows: the leading dims that are samples, per domain (0: none).
+    batch_ranks: tuple = ()
 
     def n_dim(self, domain):
         return self.n_dims[domain] if domain < len(self.n_dims) else None
+
+    def batch_rank(self, domain):
+        return self.batch_ranks[domain] if domain < len(self.batch_ranks) \
+            else 0
 
     @property
     def inputs(self):
@@ -141,11 +148,14 @@ def parse_json(text, source="<json>"):
                            col_stride=t.get("col_stride"))
                 for t in f["tensors"])
             domains = tuple((d["rows"], d["cols"])
+                            + ((d["batch"],) if "batch" in d else ())
                             for d in f.get("domains",
                                            [{"rows": "rows", "cols": "cols"}]))
             n_dims = tuple(d.get("n_dim") for d in f.get("domains", []))
+            batch_ranks = tuple(d.get("batch_rank", 0)
+                                for d in f.get("domains", []))
             sig = FunctionSignature(f["name"], tensors, tuple(f["params"]),
-                                    domains, n_dims)
+                                    domains, n_dims, batch_ranks)
             functions[sig.name] = sig.check()
     except (KeyError, TypeError) as e:
         raise SignatureError(f"{source}: malformed signature ({e!r})") \
@@ -174,6 +184,9 @@ def parse_header(text, source="<header>"):
         if "rows0" in names:
             raise SignatureError(f"{source}: {name} has groups of several "
                                  "domains; load it with its JSON signature")
+        if "batch" in names:
+            raise SignatureError(f"{source}: {name} has batched rows "
+                                 "(adaLN); load it with its JSON signature")
         types = {f"{kind}{i}": t for kind, i, t in
                  _DOC_TENSOR.findall(docs[name])}
         tensors = []

@@ -47,25 +47,24 @@ func.func @dynamic_n(%x: tensor<4x?x8xf32>, %r: tensor<4x8xf32>, %z: tensor<?xf3
 
 // -----
 
-// A multi-axis group (adaLN, GroupNorm) has no GPU kernels yet: a located
+// A multi-axis group other than batched rows (GroupNorm: row sums over
+// C/G and HW, column sums over N and HW) has no GPU kernels yet: a located
 // error, not a miscompile (norm-opt compile's fuse step leaves such groups
-// unfused: multi-axis=false).
-func.func @adaln_multi_axis(%xhat: tensor<2x3x8xf32>, %dy: tensor<2x3x8xf32>, %rstd: tensor<2x3xf32>, %scale: tensor<2x8xf32>, %z: tensor<2x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
-  %one = arith.constant 1.0 : f32
-  %nf = arith.constant 8.0 : f32
-  // expected-error @+1 {{cannot map onto the GPU: a multi-axis domain (row_sum_dims, col_dims: GroupNorm, adaLN) has no GPU kernels yet}}
-  %dx, %dc:2 = norm.mixed_reduction full(%xhat, %dy : tensor<2x3x8xf32>, tensor<2x3x8xf32>) row(%rstd : tensor<2x3xf32>) col(%scale : tensor<2x8xf32>) col_init(%z, %z : tensor<2x8xf32>, tensor<2x8xf32>)
+// unfused: multi-axis=batched). adaLN's batched rows map:
+// convert-norm-to-gpu-batched.mlir.
+func.func @group_norm_multi_axis(%xhat: tensor<2x2x3x4xf32>, %dy: tensor<2x2x3x4xf32>, %rstd: tensor<2x2xf32>, %w: tensor<2x3xf32>, %z: tensor<2x3xf32>) -> (tensor<2x2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %nf = arith.constant 12.0 : f32
+  // expected-error @+1 {{cannot map onto the GPU: a multi-axis domain (row_sum_dims, col_dims: GroupNorm) other than batched rows (adaLN's [B, S, N]) has no GPU kernels yet}}
+  %dx, %dc:2 = norm.mixed_reduction full(%xhat, %dy : tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) row(%rstd : tensor<2x2xf32>) col(%w : tensor<2x3xf32>) col_init(%z, %z : tensor<2x3xf32>, tensor<2x3xf32>)
   row_stages {
   ^bb0(%h: f32, %d: f32, %r: f32, %s: f32):
-    %w = arith.addf %s, %one : f32
-    %g = arith.mulf %d, %w : f32
+    %g = arith.mulf %d, %s : f32
     %gh = arith.mulf %g, %h : f32
     norm.yield %gh, %g : f32, f32
   }
   elementwise {
   ^bb0(%h: f32, %d: f32, %r: f32, %s: f32, %sgh: f32, %sg: f32):
-    %w = arith.addf %s, %one : f32
-    %g = arith.mulf %d, %w : f32
+    %g = arith.mulf %d, %s : f32
     %a = arith.divf %sgh, %nf : f32
     %b = arith.divf %sg, %nf : f32
     %ha = arith.mulf %h, %a : f32
@@ -78,6 +77,6 @@ func.func @adaln_multi_axis(%xhat: tensor<2x3x8xf32>, %dy: tensor<2x3x8xf32>, %r
   ^bb0(%h: f32, %d: f32, %r: f32, %s: f32, %sgh: f32, %sg: f32):
     %p = arith.mulf %d, %h : f32
     norm.yield %p, %d : f32, f32
-  } {row_sum_dims = array<i64: 2>, col_dims = array<i64: 0, 2>} -> full(tensor<2x3x8xf32>) col(tensor<2x8xf32>, tensor<2x8xf32>)
-  return %dx, %dc#0, %dc#1 : tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+  } {row_sum_dims = array<i64: 2, 3>, col_dims = array<i64: 1, 2>} -> full(tensor<2x2x3x4xf32>) col(tensor<2x3xf32>, tensor<2x3xf32>)
+  return %dx, %dc#0, %dc#1 : tensor<2x2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>
 }

@@ -1,7 +1,10 @@
 // RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions | FileCheck %s
 // RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions='remarks=true' -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// Every adaLN group is batched rows: the GPU pipeline's multi-axis=batched
+// fuses them all alike.
+// RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions=multi-axis=batched | FileCheck %s
 // RUN: not norm-opt %s -split-input-file --norm-fuse-mixed-reductions=multi-axis=maybe -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADOPT
-// BADOPT: for the --multi-axis option: 'maybe' is invalid value for boolean argument
+// BADOPT: error: invalid value 'maybe' of the option multi-axis: expected true, false or batched
 
 // The adaLN-modulated LayerNorm backward (DiT, SD3, Flux; issue 42) as a
 // front end spells it: x [B, S, N], a LayerNorm without affine modulated by

@@ -26,15 +26,25 @@
 
 namespace mlir::norm {
 
+/// Which multi-axis groups fuse (the pass option multi-axis=true / false /
+/// batched).
+enum class MultiAxisGroups {
+  None,        // none: reported and left unfused
+  BatchedRows, // batched rows only (adaLN's [B, S, N]: the GPU lowering's)
+  All,
+};
+/// The option's word ("true", "false", "batched"); nullopt for others.
+std::optional<MultiAxisGroups> parseMultiAxisGroups(StringRef word);
+
 /// The options of --norm-fuse-mixed-reductions.
 struct MixedReductionOptions {
   /// A remark on every reduction: fused, or why not.
   bool remarks = false;
   /// Groups with row reductions and no column reduction fuse too.
   bool rowOnly = false;
-  /// Multi-axis groups fuse (GroupNorm, adaLN: row sums and column sums
-  /// over several dims); off, they are reported and left unfused.
-  bool multiAxis = true;
+  /// Which multi-axis groups fuse (GroupNorm, adaLN: row sums and column
+  /// sums over several dims); the others are reported and left unfused.
+  MultiAxisGroups multiAxis = MultiAxisGroups::All;
 };
 
 /// One group the recognition formed over a domain [rows..., N].

@@ -153,11 +153,13 @@ def NormFuseMixedReductions
            "default, since a forward norm or a softmax backward is such a "
            "group too; the torch.compile route turns it on for the "
            "backward graphs it hands over">,
-    Option<"multiAxis", "multi-axis", "bool", /*default=*/"true",
-           "Fuse multi-axis groups (GroupNorm, adaLN: row and column sums "
-           "over several dims). Off, they are left unfused with a remark; "
-           "norm-opt's GPU pipeline turns it off until the GPU lowering "
-           "takes them (convert-norm-to-gpu refuses such ops)">
+    Option<"multiAxis", "multi-axis", "std::string", /*default=*/"\"true\"",
+           "Which multi-axis groups fuse (GroupNorm, adaLN: row and column "
+           "sums over several dims): true (all), false (none), or batched "
+           "(batched rows only: adaLN's [B, S, N], a 2-D problem per "
+           "sample). The others are left unfused with a remark; norm-opt's "
+           "GPU pipeline asks for batched, the groups convert-norm-to-gpu "
+           "takes">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -205,7 +205,10 @@ LogicalResult FinalKernelBuilder::build(gpu::GPUFuncOp func) {
   SmallVector<Value> inits = columnInits(op, initIn);
   CaptureSources sources;
   sources.domainRank = op.getDomainShape().size();
-  sources.cols = cols;
+  // Batched rows: cols is batch x N (the partial rows' width), not a size
+  // of the domain an epilogue may read.
+  if (op.getBatchRank() == 0)
+    sources.cols = cols;
   // Launched as a programmatic dependent, it may start while the main
   // kernel runs: nothing of it may be read or written before this.
   if (waitForMain)

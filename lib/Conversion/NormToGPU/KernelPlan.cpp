@@ -99,7 +99,8 @@ class KernelPlanner {
 public:
   KernelPlanner(MixedReductionOp op, const KernelPlanOptions &options,
                 const GpuTarget &target)
-      : op(op), options(options), target(target) {}
+      : op(op), options(options), target(target),
+        batched(op.getBatchRank() > 0) {}
 
   KernelPlan run() {
     if (!op.isRowMajor())
@@ -170,7 +171,7 @@ private:
   /// need not start on a 16-byte boundary take the peeled vector kernel
   /// where its plan is one it can run (pickPeel), else the scalar kernel.
   KernelPlan planFor(std::optional<int64_t> n, bool tier) {
-    KernelPlan peeled = planWith(n, tier, options.peelRows);
+    KernelPlan peeled = planWith(n, tier, options.peelRows && !batched);
     if (!peeled.peel || peelable(peeled))
       return longRowsInClusters(peeled);
     return longRowsInClusters(planWith(n, tier, /*peel=*/false));
@@ -220,7 +221,7 @@ private:
   }
   /// Thread-block clusters on the chip, and st.async in the PTX version.
   bool clustersAvailable() const {
-    return target.hasClusters &&
+    return !batched && target.hasClusters &&
            ptxVersionOf(options.features, target) >= kClusterMinPTXVersion;
   }
   /// The bytes of one row of every full input.
@@ -280,6 +281,12 @@ private:
   mutable MixedReductionOp op; // its accessors are not const
   const KernelPlanOptions &options;
   const GpuTarget &target;
+  // Batched rows (adaLN): a sample per blockIdx.y, its pointers offset at
+  // the kernels' entry. Not with what reads rows across samples or lays
+  // out a program's rows by phase: the single launch's grid barrier (it
+  // would count every sample's CTAs), clusters, split kernels and peeled
+  // rows (a sample's first row need not be at the base's phase).
+  const bool batched;
   KernelPlan plan;
   std::optional<int64_t> cols; // N the plan is sized for (static or a tier's)
   int64_t widest = 1; // bytes of the widest full element type
@@ -482,7 +489,7 @@ void KernelPlanner::pickSharedAccumulators() {
         plan.dynamicSharedBytes = numCol * partChunks * plan.vector * 4;
         // Few rows (29 x 17389): more CTAs per row, so the dx pass and the
         // column sums spread over more SMs (the row sums are repeated).
-        if (kSplitColumnGroups > groups) {
+        if (kSplitColumnGroups > groups && !batched) {
           int64_t splitChunks =
               (chunks + kSplitColumnGroups - 1) / kSplitColumnGroups;
           plan.splitColumnGroups = kSplitColumnGroups;
@@ -597,7 +604,7 @@ void KernelPlanner::pickLaunch() {
   // Clusters take two launches: a cooperative launch of clustered kernels
   // is not one the runtime makes.
   plan.singleLaunch = options.singleLaunch && plan.resident() &&
-                      plan.clusterCtas == 1 &&
+                      plan.clusterCtas == 1 && !batched &&
                       !op.getColResults().empty() &&
                       plan.block() % kFinalColumnsPerCTA == 0;
   // The split kernels (few rows) could finish in one launch too, but

@@ -34,6 +34,10 @@ private:
   /// point goes to the entry block.
   KernelArgs unpackArguments(gpu::GPUFuncOp func,
                              DenseMap<Value, Value> &scalarPointers);
+  /// Batched rows: the sample is blockIdx.y; every pointer moves to its
+  /// sample's (full tensors by rows x stride, row inputs by rows, column
+  /// inputs and the partial buffer by N), and rows is a sample's.
+  void offsetToSample(KernelArgs &args);
   /// Clones the captured constants / scalars / sizes to the entry.
   LogicalResult cloneCaptures(const KernelArgs &args,
                               DenseMap<Value, Value> scalarPointers);
@@ -138,7 +142,29 @@ PrologueBuilder::unpackArguments(gpu::GPUFuncOp func,
     scalarPointers[extract.getResult()] = pointer;
   if (!op.getColResults().empty())
     args.finalInits = columnInits(op, initIn);
+  args.partialCols = args.cols;
+  if (op.getBatchRank() > 0)
+    offsetToSample(args);
   return args;
+}
+
+void PrologueBuilder::offsetToSample(KernelArgs &args) {
+  Value sample = dim(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y));
+  Value samples = dim(gpu::GridDimOp::create(b, loc, gpu::Dimension::y));
+  auto offset = [&](Value &pointer, Type elem, Value elements) {
+    pointer = LLVM::GEPOp::create(b, loc, ptr, elem, pointer,
+                                  ValueRange{mul(sample, elements)});
+  };
+  for (auto [i, v] : llvm::enumerate(op.getFull()))
+    offset(args.fullIn[i], elementTypeOf(v), mul(args.rows, args.strideIn[i]));
+  for (auto [i, v] : llvm::enumerate(op.getFullResults()))
+    offset(args.fullOut[i], elementTypeOf(v), mul(args.rows, args.strideOut[i]));
+  for (auto [i, v] : llvm::enumerate(op.getRow()))
+    offset(args.rowIn[i], elementTypeOf(v), args.rows);
+  for (auto [i, v] : llvm::enumerate(op.getCol()))
+    offset(args.colIn[i], elementTypeOf(v), args.cols);
+  offset(args.partial, f32, args.cols);
+  args.partialCols = mul(args.cols, samples);
 }
 
 LogicalResult

@@ -62,6 +62,10 @@ struct RowState {
 struct KernelArgs {
   SmallVector<Value> fullIn, rowIn, colIn, fullOut, strideIn, strideOut;
   Value partial, rows, cols;
+  // Floats from one partial row to the next: N, or batch x N for batched
+  // rows ([C, P, batch x N]: each sample's N columns side by side, so the
+  // final kernel reduces batch x N columns as one row).
+  Value partialCols;
   // The single-launch tail's (with column results): the grid barrier's
   // word, the column inits (null where constant) and outputs, whether to
   // run it.
@@ -258,9 +262,9 @@ protected:
   //===--------------------------------------------------------------===//
   /// Index of (column result c, column) in the program's partial row.
   Value partialIndex(unsigned c, Value column) {
-    return add(
-        mul(add(mul(c64(c), layout.rowPrograms), layout.progRow), args.cols),
-        column);
+    return add(mul(add(mul(c64(c), layout.rowPrograms), layout.progRow),
+                   args.partialCols),
+               column);
   }
   /// Single launch: once every CTA's partial row is written (grid
   /// barrier), the CTAs reduce the partial buffer in the final kernel's

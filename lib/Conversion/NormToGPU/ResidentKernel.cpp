@@ -450,10 +450,12 @@ void ResidentKernelBuilder::combinePartialsInCTA(scf::ForOp rowLoop) {
           sum = sum ? arith::AddFOp::create(b, loc, sum, part).getResult()
                     : part;
         }
-        // j = c * N + col -> partial[(c * CTAs + block) * N + col].
+        // j = c * N + col -> partial[(c * CTAs + block) * N + col] (rows
+        // of partialCols).
         Value c = arith::DivUIOp::create(b, loc, j, args.cols);
         Value col = arith::RemUIOp::create(b, loc, j, args.cols);
-        Value index = add(mul(add(mul(c, ctas), blockId()), args.cols), col);
+        Value index =
+            add(mul(add(mul(c, ctas), blockId()), args.partialCols), col);
         store(args.partial, f32, index, sum);
         scf::YieldOp::create(b, loc);
       });

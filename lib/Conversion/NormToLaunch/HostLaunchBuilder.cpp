@@ -198,6 +198,39 @@ void HostLaunchBuilder::checkDomain(StringRef function,
   }
 }
 
+void HostLaunchBuilder::checkBatch(StringRef function,
+                                   ArrayRef<int64_t> batchDims, Value rows,
+                                   Value batch, StringRef suffix) {
+  std::string r = ("rows" + suffix).str(), n = ("batch" + suffix).str();
+  using P = arith::CmpIPredicate;
+  auto cmp = [&](P p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  };
+  failIf(cmp(P::slt, batch, constant(0)), kOutOfRange,
+         function + ": " + n + " must be >= 0");
+  int64_t staticBatch = 1;
+  for (int64_t d : batchDims)
+    staticBatch = ShapedType::isDynamic(d) || staticBatch < 0 ? -1
+                                                              : staticBatch * d;
+  if (staticBatch >= 0)
+    failIf(cmp(P::ne, batch, constant(staticBatch)), kOutOfRange,
+           function + ": " + n + " must be " + Twine(staticBatch) +
+               " (static shape)");
+  Value safe = arith::MaxSIOp::create(b, loc, batch, constant(1));
+  Value rest = arith::RemSIOp::create(b, loc, rows, safe);
+  Value none = arith::AndIOp::create(b, loc, cmp(P::eq, batch, constant(0)),
+                                     cmp(P::ne, rows, constant(0)));
+  failIf(arith::OrIOp::create(b, loc, cmp(P::ne, rest, constant(0)), none),
+         kOutOfRange,
+         function + ": " + r + " must be a multiple of " + n +
+             " (the samples of batched rows)");
+}
+
+Value HostLaunchBuilder::rowsPerSample(Value rows, Value batch) {
+  Value safe = arith::MaxSIOp::create(b, loc, batch, constant(1));
+  return arith::DivSIOp::create(b, loc, rows, safe);
+}
+
 HostLaunchBuilder::Flags
 HostLaunchBuilder::vectorFlags(StringRef function, const GroupLaunchPlan &plan,
                                const GroupLaunchOperands &ops) {
@@ -285,7 +318,7 @@ Value HostLaunchBuilder::query(ArrayRef<std::string> kernels, Value which,
 /// sequence's stream.
 void HostLaunchBuilder::launch(ArrayRef<std::string> kernels, Value which,
                                Value grid, int64_t block, Value smem,
-                               ValueRange args) {
+                               ValueRange args, Value samples) {
   auto one = [&](StringRef kernel) {
     Type token = gpu::AsyncTokenType::get(b.getContext());
     Value t = gpu::WaitOp::create(b, loc, token, ValueRange()).getAsyncToken();
@@ -297,7 +330,8 @@ void HostLaunchBuilder::launch(ArrayRef<std::string> kernels, Value which,
         b.getStringAttr(kKernelModuleName),
         {FlatSymbolRefAttr::get(b.getStringAttr(kernel))});
     gpu::LaunchFuncOp::create(
-        b, loc, symbol, gpu::KernelDim3{index(grid), c1, c1},
+        b, loc, symbol,
+        gpu::KernelDim3{index(grid), samples ? index(samples) : c1, c1},
         gpu::KernelDim3{arith::ConstantIndexOp::create(b, loc, block), c1, c1},
         arith::TruncIOp::create(b, loc, i32, smem), args, token,
         ValueRange{t});
@@ -419,6 +453,9 @@ HostLaunchBuilder::Grid HostLaunchBuilder::persistentGrid(
   Value perSM = plan.kernels.programsPerSm > 0 ? m.i64(plan.kernels.programsPerSm)
                                        : m.max(occupancy(1), m.i64(1));
   Value limit = m.mul(sms, perSM);
+  // Batched rows: the samples share the resident CTAs (blockIdx.y).
+  if (ops.batch)
+    limit = m.max(m.div(limit, m.max(ops.batch, m.i64(1))), m.i64(1));
   if (k.columnGroups > 0) {
     // Looped: cg CTAs share each row, each owning a part of the columns.
     limit = m.max(limit, c.cg);
@@ -508,9 +545,12 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
   Arith m{b, loc};
   const bool anyTail = numCol > 0 && k.singleLaunch;
   Value never = m.i64(0); // finalize without the tail
+  Value any = m.cmp(Arith::P::sgt, ops.rows, m.i64(0));
+  if (ops.batch)
+    any = m.both(any, m.cmp(Arith::P::sgt, ops.batch, m.i64(0)));
   auto mainIf = scf::IfOp::create(
-      b, loc, anyTail ? TypeRange{i64} : TypeRange{},
-      m.cmp(Arith::P::sgt, ops.rows, m.i64(0)), /*withElse=*/anyTail);
+      b, loc, anyTail ? TypeRange{i64} : TypeRange{}, any,
+      /*withElse=*/anyTail);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&mainIf.getThenRegion().front());
   Value barrier = null(), coop = m.i64(0);
@@ -540,7 +580,7 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
   // The kernels' parameters, in their order (mainKernelParams).
   SmallVector<Value> args = kernelArguments(
       mainKernelParams(ops.op), ops, {ws, barrier, coop, Value()});
-  launch(c.kernels, c.which, g.grid, k.block(), c.smem, args);
+  launch(c.kernels, c.which, g.grid, k.block(), c.smem, args, ops.batch);
   if (!anyTail)
     return never;
   scf::YieldOp::create(b, loc, coop);
@@ -551,14 +591,22 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
 
 /// The final kernel, unless the main kernel finished the columns: the
 /// fixed-order reduction of the partial rows, a programmatic dependent of
-/// the main kernel where the plan says so.
+/// the main kernel where the plan says so. Batched rows: the partial rows
+/// hold every sample's N columns side by side ([C, P, batch x N]), reduced
+/// as batch x N columns.
 void HostLaunchBuilder::launchFinal(const GroupLaunchPlan &plan,
                                     const KernelLaunch &k,
-                                    const GroupLaunchOperands &ops, Value ws,
-                                    Value programs, Value finalize) {
+                                    const GroupLaunchOperands &sampleOps,
+                                    Value ws, Value programs, Value finalize) {
   Arith m{b, loc};
+  GroupLaunchOperands ops = sampleOps;
+  if (ops.batch)
+    ops.cols = m.mul(ops.cols, ops.batch);
   auto finalIf = scf::IfOp::create(
-      b, loc, m.cmp(Arith::P::eq, finalize, m.i64(0)), /*withElse=*/false);
+      b, loc,
+      m.both(m.cmp(Arith::P::eq, finalize, m.i64(0)),
+             m.cmp(Arith::P::sgt, ops.cols, m.i64(0))),
+      /*withElse=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&finalIf.getThenRegion().front());
   SmallVector<Value> args = kernelArguments(
@@ -582,8 +630,15 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
   const int64_t numCol = plan.numColumnResults;
   KernelChoice choice = chooseKernel(k, flags, ops.rows, sms);
   Grid grid = persistentGrid(plan, k, choice, ops, flags, sms);
-  Value ws = numCol > 0 ? workspace(numCol, grid.programs, ops.cols, stream)
-                        : null();
+  Arith m{b, loc};
+  // No sample: no programs (no workspace, no launch).
+  if (ops.batch)
+    grid.programs = m.select(m.cmp(Arith::P::sgt, ops.batch, m.i64(0)),
+                             grid.programs, m.i64(0));
+  Value partialCols = ops.batch ? m.mul(ops.cols, ops.batch) : ops.cols;
+  Value ws = numCol > 0
+                 ? workspace(numCol, grid.programs, partialCols, stream)
+                 : null();
   Value finalize = launchMain(k, choice, grid, ops, numCol, ws, stream);
   if (numCol > 0)
     launchFinal(plan, k, ops, ws, grid.programs, finalize);

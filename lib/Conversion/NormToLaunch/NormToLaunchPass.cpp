@@ -111,16 +111,23 @@ LogicalResult GroupLowering::lower(bool synchronize) {
   };
   // rows: the product of the dims but N; a channels-first domain's
   // tensors are I = (the dims after N) apart from one column to the next.
+  // Batched rows: the leading batchRank dims are the samples, rows those
+  // of one sample.
   unsigned nDim = op.getNDimIndex();
+  const unsigned batchRank = op.getBatchRank();
   Value rows = arith::ConstantIndexOp::create(b, loc, 1);
-  Value inner = rows;
+  Value inner = rows, batch = rows;
   for (auto [i, d] : llvm::enumerate(dims)) {
-    if (i != nDim)
+    if (i < batchRank)
+      batch = arith::MulIOp::create(b, loc, batch, d);
+    else if (i != nDim)
       rows = arith::MulIOp::create(b, loc, rows, d);
     if (i > nDim)
       inner = arith::MulIOp::create(b, loc, inner, d);
   }
   ops.rows = asI64(rows);
+  if (batchRank > 0)
+    ops.batch = asI64(batch);
   ops.cols = asI64(dims[nDim]);
   Value stride = op.isRowMajor() ? ops.cols : asI64(inner);
   for (auto [i, v] : llvm::enumerate(op.getFull()))
@@ -161,8 +168,8 @@ LogicalResult GroupLowering::lower(bool synchronize) {
     replaced.push_back({out, buffer});
   }
 
-  host.checkDomain(name, op.getDomainShape(), nDim, ops.rows, ops.cols, "",
-                   {});
+  host.checkDomain(name, op.getDomainShape().drop_front(batchRank),
+                   nDim - batchRank, ops.rows, ops.cols, "", {});
   Value sms = host.smCount();
   host.launchGroup(name, *plan, ops, sms, stream);
   if (synchronize)

@@ -731,13 +731,16 @@ void Analysis::fuseDomain(ArrayRef<int64_t> loops, const Pairing &p,
       FusionPlan plan;
       bool fuses = succeeded(validate(group, why, allowRowOnly)) &&
                    succeeded(decide(group, plan, why));
-      if (fuses && pairing.isMultiAxis() && !multiAxis) {
+      if (fuses && pairing.isMultiAxis() &&
+          !multiAxisFuses(pairing, domain.size())) {
         // Reported, and claimed: no later pairing takes these reductions
         // (nor overwrites the reason).
         why = "a multi-axis group (row sums over dims " +
               dimsText(pairing.rowSum) + ", column sums keeping dims " +
-              dimsText(pairing.colKept) +
-              "), and multi-axis groups are off (multi-axis=false)";
+              dimsText(pairing.colKept) + "), and " +
+              (multiAxis == MultiAxisGroups::None
+                   ? "multi-axis groups are off (multi-axis=false)"
+                   : "only batched rows fuse (multi-axis=batched)");
         if (found)
           found->push_back(describe(group, why));
         for (Operation *op : group.candidates) {

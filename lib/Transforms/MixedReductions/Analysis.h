@@ -174,6 +174,15 @@ public:
         multiAxis(options.multiAxis), control(control), found(found), dryRun(dryRun) {}
 
   void run();
+  /// Whether a multi-axis pairing of a domain of `rank` dims fuses under
+  /// the multi-axis option.
+  bool multiAxisFuses(const Pairing &pairing, unsigned rank) const {
+    if (multiAxis != MultiAxisGroups::BatchedRows)
+      return multiAxis == MultiAxisGroups::All;
+    SmallVector<int64_t> sums(pairing.rowSum.begin(), pairing.rowSum.end());
+    SmallVector<int64_t> kept(pairing.colKept.begin(), pairing.colKept.end());
+    return batchedRowsRank(rank, sums, kept) > 0;
+  }
   /// The fused ops made, in order.
   ArrayRef<MixedReductionOp> fusedOps() const { return fused; }
 
@@ -335,7 +344,8 @@ private:
   func::FuncOp func;
   bool remarks;
   bool rowOnly;   // groups without a column reduction fuse too
-  bool multiAxis; // multi-axis pairings fuse (else they are only reported)
+  MultiAxisGroups multiAxis; // which multi-axis pairings fuse (the others
+                             // are only reported)
   const ControlMixedReductionFn &control;
   std::vector<MixedReductionGroup> *found;
   bool dryRun;

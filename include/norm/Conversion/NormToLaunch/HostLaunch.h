@@ -62,12 +62,14 @@ struct LaunchValue {
 };
 
 /// One group's kernel operands, in the kernels' parameter order, and its
-/// domain (i64 rows = product of the leading dims, i64 cols = N).
+/// domain (i64 rows = product of the leading dims, i64 cols = N; batched
+/// rows: rows of one sample, and the samples).
 struct GroupLaunchOperands {
   SmallVector<LaunchValue> fullIn, rowIn, colIn, fullOut, scalars, initIn,
       colOut;
   SmallVector<LaunchValue> stridesIn, stridesOut; // i64, in elements
   Value rows, cols;
+  Value batch; // batched rows (op.getBatchRank() > 0): i64 samples
   MixedReductionOp op; // the group (its kernels' parameter lists)
 };
 
@@ -93,6 +95,12 @@ public:
   void checkDomain(StringRef function, ArrayRef<int64_t> domain,
                    unsigned nDim, Value rows, Value cols, StringRef suffix,
                    ArrayRef<LaunchValue> strides);
+  /// Batched rows: `batch` (the product of `batchDims`, static where
+  /// they are) is >= 0 and divides `rows` (all rows; 0 with no sample).
+  void checkBatch(StringRef function, ArrayRef<int64_t> batchDims,
+                  Value rows, Value batch, StringRef suffix);
+  /// rows / batch, 0 for no sample.
+  Value rowsPerSample(Value rows, Value batch);
   /// The current context's SM count (i64).
   Value smCount();
   /// The alignment checks and the launches of one group.
@@ -150,8 +158,10 @@ private:
                    Value programs, Value finalize);
   Value query(ArrayRef<std::string> kernels, Value which, int32_t kind,
               int64_t cluster, Value grid, int64_t block, Value smem);
+  /// `samples`: the grid's y extent (batched rows), else 1.
   void launch(ArrayRef<std::string> kernels, Value which, Value grid,
-              int64_t block, Value smem, ValueRange args);
+              int64_t block, Value smem, ValueRange args,
+              Value samples = {});
 
   OpBuilder &b;
   Location loc;

@@ -15,13 +15,15 @@
 using namespace mlir;
 using namespace mlir::norm;
 
-/// A 1-D parallel linalg.generic of one input into a fresh tensor.empty,
-/// identity maps, a body of scalar ops that reads only its input and
-/// constants: an elementwise map the final reduction can apply per column.
+/// An all-parallel linalg.generic (1-D, or over a multi-axis op's column
+/// dims: [B, N]) of one input into a fresh tensor.empty, identity maps, a
+/// body of scalar ops that reads only its input and constants: an
+/// elementwise map the final reduction can apply per column.
 static bool isColumnMap(linalg::GenericOp generic) {
   if (!generic || generic.getNumDpsInputs() != 1 ||
-      generic.getNumDpsInits() != 1 || generic.getNumLoops() != 1 ||
-      generic.getNumParallelLoops() != 1 || generic->getNumResults() != 1 ||
+      generic.getNumDpsInits() != 1 || generic.getNumLoops() < 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      generic->getNumResults() != 1 ||
       !generic.getDpsInitOperand(0)->get().getDefiningOp<tensor::EmptyOp>())
     return false;
   for (AffineMap map : generic.getIndexingMapsArray())

@@ -192,6 +192,19 @@ SmallVector<int64_t> MixedReductionOp::getRowDimList() {
   return dims;
 }
 
+int64_t mlir::norm::batchedRowsRank(int64_t rank,
+                                    ArrayRef<int64_t> rowSumDims,
+                                    ArrayRef<int64_t> colDims) {
+  if (rank < 3 || rowSumDims.size() != 1 || rowSumDims.front() != rank - 1 ||
+      colDims.size() < 2 || colDims.back() != rank - 1)
+    return 0;
+  int64_t k = colDims.size() - 1;
+  for (int64_t d = 0; d < k; ++d)
+    if (colDims[d] != d)
+      return 0;
+  return k <= rank - 2 ? k : 0;
+}
+
 /// The multi-axis attributes: both or neither, not with `n_dim`, each a
 /// strictly ascending, non-empty proper subset of the domain's dims, the
 /// two sharing a dim, and not the 2-D form (which is spelled `n_dim`).

@@ -20,13 +20,14 @@
 namespace mlir::norm {
 
 /// The elementwise epilogue of a column result that the final kernel
-/// absorbs (the narrowing truncf of dW/dB): its only use, a 1-D parallel
-/// linalg.generic reading just that result into a fresh tensor.empty.
+/// absorbs (the narrowing truncf of dW/dB): its only use, an all-parallel
+/// linalg.generic (identity maps over the result's dims) reading just that
+/// result into a fresh tensor.empty.
 linalg::GenericOp getColumnEpilogue(Value colResult);
 
 /// The elementwise prologue of a column initial value that the final
 /// reduction absorbs (the extf of a 16-bit previous gradient that dW/dB
-/// accumulate into): `init` defined by a 1-D parallel linalg.generic of one
+/// accumulate into): `init` defined by an all-parallel linalg.generic of one
 /// input into a fresh tensor.empty, identity maps, a body of scalar ops and
 /// constants. The kernels then read the prologue's input and apply its body.
 linalg::GenericOp getColumnInitPrologue(Value init);

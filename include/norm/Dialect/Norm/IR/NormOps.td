@@ -369,8 +369,19 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
     }
     /// Whether the domain is multi-axis (`row_sum_dims` / `col_dims`): its
     /// row inputs are not [rows...] of one N, nor its col inputs [N]. The
-    /// 2-D helpers below (N, the row shape, ...) are for other ops only.
+    /// 2-D helpers below (N, the row shape, ...) are for other ops only,
+    /// and for batched rows (getBatchRank).
     bool isMultiAxis() { return getRowSumDims() || getColDims(); }
+    /// Batched rows (a multi-axis domain that is a 2-D [rows, N] problem
+    /// per point of its leading k dims, adaLN's [B, S, N]): k, else 0
+    /// (norm::batchedRowsRank). N is the last dim, the 2-D helpers below
+    /// hold for it, and the col inputs and results are [batch..., N].
+    int64_t getBatchRank() {
+      if (!isMultiAxis())
+        return 0;
+      return batchedRowsRank(getDomainShape().size(), getRowSumDimList(),
+                             getColDimList());
+    }
     /// The dims the row stages sum over ([N's dim] in the 2-D form).
     SmallVector<int64_t> getRowSumDimList() {
       if (std::optional<ArrayRef<int64_t>> dims = getRowSumDims())
