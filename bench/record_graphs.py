@@ -15,11 +15,10 @@ import sys
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from norm_opt import fx_record
-from norm_opt.testing import (CohereLayerNorm, GemmaRMSNorm, LlamaRMSNorm,
-                              OlmoLayerNorm)
+from norm_opt.testing import (AdaLNBlock, CohereLayerNorm, GemmaRMSNorm,
+                              LlamaRMSNorm, OlmoLayerNorm)
 
 
 class Block(nn.Module):
@@ -29,20 +28,6 @@ class Block(nn.Module):
 
     def forward(self, x):
         return self.down(self.norm(self.up(x)))
-
-
-class AdaLNBlock(nn.Module):
-    """DiT's adaLN-Zero modulation: LN without affine, x * (1 + scale) +
-    shift with per-sample scale and shift."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n, self.mod, self.proj = n, nn.Linear(n, 2 * n), nn.Linear(n, n)
-
-    def forward(self, x, c):
-        scale, shift = self.mod(c).chunk(2, dim=-1)
-        h = F.layer_norm(x, (self.n,), None, None, 1e-6)
-        return self.proj(h * (1 + scale[:, None]) + shift[:, None])
 
 
 def main():

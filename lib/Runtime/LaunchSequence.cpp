@@ -35,32 +35,42 @@ using namespace normrt_detail;
 namespace normrt_detail {
 thread_local LaunchSequence tSequence;
 
-int sequenceLaunch(void *function, intptr_t gridX, intptr_t blockX,
-                   int32_t smem, void *stream, void **params) {
+int sequenceLaunch(void *function, intptr_t gridX, intptr_t gridY,
+                   intptr_t blockX, int32_t smem, void *stream,
+                   void **params) {
   LaunchSequence &s = tSequence;
   int kind = s.nextKind;
   int64_t cluster = s.nextCluster;
   s.nextKind = NORMRT_IR_LAUNCH;
   s.nextCluster = 1;
-  if (gridX < 0 || gridX > 0x7fffffff || blockX < 1 || blockX > 1024 ||
-      smem < 0)
+  if (gridX < 0 || gridX > 0x7fffffff || gridY < 1 || gridY > 65535 ||
+      blockX < 1 || blockX > 1024 || smem < 0)
     return fail(NORMRT_ERROR_OUT_OF_RANGE,
-                "mgpuLaunchKernel: grid %ld, block %ld, %d bytes of shared "
-                "memory: out of range",
-                long(gridX), long(blockX), int(smem));
-  unsigned grid = unsigned(gridX), block = unsigned(blockX),
-           shared = unsigned(smem);
+                "mgpuLaunchKernel: grid %ldx%ld, block %ld, %d bytes of "
+                "shared memory: out of range",
+                long(gridX), long(gridY), long(blockX), int(smem));
+  unsigned grid = unsigned(gridX), samples = unsigned(gridY),
+           block = unsigned(blockX), shared = unsigned(smem);
+  // Only plain and dependent launches take a second grid dim (batched
+  // rows' samples); the cooperative launch and the queries are of one.
+  if (samples != 1 && kind != NORMRT_IR_LAUNCH &&
+      kind != NORMRT_IR_LAUNCH_DEPENDENT)
+    return fail(NORMRT_ERROR_OUT_OF_RANGE,
+                "mgpuLaunchKernel: a launch of kind %d has a "
+                "one-dimensional grid, got %ux%u",
+                kind, grid, samples);
   int answer = 0;
   int status = NORMRT_SUCCESS;
   switch (kind) {
   case NORMRT_IR_LAUNCH:
-    return normrt_launch(function, grid, 1, block, shared, stream, params);
+    return normrt_launch(function, grid, samples, block, shared, stream,
+                         params);
   case NORMRT_IR_LAUNCH_COOPERATIVE:
     return normrt_launch_cooperative(function, grid, block, shared, stream,
                                      params);
   case NORMRT_IR_LAUNCH_DEPENDENT:
-    return normrt_launch_dependent(function, grid, 1, block, shared, stream,
-                                   params);
+    return normrt_launch_dependent(function, grid, samples, block, shared,
+                                   stream, params);
   case NORMRT_IR_QUERY_OCCUPANCY:
     status = cluster > 1
                  ? normrt_max_active_clusters(function, block, shared,

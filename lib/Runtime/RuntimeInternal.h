@@ -187,9 +187,11 @@ struct LaunchSequence {
   Capture capture;
 };
 extern thread_local LaunchSequence tSequence;
-/// What mgpuLaunchKernel does in a sequence (normrt_ir_next_launch).
-int sequenceLaunch(void *function, intptr_t gridX, intptr_t blockX,
-                   int32_t smem, void *stream, void **params);
+/// What mgpuLaunchKernel does in a sequence (normrt_ir_next_launch); gridY:
+/// batched rows' samples (plain and dependent launches only).
+int sequenceLaunch(void *function, intptr_t gridX, intptr_t gridY,
+                   intptr_t blockX, int32_t smem, void *stream,
+                   void **params);
 
 /// An off switch in the environment (NORMRT_NO_COOPERATIVE, ...).
 bool envSwitchSet(const char *name);

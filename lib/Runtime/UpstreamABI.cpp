@@ -228,11 +228,13 @@ NORMRT_API void mgpuLaunchKernel(void *function, intptr_t gridX,
                  block[3] = {blockX, blockY, blockZ};
   if (tSequence.active) // plain, cooperative, dependent or a query
     return run("mgpuLaunchKernel", [&] {
-      if (gridY != 1 || gridZ != 1 || blockY != 1 || blockZ != 1)
+      // Grids are (programs, samples): batched rows' sample is blockIdx.y.
+      if (gridZ != 1 || blockY != 1 || blockZ != 1)
         return fail(NORMRT_ERROR_OUT_OF_RANGE,
-                    "mgpuLaunchKernel: a launch sequence's grid and block "
-                    "are one-dimensional");
-      return sequenceLaunch(function, gridX, blockX, smem, stream, params);
+                    "mgpuLaunchKernel: a launch sequence's grid is at most "
+                    "two-dimensional and its block one-dimensional");
+      return sequenceLaunch(function, gridX, gridY, blockX, smem, stream,
+                            params);
     });
   run("mgpuLaunchKernel", [&] {
     return launch("mgpuLaunchKernel", function, cluster, grid, block, smem,

@@ -240,6 +240,24 @@ class OlmoLayerNorm(nn.Module):
         return torch.nn.functional.layer_norm(x, (self.n,), None, None, 1e-5)
 
 
+class AdaLNBlock(nn.Module):
+    """DiT's adaLN-Zero modulation (issue 42): a LayerNorm without affine,
+    then x * (1 + scale) + shift with per-sample scale and shift from the
+    conditioning c [B, hidden]; x [B, S, hidden]."""
+
+    def __init__(self, hidden=1024):
+        super().__init__()
+        self.hidden = hidden
+        self.mod = nn.Linear(hidden, 2 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x, c):
+        scale, shift = self.mod(c).chunk(2, dim=-1)
+        h = torch.nn.functional.layer_norm(x, (self.hidden,), None, None,
+                                           1e-6)
+        return self.proj(h * (1 + scale[:, None]) + shift[:, None])
+
+
 class Block(nn.Module):
     """A residual block around one norm: x + down(norm(up(x))), the norm
     `norm(hidden)` (a class above or torch.nn's)."""

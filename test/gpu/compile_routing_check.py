@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """torch.compile on unmodified models, with norm_opt.torch.enable_compile_
-routing() (issues 30 and 40): the norm backwards of nn.LayerNorm,
-nn.RMSNorm, a hand-written LLaMA-style RMSNorm, a Gemma-style (1 + w) one
-and a weight-only fp32 LayerNorm, as Inductor decomposes them, must be
+routing() (issues 30, 40 and 42): the norm backwards of nn.LayerNorm,
+nn.RMSNorm, a hand-written LLaMA-style RMSNorm, a Gemma-style (1 + w) one,
+a weight-only fp32 LayerNorm and DiT's adaLN modulation (per-sample scale
+and shift: one batched-rows group), as Inductor decomposes them, must be
 found by the recognition pass (norm_opt.compile_route), run on our kernels,
 and every gradient must match eager torch.
 
@@ -33,8 +34,8 @@ import norm_opt.torch as nt
 from harness import Worst, add_inject_option, poison
 from norm_opt.checks import Checks
 from norm_opt.reference import rel_l2, worst
-from norm_opt.testing import (Block, CohereLayerNorm, GemmaRMSNorm,
-                              LlamaRMSNorm, OlmoLayerNorm)
+from norm_opt.testing import (AdaLNBlock, Block, CohereLayerNorm,
+                              GemmaRMSNorm, LlamaRMSNorm, OlmoLayerNorm)
 
 HIDDEN = 1024  # Block's default hidden size
 # Whole-model gradients against eager torch (whose own bf16 rounding is in
@@ -43,14 +44,17 @@ HIDDEN = 1024  # Block's default hidden size
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 
-def run(model, x, module=None):
-    """Forward + backward of `model`; the gradients of `module`'s
-    parameters (the compiled model's original module) and of x."""
-    x = x.detach().clone().requires_grad_()
-    model(x).float().pow(2).mean().backward()
+def run(model, xs, module=None):
+    """Forward + backward of `model` on the inputs `xs`; the gradients of
+    `module`'s parameters (the compiled model's original module) and of
+    each input."""
+    xs = [x.detach().clone().requires_grad_() for x in xs]
+    model(*xs).float().pow(2).mean().backward()
     grads = {n: p.grad for n, p in (module or model).named_parameters()}
-    grads["input"] = x.grad
+    for i, x in enumerate(xs):
+        grads["input" if i == 0 else f"input{i}"] = x.grad
     return grads
+
 
 
 def main():
@@ -63,7 +67,8 @@ def main():
              ("LLaMA RMSNorm", LlamaRMSNorm, True),
              ("Gemma RMSNorm", GemmaRMSNorm, True),
              ("Cohere LN f32", CohereLayerNorm, True),
-             ("OLMo LN", OlmoLayerNorm, True)]
+             ("OLMo LN", OlmoLayerNorm, True),
+             ("DiT adaLN", None, True)]
     only = os.environ.get("NORM_ROUTING_CASES")  # "OLMo LN,nn.RMSNorm"
     if only:
         cases = [c for c in cases if c[0] in only.split(",")]
@@ -74,12 +79,15 @@ def main():
     data = []
     for name, norm, routed in cases:
         for dtype in (torch.float32, torch.bfloat16):
-            model = Block(norm).cuda().to(dtype)
+            model = (AdaLNBlock(HIDDEN) if norm is None else
+                     Block(norm)).cuda().to(dtype)
             with torch.no_grad():  # weights away from their init
                 for p in model.parameters():
                     p.add_(torch.randn_like(p) * 0.1)
-            x = torch.randn(8, 512, HIDDEN, device="cuda", dtype=dtype)
-            data.append((name, dtype, routed, model, x, run(model, x)))
+            xs = [torch.randn(8, 512, HIDDEN, device="cuda", dtype=dtype)]
+            if norm is None:  # the conditioning, [B, hidden]
+                xs.append(torch.randn(8, HIDDEN, device="cuda", dtype=dtype))
+            data.append((name, dtype, routed, model, xs, run(model, xs)))
     if args.inject == "empty":  # self-check: compare nothing
         data = []
     # Compile every graph here (a cached one would skip the pass that
@@ -90,7 +98,7 @@ def main():
     remarks = 0
     checks = Checks("compile_routing_check", expected=2 * len(data))
     errors = Worst("compile_routing_check")
-    for name, dtype, routed, model, x, want in data:
+    for name, dtype, routed, model, xs, want in data:
         compiled_model = copy.deepcopy(model)
         for p in compiled_model.parameters():
             p.grad = None
@@ -98,7 +106,7 @@ def main():
         def rewritten():
             return routing.regions
         replaced, launches = rewritten(), nt.launches
-        got = run(torch.compile(compiled_model), x, compiled_model)
+        got = run(torch.compile(compiled_model), xs, compiled_model)
         replaced, launches = rewritten() - replaced, nt.launches - launches
         for r in routing.remarks[remarks:]:
             print(f"  remark: {r}")

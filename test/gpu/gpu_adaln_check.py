@@ -20,7 +20,8 @@ Two modes (PYTHONPATH=python:test/lib-python):
   python3 test/gpu/gpu_adaln_check.py --dir .carry/adaln [--quick]
       (GPU machine) -- fresh random inputs (never zero), outputs poisoned
       with NaN, every result against float64 by relative L2 error, every
-      result bitwise identical over 3 calls
+      result bitwise identical over 3 calls; --tiny: small shapes, for
+      compute-sanitizer
 Prints one line per check and a summary last.
 """
 
@@ -47,6 +48,8 @@ FUNCTIONS = (
 # 1152), samples of one token, uneven sizes, many samples.
 SHAPES = [(2, 3), (5, 1), (3, 257), (64, 256), (1, 1000), (33, 7)]
 QUICK_SHAPES = [(2, 3), (3, 257), (64, 256)]
+# Under compute-sanitizer (--tiny): every kernel path, few elements.
+TINY_SHAPES = [(2, 3), (5, 1), (3, 37)]
 
 
 def build(out, norm_opt):
@@ -186,7 +189,8 @@ def numerics(args):
                 os.path.join(args.dir, f"{name}.host.mlir"), name)
             shapes = [(b, s)]
         else:
-            shapes = QUICK_SHAPES if args.quick else SHAPES
+            shapes = (TINY_SHAPES if args.tiny else
+                      QUICK_SHAPES if args.quick else SHAPES)
         for B, S in shapes:
             ins = make_inputs(B, S, n, dtype, chained, gen)
             runs = []
@@ -221,6 +225,8 @@ def main():
     ap.add_argument("--norm-opt", default="build/bin/norm-opt")
     ap.add_argument("--dir", default=".carry/adaln")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tiny", action="store_true",
+                    help="few elements per case (under compute-sanitizer)")
     add_inject_option(ap)
     args = ap.parse_args()
     if args.build:

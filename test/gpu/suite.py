@@ -68,8 +68,8 @@ class Check:
 
 CHECKS = [
     Check("routing", ["test/gpu/compile_routing_check.py"], timeout=900,
-          what="torch.compile route: six norm spellings, f32 and bf16, "
-               "against eager"),
+          what="torch.compile route: seven norm spellings (adaLN "
+               "included), f32 and bf16, against eager"),
     Check("torch-ops", ["test/gpu/torch_ops_check.py"],
           what="norm_opt.torch ops against torch's op rules"),
     Check("masks", ["test/gpu/gpu_mask_check.py", "--dir", "{work}"],
@@ -81,6 +81,11 @@ CHECKS = [
           build=["test/gpu/gpu_channels_first_check.py", "--build", "{work}",
                  "--norm-opt", "{norm_opt}"],
           quick=["--quick"], what="channels-first kernels against float64"),
+    Check("adaln", ["test/gpu/gpu_adaln_check.py", "--dir", "{work}"],
+          build=["test/gpu/gpu_adaln_check.py", "--build", "{work}",
+                 "--norm-opt", "{norm_opt}"],
+          quick=["--quick"],
+          what="adaLN batched rows (and the 193061 chain) against float64"),
     Check("graph", ["test/gpu/gpu_graph_check.py", "--dir", "{work}"],
           build=["test/gpu/gpu_graph_check.py", "--build", "{work}",
                  "--norm-opt", "{norm_opt}"],
@@ -123,6 +128,8 @@ INJECTED = {
     "channels-first": (["test/gpu/gpu_channels_first_check.py", "--dir",
                         "{work}", "--quick"], {}),
     "graph": (["test/gpu/gpu_graph_check.py", "--dir", "{work}", "--quick"],
+              {}),
+    "adaln": (["test/gpu/gpu_adaln_check.py", "--dir", "{work}", "--tiny"],
               {}),
     "kernels": (["test/gpu/gpu_check.py", "--dir", "{work}", "--quick",
                  "--no-huge", "--libs", "librms_bf16.so"], {}),
