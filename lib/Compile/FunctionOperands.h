@@ -22,12 +22,22 @@
 
 namespace mlir::norm::compile_detail {
 
+/// The leading dims a group's launcher takes as its `batch` parameter:
+/// batched rows' samples (adaLN's B), a slab domain's R dims (GroupNorm's
+/// N); 0 for none.
+inline int64_t batchParamRank(MixedReductionOp op) {
+  if (std::optional<SlabDomain> slab = op.getSlabDomain())
+    return slab->rRank;
+  return op.getBatchRank();
+}
+
 /// Whether two fused groups share their launcher's domain parameters:
-/// one domain shape, N at one dim, and the same batched rows.
+/// one domain shape, N at one dim, and the same batch parameter.
 inline bool sameDomain(MixedReductionOp a, MixedReductionOp b) {
   return a.getDomainShape() == b.getDomainShape() &&
          a.getNDimIndex() == b.getNDimIndex() &&
-         a.getBatchRank() == b.getBatchRank();
+         batchParamRank(a) == batchParamRank(b) &&
+         a.getSlabDomain().has_value() == b.getSlabDomain().has_value();
 }
 
 inline bool isReshape(Operation *op) {

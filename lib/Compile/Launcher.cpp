@@ -235,7 +235,7 @@ LauncherSignature LauncherBuilder::signature(func::FuncOp fn,
   for (unsigned g = 0; g < sig.numDomains; ++g) {
     std::string suffix = sig.perGroup ? std::to_string(g) : "";
     sig.rowsParam.push_back(sig.names.size());
-    sig.batched.push_back(MixedReductionOp(groups[g].op).getBatchRank() > 0);
+    sig.batched.push_back(compile_detail::batchParamRank(groups[g].op) > 0);
     sig.names.push_back("rows" + suffix);
     sig.names.push_back("cols" + suffix);
     sig.types.append(2, i64);
@@ -370,18 +370,35 @@ void LauncherBuilder::body(StringRef name, ArrayRef<GroupParams> groups,
     });
     MixedReductionOp op = groups[d].op;
     std::string suffix = sig.perGroup ? std::to_string(d) : "";
-    host.checkDomain(name, op.getDomainShape(), op.getNDimIndex(),
-                     ops[d].rows, ops[d].cols, suffix, strides);
+    // A slab domain's op splits C into [G, C/G]: its tensors' last dim is
+    // not the op's (checkSlabs).
+    if (std::optional<SlabDomain> slab = op.getSlabDomain())
+      host.checkSlabs(name, op.getDomainShape(), *slab, ops[d].rows,
+                      ops[d].cols, ops[d].batch, suffix);
+    else
+      host.checkDomain(name, op.getDomainShape(), op.getNDimIndex(),
+                       ops[d].rows, ops[d].cols, suffix, strides);
     if (sig.batched[d])
-      host.checkBatch(name, op.getDomainShape().take_front(op.getBatchRank()),
-                      ops[d].rows, ops[d].batch, suffix);
+      host.checkBatch(
+          name,
+          op.getDomainShape().take_front(compile_detail::batchParamRank(op)),
+          ops[d].rows, ops[d].batch, suffix);
+    if (op.getSlabDomain())
+      host.checkContiguous(name, ops[d].cols, strides);
   }
   Value sms = host.smCount();
   for (auto [group, o] : llvm::zip(groups, ops)) {
-    // Batched rows: the kernels take the rows of one sample.
+    // Batched rows: the kernels take the rows of one sample. Slabs: the
+    // slabs and a slab's elements.
     GroupLaunchOperands sample = o;
-    if (o.batch)
+    MixedReductionOp op = group.op;
+    if (std::optional<SlabDomain> slab = op.getSlabDomain()) {
+      std::tie(sample.rows, sample.cols) =
+          host.slabsOf(o.rows, o.cols, o.batch, *slab);
+      sample.batch = Value();
+    } else if (o.batch) {
       sample.rows = host.rowsPerSample(o.rows, o.batch);
+    }
     host.launchGroup(name, group.plan, sample, sms, stream);
   }
   func::ReturnOp::create(b, loc, host.end(stream, /*printFailure=*/false));

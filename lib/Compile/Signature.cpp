@@ -16,6 +16,10 @@
 //   "rows"          row operands (mean, rstd): contiguous [rows...]
 //   "cols"          column operands, initial values and results: [cols]
 //   "batch_cols"    the same of batched rows: contiguous [batch..., cols]
+//   "slab_rows"     row operands of a slab domain (GroupNorm's mean, rstd
+//                   [N, G]): contiguous, led by the batch dims
+//   "slab_cols"     column operands, initial values and results of a slab
+//                   domain ([C] or [G, C/G]): contiguous, static
 //   "scalar"        a 0-d tensor read by a payload
 //
 //===----------------------------------------------------------------------===//
@@ -87,12 +91,16 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
     using compile_detail::argumentOf;
     using compile_detail::resultOf;
     StringRef full = op.isRowMajor() ? "rows_by_cols" : "channels_first";
-    StringRef cols = op.getBatchRank() > 0 ? "batch_cols" : "cols";
+    bool slabs = op.getSlabDomain().has_value();
+    StringRef cols = slabs                   ? "slab_cols"
+                     : op.getBatchRank() > 0 ? "batch_cols"
+                                             : "cols";
+    StringRef rows = slabs ? "slab_rows" : "rows";
     for (Value v : op.getFull())
       if (failed(note(argumentOf(v), "arg", full, op)))
         return WalkResult::interrupt();
     for (Value v : op.getRow())
-      if (failed(note(argumentOf(v), "arg", "rows", op)))
+      if (failed(note(argumentOf(v), "arg", rows, op)))
         return WalkResult::interrupt();
     for (Value v : op.getCol())
       if (failed(note(argumentOf(v), "arg", cols, op)))
@@ -117,7 +125,7 @@ FailureOr<Layouts> layouts(func::FuncOp fn) {
     }
     if (perGroup || result.nDims.empty()) {
       result.nDims.push_back(op.getNDimIndex());
-      result.batchRanks.push_back(op.getBatchRank());
+      result.batchRanks.push_back(compile_detail::batchParamRank(op));
     }
     ++group;
     return WalkResult::advance();

@@ -76,11 +76,11 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
 void norm::buildNormFusePipeline(OpPassManager &pm) {
   addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
-  // Of the multi-axis groups, batched rows (adaLN) fuse: the GPU lowering
-  // takes them; the others (GroupNorm) stay unfused here until it does:
-  // the CPU pipeline fuses them.
+  // Of the multi-axis groups, those the GPU lowering takes fuse (adaLN's
+  // batched rows, GroupNorm's slabs); any other stays as written (the CPU
+  // pipeline fuses them all).
   NormFuseMixedReductionsOptions fuse;
-  fuse.multiAxis = "batched";
+  fuse.multiAxis = "gpu";
   pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions(fuse));
   addUpstream(pm, "canonicalize,cse");
 }

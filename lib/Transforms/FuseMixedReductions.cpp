@@ -46,6 +46,7 @@ std::optional<MultiAxisGroups> norm::parseMultiAxisGroups(StringRef word) {
       .Case("true", MultiAxisGroups::All)
       .Case("false", MultiAxisGroups::None)
       .Case("batched", MultiAxisGroups::BatchedRows)
+      .Case("gpu", MultiAxisGroups::Gpu)
       .Default(std::nullopt);
 }
 
@@ -61,7 +62,8 @@ struct NormFuseMixedReductionsPass
     if (!groups) {
       getOperation().emitError()
           << "invalid value '" << multiAxis
-          << "' of the option multi-axis: expected true, false or batched";
+          << "' of the option multi-axis: expected true, false, batched or "
+             "gpu";
       return signalPassFailure();
     }
     options.multiAxis = *groups;

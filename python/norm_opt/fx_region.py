@@ -303,10 +303,10 @@ def fuse_with(norm_opt, row_only=True):
     """The oracle `refine` asks: runs `norm_opt` (a path) over an imported
     function; returns (groups, left, remarks, fused MLIR). Backward graphs
     take row-only groups too (a norm without affine parameters).
-    Of the multi-axis groups, batched rows (adaLN) fuse; the others
-    (GroupNorm) stay unfused, with their remark, until the GPU lowering
-    takes them (it refuses them today)."""
-    option = "remarks=true multi-axis=batched" + (
+    Of the multi-axis groups, those the GPU lowering takes fuse (adaLN's
+    batched rows, GroupNorm's slabs); any other stays unfused, with its
+    remark."""
+    option = "remarks=true multi-axis=gpu" + (
         " row-only=true" if row_only else "")
     def fuse(mlir):
         proc = subprocess.run(

@@ -286,6 +286,11 @@ class Function:
                 raise ArgumentError(f"{where} must have shape ({cols},) (the "
                                     f"cols of {owner.name}), got {shape}",
                                     spec.name)
+            if spec.layout == "slab_rows" and (
+                    tuple(shape[:batch_rank]) != tuple(lead[:batch_rank])):
+                raise ArgumentError(
+                    f"{where} must start with the samples {lead[:batch_rank]}"
+                    f" of {owner.name}, got {shape}", spec.name)
             if spec.layout == "batch_cols":
                 want = tuple(lead[:batch_rank]) + (cols,)
                 if shape != want and not (len(shape) == len(spec.shape)

@@ -20,7 +20,8 @@ DTYPE_NAMES = {
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8,
                  "i32": 4, "i16": 2, "i8": 1, "i1": 1}
 LAYOUTS = ("rows_by_cols", "rows", "cols", "scalar", "unused",
-           "rows_or_cols", "channels_first", "batch_cols")
+           "rows_or_cols", "channels_first", "batch_cols", "slab_rows",
+           "slab_cols")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,15 +47,16 @@ func.func @dynamic_n(%x: tensor<4x?x8xf32>, %r: tensor<4x8xf32>, %z: tensor<?xf3
 
 // -----
 
-// A multi-axis group other than batched rows (GroupNorm: row sums over
-// C/G and HW, column sums over N and HW) has no GPU kernels yet: a located
+// A multi-axis group that is neither batched rows (adaLN) nor a GroupNorm
+// slab domain (here the dims' roles run R, C, A, D: the channel dim the
+// rows sum over comes before the group dim) has no GPU kernels: a located
 // error, not a miscompile (norm-opt compile's fuse step leaves such groups
-// unfused: multi-axis=batched). adaLN's batched rows map:
-// convert-norm-to-gpu-batched.mlir.
-func.func @group_norm_multi_axis(%xhat: tensor<2x2x3x4xf32>, %dy: tensor<2x2x3x4xf32>, %rstd: tensor<2x2xf32>, %w: tensor<2x3xf32>, %z: tensor<2x3xf32>) -> (tensor<2x2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+// unfused: multi-axis=gpu). adaLN: convert-norm-to-gpu-batched.mlir;
+// GroupNorm: convert-norm-to-gpu-slabs.mlir.
+func.func @unsupported_multi_axis(%xhat: tensor<2x3x2x4xf32>, %dy: tensor<2x3x2x4xf32>, %rstd: tensor<2x2xf32>, %w: tensor<3x2xf32>, %z: tensor<3x2xf32>) -> (tensor<2x3x2x4xf32>, tensor<3x2xf32>, tensor<3x2xf32>) {
   %nf = arith.constant 12.0 : f32
-  // expected-error @+1 {{cannot map onto the GPU: a multi-axis domain (row_sum_dims, col_dims: GroupNorm) other than batched rows (adaLN's [B, S, N]) has no GPU kernels yet}}
-  %dx, %dc:2 = norm.mixed_reduction full(%xhat, %dy : tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) row(%rstd : tensor<2x2xf32>) col(%w : tensor<2x3xf32>) col_init(%z, %z : tensor<2x3xf32>, tensor<2x3xf32>)
+  // expected-error @+1 {{cannot map onto the GPU: a multi-axis domain (row_sum_dims, col_dims) that is neither batched rows (adaLN's [B, S, N]) nor GroupNorm's slabs}}
+  %dx, %dc:2 = norm.mixed_reduction full(%xhat, %dy : tensor<2x3x2x4xf32>, tensor<2x3x2x4xf32>) row(%rstd : tensor<2x2xf32>) col(%w : tensor<3x2xf32>) col_init(%z, %z : tensor<3x2xf32>, tensor<3x2xf32>)
   row_stages {
   ^bb0(%h: f32, %d: f32, %r: f32, %s: f32):
     %g = arith.mulf %d, %s : f32
@@ -77,6 +78,6 @@ func.func @group_norm_multi_axis(%xhat: tensor<2x2x3x4xf32>, %dy: tensor<2x2x3x4
   ^bb0(%h: f32, %d: f32, %r: f32, %s: f32, %sgh: f32, %sg: f32):
     %p = arith.mulf %d, %h : f32
     norm.yield %p, %d : f32, f32
-  } {row_sum_dims = array<i64: 2, 3>, col_dims = array<i64: 1, 2>} -> full(tensor<2x2x3x4xf32>) col(tensor<2x3xf32>, tensor<2x3xf32>)
-  return %dx, %dc#0, %dc#1 : tensor<2x2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+  } {row_sum_dims = array<i64: 1, 3>, col_dims = array<i64: 1, 2>} -> full(tensor<2x3x2x4xf32>) col(tensor<3x2xf32>, tensor<3x2xf32>)
+  return %dx, %dc#0, %dc#1 : tensor<2x3x2x4xf32>, tensor<3x2xf32>, tensor<3x2xf32>
 }

@@ -30,10 +30,13 @@ namespace mlir::norm {
 /// batched).
 enum class MultiAxisGroups {
   None,        // none: reported and left unfused
-  BatchedRows, // batched rows only (adaLN's [B, S, N]: the GPU lowering's)
+  BatchedRows, // batched rows only (adaLN's [B, S, N])
+  Gpu,         // the ones the GPU lowering takes: batched rows and slab
+               // domains (GroupNorm, NCHW and channels last)
   All,
 };
-/// The option's word ("true", "false", "batched"); nullopt for others.
+/// The option's word ("true", "false", "batched", "gpu"); nullopt for
+/// others.
 std::optional<MultiAxisGroups> parseMultiAxisGroups(StringRef word);
 
 /// The options of --norm-fuse-mixed-reductions.

@@ -155,11 +155,12 @@ def NormFuseMixedReductions
            "backward graphs it hands over">,
     Option<"multiAxis", "multi-axis", "std::string", /*default=*/"\"true\"",
            "Which multi-axis groups fuse (GroupNorm, adaLN: row and column "
-           "sums over several dims): true (all), false (none), or batched "
+           "sums over several dims): true (all), false (none), batched "
            "(batched rows only: adaLN's [B, S, N], a 2-D problem per "
-           "sample). The others are left unfused with a remark; norm-opt's "
-           "GPU pipeline asks for batched, the groups convert-norm-to-gpu "
-           "takes">
+           "sample) or gpu (the ones convert-norm-to-gpu takes: batched "
+           "rows and GroupNorm's slabs, NCHW or channels last). The others "
+           "are left unfused with a remark; norm-opt's GPU pipeline and the "
+           "torch.compile route ask for gpu">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

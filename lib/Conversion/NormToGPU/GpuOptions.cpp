@@ -185,14 +185,16 @@ LogicalResult mlir::norm::validateGpuOptions(const NormGpuOptions &options,
 
 LogicalResult mlir::norm::checkSupportedOnGpu(MixedReductionOp op) {
   // Batched rows (adaLN) are the 2-D kernels with a sample per
-  // blockIdx.y; the other multi-axis domains have none yet.
-  if (op.isMultiAxis() && op.getBatchRank() == 0)
+  // blockIdx.y, slab domains (GroupNorm) the slab kernel; the other
+  // multi-axis domains have none.
+  if (op.isMultiAxis() && op.getBatchRank() == 0 && !op.getSlabDomain())
     return op.emitError()
            << "cannot map onto the GPU: a multi-axis domain (row_sum_dims, "
-              "col_dims: GroupNorm) other than batched rows (adaLN's "
-              "[B, S, N]) has no GPU kernels yet; fuse with "
-              "multi-axis=batched to leave such groups unfused (norm-opt's "
-              "GPU pipeline does), or lower it with --norm-lower-to-cpu";
+              "col_dims) that is neither batched rows (adaLN's [B, S, N]) "
+              "nor GroupNorm's slabs ([N, G, C/G, HW] or [N, HW, G, C/G], G "
+              "and C/G static) has no GPU kernels; fuse with multi-axis=gpu "
+              "to leave such groups unfused (norm-opt's GPU pipeline does), "
+              "or lower it with --norm-lower-to-cpu";
   int64_t n = op.getStaticCols();
   if (n == 0)
     return op.emitError()

@@ -134,11 +134,11 @@ LogicalResult KernelBuilderBase::cloneCaptured(Value v,
     auto type = dyn_cast<RankedTensorType>(dim.getSource().getType());
     if (!index || !type || type.getRank() != domainRank)
       return failure();
-    Value size;
+    Value size = sources.dimSizes.lookup(*index);
     int64_t colsDim = sources.colsDim >= 0 ? sources.colsDim : domainRank - 1;
-    if (*index == colsDim)
+    if (!size && *index == colsDim)
       size = sources.cols;
-    else if (domainRank == 2)
+    else if (!size && domainRank == 2)
       size = sources.rows;
     if (!size)
       return failure();

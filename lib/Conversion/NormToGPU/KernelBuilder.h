@@ -45,6 +45,8 @@ struct CaptureSources {
   int64_t domainRank = 2;
   int64_t colsDim = -1; // the domain dim that is N (-1: the last)
   Value rows, cols;     // i64 sizes for a captured tensor.dim, if known
+  /// Sizes of other domain dims, where the kernel knows them (i64).
+  DenseMap<int64_t, Value> dimSizes;
   /// Captured 0-d tensor reads -> the kernel pointers that hold them.
   DenseMap<Value, Value> scalarPointers;
 };
@@ -194,6 +196,12 @@ private:
                     Value smem, Value col, ArrayRef<Value> inits,
                     ArrayRef<Value> outs);
 };
+
+/// The slab kernel of a GroupNorm-like op (plan.slabRows; SlabKernel.cpp):
+/// its body, in `func` (mainKernelParams' parameters, a workgroup buffer of
+/// the block reduction's slots).
+LogicalResult buildSlabKernel(OpBuilder &b, MixedReductionOp op,
+                              const KernelPlan &plan, gpu::GPUFuncOp func);
 
 } // namespace mlir::norm
 

@@ -87,6 +87,8 @@ constexpr int64_t kMinRingLanes = 16;
 /// rows"): the W warps of a tile split N so each walks about this many
 /// columns (a few iterations per pass), at most 16 of them; a CTA of 16
 /// warps (512 threads) takes 16 / W tiles at once.
+/// The slab kernel's threads per CTA (one CTA per GroupNorm slab).
+constexpr int64_t kSlabThreads = 512;
 constexpr int64_t kStridedColumnsPerWarp = 12;
 constexpr int64_t kStridedWarpsPerCTA = 16;
 constexpr int64_t kStridedRowsPerLane = 4;
@@ -103,6 +105,8 @@ public:
         batched(op.getBatchRank() > 0) {}
 
   KernelPlan run() {
+    if (op.getSlabDomain())
+      return planSlabRows();
     if (!op.isRowMajor())
       return planStridedRows();
     int64_t n = op.getDomainShape().back();
@@ -114,6 +118,22 @@ public:
   }
 
 private:
+  /// A slab domain (GroupNorm, checkSupportedOnGpu): one CTA of
+  /// kSlabThreads (or threads-per-row) threads per slab, scalar accesses,
+  /// two launches.
+  KernelPlan planSlabRows() {
+    KernelPlan plan;
+    plan.slabRows = true;
+    plan.vector = 1;
+    plan.threadsPerRow =
+        options.threadsPerRow >= 32 ? options.threadsPerRow : kSlabThreads;
+    plan.rowsPerCta = 1;
+    plan.columnGroups = 1;
+    plan.programsPerSm = options.programsPerSM;
+    plan.estimatedRegisters = 64;
+    return plan;
+  }
+
   /// A channels-first domain (static N, checkSupportedOnGpu): W warps of
   /// a tile split N, about kStridedColumnsPerWarp columns each, held in
   /// registers between the passes where they fit.

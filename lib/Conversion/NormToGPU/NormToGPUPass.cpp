@@ -107,6 +107,11 @@ struct ConvertNormToGPUPass
         os << "occupancy";
       return text;
     };
+    if (plan.slabRows) {
+      os << "GroupNorm slabs: a CTA of " << plan.block()
+         << " threads per slab, column sums per channel in the CTA";
+      return text;
+    }
     if (plan.stridedRows) {
       os << "channels-first rows: " << plan.vector
          << " rows per lane (1 in the scalar kernel), "
@@ -224,6 +229,8 @@ struct ConvertNormToGPUPass
                                 const GpuTarget &target) {
     if (plan.stridedRows)
       return emitStridedKernel(b, gpuModule, symbols, op, plan, prefix, target);
+    if (plan.slabRows)
+      return emitSlabKernel(b, gpuModule, symbols, op, plan, prefix, target);
     SmallVector<Type> mainSmem;
     if (plan.threadsPerRow > 32) {
       size_t maxSums = 1;
@@ -269,6 +276,27 @@ struct ConvertNormToGPUPass
       return failure();
     (*builder)->build();
     return checkKernelResources(op, fn, plan.dynamicSharedBytes, target);
+  }
+
+  /// The one main kernel of a slab plan (GroupNorm; SlabKernel.cpp): the
+  /// scalar kernel, with the slots of its block reductions.
+  LogicalResult emitSlabKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
+                               SymbolTable &symbols, MixedReductionOp op,
+                               const KernelPlan &plan, StringRef prefix,
+                               const GpuTarget &target) {
+    size_t maxSums = std::max<size_t>(1, op.getColResults().size());
+    for (Region &stage : op.getRowStages())
+      maxSums = std::max<size_t>(
+          maxSums, stage.front().getTerminator()->getNumOperands());
+    OpBuilder::InsertionGuard guard(b);
+    gpu::GPUFuncOp fn = makeKernel(
+        b, gpuModule, symbols, op.getLoc(),
+        (prefix + kMainScalarKernelSuffix).str(),
+        mainKernelParameterTypes(op), plan.block(),
+        {workgroupBuffer(b, maxSums * std::max<int64_t>(1, plan.block() / 32))});
+    if (failed(buildSlabKernel(b, op, plan, fn)))
+      return failure();
+    return checkKernelResources(op, fn, 0, target);
   }
 
   /// The one main kernel of a channels-first plan (StridedKernelBuilder).

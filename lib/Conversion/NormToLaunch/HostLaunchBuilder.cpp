@@ -231,6 +231,67 @@ Value HostLaunchBuilder::rowsPerSample(Value rows, Value batch) {
   return arith::DivSIOp::create(b, loc, rows, safe);
 }
 
+std::pair<Value, Value> HostLaunchBuilder::slabsOf(Value rows, Value cols,
+                                                   Value batch,
+                                                   const SlabDomain &slab) {
+  Value slabs = arith::MulIOp::create(b, loc, batch, constant(slab.aSize));
+  // rows / batch x cols / A: every factor divides exactly (A's dims lead
+  // cols or are among the rows' after batch's).
+  Value perSample = arith::MulIOp::create(b, loc, rowsPerSample(rows, batch),
+                                          cols);
+  Value elems = arith::DivSIOp::create(b, loc, perSample, constant(slab.aSize));
+  return {slabs, elems};
+}
+
+void HostLaunchBuilder::checkSlabs(StringRef function,
+                                   ArrayRef<int64_t> domain,
+                                   const SlabDomain &slab, Value rows,
+                                   Value cols, Value batch,
+                                   StringRef suffix) {
+  std::string r = ("rows" + suffix).str(), c = ("cols" + suffix).str();
+  using P = arith::CmpIPredicate;
+  auto cmp = [&](P p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  };
+  failIf(arith::OrIOp::create(b, loc, cmp(P::slt, rows, constant(0)),
+                              cmp(P::slt, cols, constant(1))),
+         kOutOfRange,
+         function + ": " + r + " must be >= 0 and " + c + " >= 1");
+  // The elements of one sample (the dims after R), where static; the A x C
+  // of them always.
+  int64_t perSample = 1;
+  for (int64_t d : domain.drop_front(slab.rRank))
+    perSample = ShapedType::isDynamic(d) || perSample < 0 ? -1 : perSample * d;
+  Value all = arith::MulIOp::create(b, loc, rows, cols);
+  std::string n = ("batch" + suffix).str();
+  if (perSample >= 0) {
+    failIf(cmp(P::ne, all,
+               arith::MulIOp::create(b, loc, batch, constant(perSample))),
+           kOutOfRange,
+           function + ": " + r + " x " + c + " must be " + n + " x " +
+               Twine(perSample) + " (the elements of a sample)");
+    return;
+  }
+  Value group = arith::MulIOp::create(
+      b, loc, arith::MaxSIOp::create(b, loc, batch, constant(1)),
+      constant(slab.aSize * slab.cSize));
+  failIf(cmp(P::ne, arith::RemSIOp::create(b, loc, all, group), constant(0)),
+         kOutOfRange,
+         function + ": " + r + " x " + c + " must be a multiple of " + n +
+             " x " + Twine(slab.aSize * slab.cSize) +
+             " (the samples' G x C/G channels)");
+}
+
+void HostLaunchBuilder::checkContiguous(StringRef function, Value cols,
+                                        ArrayRef<LaunchValue> strides) {
+  for (const LaunchValue &s : strides)
+    failIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, s.value,
+                                 cols),
+           kOutOfRange,
+           function + ": " + s.name +
+               " must be cols (contiguous tensors: a GroupNorm group)");
+}
+
 HostLaunchBuilder::Flags
 HostLaunchBuilder::vectorFlags(StringRef function, const GroupLaunchPlan &plan,
                                const GroupLaunchOperands &ops) {
@@ -628,6 +689,8 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
                                    const Flags &flags, Value sms,
                                    Value stream) {
   const int64_t numCol = plan.numColumnResults;
+  if (k.slabRows)
+    return launchSlabs(plan, k, ops, stream);
   KernelChoice choice = chooseKernel(k, flags, ops.rows, sms);
   Grid grid = persistentGrid(plan, k, choice, ops, flags, sms);
   Arith m{b, loc};
@@ -642,4 +705,35 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
   Value finalize = launchMain(k, choice, grid, ops, numCol, ws, stream);
   if (numCol > 0)
     launchFinal(plan, k, ops, ws, grid.programs, finalize);
+}
+
+void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
+                                    const KernelLaunch &k,
+                                    const GroupLaunchOperands &ops,
+                                    Value stream) {
+  Arith m{b, loc};
+  const int64_t numCol = plan.numColumnResults;
+  MixedReductionOp op = ops.op;
+  std::optional<SlabDomain> slab = op.getSlabDomain();
+  // N partial rows (a sample each) of A x C column slots.
+  Value programs = m.div(ops.rows, m.i64(slab->aSize));
+  GroupLaunchOperands columns = ops;
+  columns.cols = m.i64(slab->aSize * slab->cSize);
+  Value ws = numCol > 0 ? workspace(numCol, programs, columns.cols, stream)
+                        : null();
+  auto mainIf = scf::IfOp::create(
+      b, loc,
+      m.both(m.cmp(Arith::P::sgt, ops.rows, m.i64(0)),
+             m.cmp(Arith::P::sgt, ops.cols, m.i64(0))),
+      /*withElse=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&mainIf.getThenRegion().front());
+    SmallVector<Value> args = kernelArguments(
+        mainKernelParams(ops.op), ops, {ws, null(), m.i64(0), Value()});
+    launch({k.prefix + kMainScalarKernelSuffix.str()}, Value(), ops.rows,
+           k.block(), m.i64(0), args);
+  }
+  if (numCol > 0)
+    launchFinal(plan, k, columns, ws, programs, m.i64(0));
 }

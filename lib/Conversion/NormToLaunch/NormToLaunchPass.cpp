@@ -117,7 +117,17 @@ LogicalResult GroupLowering::lower(bool synchronize) {
   const unsigned batchRank = op.getBatchRank();
   Value rows = arith::ConstantIndexOp::create(b, loc, 1);
   Value inner = rows, batch = rows;
+  // Slabs (GroupNorm): rows = the slabs (the row dims), cols = a slab's
+  // elements (the summed dims).
+  const bool slabs = op.getSlabDomain().has_value();
+  SmallVector<int64_t> summed = op.getRowSumDimList();
+  Value slabElems = rows;
   for (auto [i, d] : llvm::enumerate(dims)) {
+    if (slabs) {
+      Value &into = llvm::is_contained(summed, int64_t(i)) ? slabElems : rows;
+      into = arith::MulIOp::create(b, loc, into, d);
+      continue;
+    }
     if (i < batchRank)
       batch = arith::MulIOp::create(b, loc, batch, d);
     else if (i != nDim)
@@ -128,7 +138,7 @@ LogicalResult GroupLowering::lower(bool synchronize) {
   ops.rows = asI64(rows);
   if (batchRank > 0)
     ops.batch = asI64(batch);
-  ops.cols = asI64(dims[nDim]);
+  ops.cols = asI64(slabs ? slabElems : dims[nDim]);
   Value stride = op.isRowMajor() ? ops.cols : asI64(inner);
   for (auto [i, v] : llvm::enumerate(op.getFull()))
     ops.fullIn.push_back(input(v, "full input " + Twine(i)));
@@ -168,8 +178,10 @@ LogicalResult GroupLowering::lower(bool synchronize) {
     replaced.push_back({out, buffer});
   }
 
-  host.checkDomain(name, op.getDomainShape().drop_front(batchRank),
-                   nDim - batchRank, ops.rows, ops.cols, "", {});
+  // (A slab domain's rows and cols are the tensors' own.)
+  if (!slabs)
+    host.checkDomain(name, op.getDomainShape().drop_front(batchRank),
+                     nDim - batchRank, ops.rows, ops.cols, "", {});
   Value sms = host.smCount();
   host.launchGroup(name, *plan, ops, sms, stream);
   if (synchronize)

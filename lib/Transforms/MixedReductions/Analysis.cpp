@@ -732,7 +732,7 @@ void Analysis::fuseDomain(ArrayRef<int64_t> loops, const Pairing &p,
       bool fuses = succeeded(validate(group, why, allowRowOnly)) &&
                    succeeded(decide(group, plan, why));
       if (fuses && pairing.isMultiAxis() &&
-          !multiAxisFuses(pairing, domain.size())) {
+          !multiAxisFuses(pairing, domain)) {
         // Reported, and claimed: no later pairing takes these reductions
         // (nor overwrites the reason).
         why = "a multi-axis group (row sums over dims " +
@@ -740,7 +740,10 @@ void Analysis::fuseDomain(ArrayRef<int64_t> loops, const Pairing &p,
               dimsText(pairing.colKept) + "), and " +
               (multiAxis == MultiAxisGroups::None
                    ? "multi-axis groups are off (multi-axis=false)"
-                   : "only batched rows fuse (multi-axis=batched)");
+               : multiAxis == MultiAxisGroups::BatchedRows
+                   ? "only batched rows fuse (multi-axis=batched)"
+                   : "only the GPU lowering's fuse (multi-axis=gpu: batched "
+                     "rows, GroupNorm slabs)");
         if (found)
           found->push_back(describe(group, why));
         for (Operation *op : group.candidates) {

@@ -174,14 +174,18 @@ public:
         multiAxis(options.multiAxis), control(control), found(found), dryRun(dryRun) {}
 
   void run();
-  /// Whether a multi-axis pairing of a domain of `rank` dims fuses under
-  /// the multi-axis option.
-  bool multiAxisFuses(const Pairing &pairing, unsigned rank) const {
-    if (multiAxis != MultiAxisGroups::BatchedRows)
+  /// Whether a multi-axis pairing of the domain `extents` fuses under the
+  /// multi-axis option.
+  bool multiAxisFuses(const Pairing &pairing,
+                      ArrayRef<int64_t> extents) const {
+    if (multiAxis == MultiAxisGroups::All || multiAxis == MultiAxisGroups::None)
       return multiAxis == MultiAxisGroups::All;
     SmallVector<int64_t> sums(pairing.rowSum.begin(), pairing.rowSum.end());
     SmallVector<int64_t> kept(pairing.colKept.begin(), pairing.colKept.end());
-    return batchedRowsRank(rank, sums, kept) > 0;
+    if (batchedRowsRank(extents.size(), sums, kept) > 0)
+      return true;
+    return multiAxis == MultiAxisGroups::Gpu &&
+           slabDomainOf(extents, sums, kept).has_value();
   }
   /// The fused ops made, in order.
   ArrayRef<MixedReductionOp> fusedOps() const { return fused; }

@@ -63,7 +63,8 @@ struct LaunchValue {
 
 /// One group's kernel operands, in the kernels' parameter order, and its
 /// domain (i64 rows = product of the leading dims, i64 cols = N; batched
-/// rows: rows of one sample, and the samples).
+/// rows: rows of one sample, and the samples; slabs: rows = the slabs,
+/// cols = a slab's elements).
 struct GroupLaunchOperands {
   SmallVector<LaunchValue> fullIn, rowIn, colIn, fullOut, scalars, initIn,
       colOut;
@@ -101,6 +102,20 @@ public:
                   Value rows, Value batch, StringRef suffix);
   /// rows / batch, 0 for no sample.
   Value rowsPerSample(Value rows, Value batch);
+  /// A slab domain's (slabs, elements per slab) from a launcher's rows
+  /// (the leading dims), cols (the last) and batch (the R dims): batch x A
+  /// and rows x cols / (batch x A) (0 and 0 for no sample).
+  std::pair<Value, Value> slabsOf(Value rows, Value cols, Value batch,
+                                  const SlabDomain &slab);
+  /// A slab domain's launcher sizes: rows >= 0, cols >= 1, rows x cols
+  /// batch x the elements of a sample where they are static, else a
+  /// multiple of batch x A x C (batch itself: checkBatch).
+  void checkSlabs(StringRef function, ArrayRef<int64_t> domain,
+                  const SlabDomain &slab, Value rows, Value cols,
+                  Value batch, StringRef suffix);
+  /// Every stride is `cols` (contiguous tensors: a slab domain's).
+  void checkContiguous(StringRef function, Value cols,
+                       ArrayRef<LaunchValue> strides);
   /// The current context's SM count (i64).
   Value smCount();
   /// The alignment checks and the launches of one group.
@@ -156,6 +171,10 @@ private:
   void launchFinal(const GroupLaunchPlan &plan, const KernelLaunch &k,
                    const GroupLaunchOperands &operands, Value ws,
                    Value programs, Value finalize);
+  /// A slab plan's launches (GroupNorm): a CTA per slab, then the final
+  /// kernel over the A x C column slots of N partial rows.
+  void launchSlabs(const GroupLaunchPlan &plan, const KernelLaunch &k,
+                   const GroupLaunchOperands &operands, Value stream);
   Value query(ArrayRef<std::string> kernels, Value which, int32_t kind,
               int64_t cluster, Value grid, int64_t block, Value smem);
   /// `samples`: the grid's y extent (batched rows), else 1.

@@ -113,7 +113,7 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool twoCtasPerSm, int64_t asyncRingOffset,
                        bool ringRowInputs, int64_t bulkRingOffset,
                        bool clusterSumsAhead, bool stridedRows,
-                       ArrayAttr tiers) {
+                       bool slabRows, ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,

@@ -205,6 +205,36 @@ int64_t mlir::norm::batchedRowsRank(int64_t rank,
   return k <= rank - 2 ? k : 0;
 }
 
+std::optional<SlabDomain>
+mlir::norm::slabDomainOf(ArrayRef<int64_t> domain,
+                         ArrayRef<int64_t> rowSumDims,
+                         ArrayRef<int64_t> colDims) {
+  // Each dim's role, and the runs of equal roles in order.
+  SmallVector<char> runs;
+  SlabDomain slab;
+  for (int64_t d = 0, e = domain.size(); d < e; ++d) {
+    bool summed = llvm::is_contained(rowSumDims, d);
+    bool kept = llvm::is_contained(colDims, d);
+    char role = summed ? (kept ? 'C' : 'D') : (kept ? 'A' : 'R');
+    if (runs.empty() || runs.back() != role)
+      runs.push_back(role);
+    (role == 'R'   ? slab.rRank
+     : role == 'A' ? slab.aRank
+     : role == 'C' ? slab.cRank
+                   : slab.dRank)++;
+    if (role == 'A' || role == 'C') {
+      if (ShapedType::isDynamic(domain[d]))
+        return std::nullopt;
+      (role == 'A' ? slab.aSize : slab.cSize) *= domain[d];
+    }
+  }
+  StringRef order(runs.data(), runs.size());
+  if (order != "RACD" && order != "RDAC")
+    return std::nullopt;
+  slab.channelsLast = order == "RDAC";
+  return slab;
+}
+
 /// The multi-axis attributes: both or neither, not with `n_dim`, each a
 /// strictly ascending, non-empty proper subset of the domain's dims, the
 /// two sharing a dim, and not the 2-D form (which is spelled `n_dim`).

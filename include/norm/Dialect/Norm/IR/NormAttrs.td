@@ -152,8 +152,11 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     per row stage) and `strided_rows`
     (a channels-first op's strided kernel: `threads_per_row / 32` warps
     split N, `chunks_per_thread` columns per warp held in registers, 0 for
-    none; `rows_per_cta` groups whose partials the CTA combines); each
-    printed only when not false / 0.
+    none; `rows_per_cta` groups whose partials the CTA combines) and
+    `slab_rows` (a GroupNorm-like multi-axis op's slab kernel: a CTA of
+    `threads_per_row` threads per slab, its column sums reduced per channel
+    in the CTA, one partial row per sample); each printed only when not
+    false / 0.
 
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
@@ -194,6 +197,7 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     DefaultPlanField<"int64_t", "0", "first byte of the bulk ring">:$bulk_ring_offset,
     DefaultPlanField<"bool", "false", "cluster: the row sums a row ahead">:$cluster_sums_ahead,
     DefaultPlanField<"bool", "false", "channels-first: the strided kernel">:$strided_rows,
+    DefaultPlanField<"bool", "false", "GroupNorm: the slab kernel, a CTA per slab">:$slab_rows,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );

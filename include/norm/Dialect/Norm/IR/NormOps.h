@@ -25,6 +25,25 @@ namespace mlir::norm {
 int64_t batchedRowsRank(int64_t rank, ArrayRef<int64_t> rowSumDims,
                         ArrayRef<int64_t> colDims);
 
+/// A GroupNorm-like multi-axis domain: its dims by role, each role one run
+/// of consecutive dims, in one of two orders,
+///   slabs contiguous (NCHW): [R..., A..., C..., D...]
+///   channels last (NHWC):    [R..., D..., A..., C...]
+/// R kept by the rows and summed by the columns (N), A kept by both (G),
+/// C summed by the rows and kept by the columns (C/G), D summed by both
+/// (the spatial dims). A row is a slab (r, a); a column slot is (a, c).
+struct SlabDomain {
+  bool channelsLast = false;
+  int64_t rRank = 0, aRank = 0, cRank = 0, dRank = 0;
+  int64_t aSize = 1, cSize = 1; // static extents of A and C
+};
+/// The slab domain of `domain` (extents) with row sums over `rowSumDims`
+/// and column results keeping `colDims`: every role present, A and C
+/// static, in one of the two orders; nullopt otherwise.
+std::optional<SlabDomain> slabDomainOf(ArrayRef<int64_t> domain,
+                                       ArrayRef<int64_t> rowSumDims,
+                                       ArrayRef<int64_t> colDims);
+
 } // namespace mlir::norm
 
 #define GET_OP_CLASSES

@@ -382,6 +382,14 @@ def Norm_MixedReductionOp : Norm_Op<"mixed_reduction", [
       return batchedRowsRank(getDomainShape().size(), getRowSumDimList(),
                              getColDimList());
     }
+    /// A GroupNorm-like multi-axis domain (norm::slabDomainOf), if it is
+    /// one.
+    std::optional<SlabDomain> getSlabDomain() {
+      if (!isMultiAxis())
+        return std::nullopt;
+      return slabDomainOf(getDomainShape(), getRowSumDimList(),
+                          getColDimList());
+    }
     /// The dims the row stages sum over ([N's dim] in the 2-D form).
     SmallVector<int64_t> getRowSumDimList() {
       if (std::optional<ArrayRef<int64_t>> dims = getRowSumDims())
