@@ -5,8 +5,8 @@ with weight and bias) at Stable Diffusion's shapes ([8, 320, 64, 64],
 [8, 640, 32, 32], [8, 1280, 16, 16], [2, 512, 128, 128]; NCHW and channels
 last; bf16 and f32), under the BENCHMARKS.md protocol (bench.py's Timer:
 cold L2, CUDA-graph replay, median): ours (one slab group: dx, dweight,
-dbias), torch eager (`native_group_norm_backward`, on the channels-last
-tensors as their NCHW views), torch.compile of the plain math (Inductor,
+dbias), torch eager (`native_group_norm_backward`; channels last on
+contiguous NCHW copies, as its kernel takes them), torch.compile of the plain math (Inductor,
 dynamic=False); the floor, a CUDA graph of one copy of the op's bytes, and
 each row's relative L2 error of ours against float64.
 
@@ -60,7 +60,8 @@ def benchmark(args):
                 dy.sum((0, 2, 3)).to(w.dtype))
 
     def eager(dy, x, mean, rstd, w, cl):
-        dyv, xv = nchw(dy, cl), nchw(x, cl)
+        # (Channels last: torch's kernel takes contiguous NCHW copies.)
+        dyv, xv = nchw(dy, cl).contiguous(), nchw(x, cl).contiguous()
         n, c = xv.shape[:2]
         # (torch keeps a 16-bit GroupNorm's statistics in its dtype.)
         return torch.ops.aten.native_group_norm_backward(

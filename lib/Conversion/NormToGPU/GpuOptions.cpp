@@ -187,7 +187,13 @@ LogicalResult mlir::norm::checkSupportedOnGpu(MixedReductionOp op) {
   // Batched rows (adaLN) are the 2-D kernels with a sample per
   // blockIdx.y, slab domains (GroupNorm) the slab kernel; the other
   // multi-axis domains have none.
-  if (op.isMultiAxis() && op.getBatchRank() == 0 && !op.getSlabDomain())
+  std::optional<SlabDomain> slab = op.getSlabDomain();
+  if (slab && slab->channelsLast && slab->cSize > 1024)
+    return op.emitError()
+           << "cannot map onto the GPU: a channels-last GroupNorm of "
+           << slab->cSize
+           << " channels per group (the slab kernel takes at most 1024)";
+  if (op.isMultiAxis() && op.getBatchRank() == 0 && !slab)
     return op.emitError()
            << "cannot map onto the GPU: a multi-axis domain (row_sum_dims, "
               "col_dims) that is neither batched rows (adaLN's [B, S, N]) "

@@ -197,11 +197,15 @@ private:
                     ArrayRef<Value> outs);
 };
 
-/// The slab kernel of a GroupNorm-like op (plan.slabRows; SlabKernel.cpp):
-/// its body, in `func` (mainKernelParams' parameters, a workgroup buffer of
-/// the block reduction's slots).
+/// The slab kernel of a GroupNorm-like op (plan.slabRows; SlabKernel.cpp)
+/// of `vector` elements per access: its body, in `func` (mainKernelParams'
+/// parameters, a workgroup buffer of slabSharedFloats floats).
 LogicalResult buildSlabKernel(OpBuilder &b, MixedReductionOp op,
-                              const KernelPlan &plan, gpu::GPUFuncOp func);
+                              const KernelPlan &plan, int64_t vector,
+                              gpu::GPUFuncOp func);
+/// The f32 slots of a slab kernel's reductions.
+int64_t slabSharedFloats(MixedReductionOp op, const KernelPlan &plan,
+                         int64_t vector);
 
 } // namespace mlir::norm
 

@@ -105,8 +105,8 @@ public:
         batched(op.getBatchRank() > 0) {}
 
   KernelPlan run() {
-    if (op.getSlabDomain())
-      return planSlabRows();
+    if (std::optional<SlabDomain> slab = op.getSlabDomain())
+      return planSlabRows(*slab);
     if (!op.isRowMajor())
       return planStridedRows();
     int64_t n = op.getDomainShape().back();
@@ -118,15 +118,32 @@ public:
   }
 
 private:
-  /// A slab domain (GroupNorm, checkSupportedOnGpu): one CTA of
-  /// kSlabThreads (or threads-per-row) threads per slab, scalar accesses,
-  /// two launches.
-  KernelPlan planSlabRows() {
+  /// A slab domain (GroupNorm, checkSupportedOnGpu): one CTA per slab,
+  /// 16-byte accesses where the slabs allow (channels last: V channels of
+  /// a run, V dividing C/G), two launches. NCHW: a warp per channel, as
+  /// many warps as give each the same number of channels, at most
+  /// kSlabThreads / 32 (a warp per channel at C/G = 10 of SD's 320 / 32);
+  /// channels last: kSlabThreads, or 1024 for runs of over 512 threads.
+  KernelPlan planSlabRows(const SlabDomain &slab) {
     KernelPlan plan;
     plan.slabRows = true;
-    plan.vector = 1;
+    int64_t widest = 1;
+    for (Value v : llvm::concat<Value>(op.getFull(), op.getFullResults()))
+      widest = std::max(widest, elementBytes(v.getType()));
+    plan.vector = std::max<int64_t>(1, options.vectorBytes / widest);
+    int64_t maxWarps = kSlabThreads / 32;
+    int64_t warps = maxWarps;
+    if (slab.channelsLast) {
+      while (slab.cSize % plan.vector != 0)
+        plan.vector /= 2;
+      if (slab.cSize / plan.vector > kSlabThreads)
+        warps = 32;
+    } else if (slab.cSize >= 4) {
+      int64_t perWarp = llvm::divideCeil(slab.cSize, maxWarps);
+      warps = llvm::divideCeil(slab.cSize, perWarp);
+    }
     plan.threadsPerRow =
-        options.threadsPerRow >= 32 ? options.threadsPerRow : kSlabThreads;
+        options.threadsPerRow >= 32 ? options.threadsPerRow : 32 * warps;
     plan.rowsPerCta = 1;
     plan.columnGroups = 1;
     plan.programsPerSm = options.programsPerSM;

@@ -278,25 +278,24 @@ struct ConvertNormToGPUPass
     return checkKernelResources(op, fn, plan.dynamicSharedBytes, target);
   }
 
-  /// The one main kernel of a slab plan (GroupNorm; SlabKernel.cpp): the
-  /// scalar kernel, with the slots of its block reductions.
+  /// The main kernels of a slab plan (GroupNorm; SlabKernel.cpp): the
+  /// vector kernel (16-byte accesses where the slabs allow) and the scalar
+  /// one, each with the slots of its reductions.
   LogicalResult emitSlabKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
                                SymbolTable &symbols, MixedReductionOp op,
                                const KernelPlan &plan, StringRef prefix,
                                const GpuTarget &target) {
-    size_t maxSums = std::max<size_t>(1, op.getColResults().size());
-    for (Region &stage : op.getRowStages())
-      maxSums = std::max<size_t>(
-          maxSums, stage.front().getTerminator()->getNumOperands());
-    OpBuilder::InsertionGuard guard(b);
-    gpu::GPUFuncOp fn = makeKernel(
-        b, gpuModule, symbols, op.getLoc(),
-        (prefix + kMainScalarKernelSuffix).str(),
-        mainKernelParameterTypes(op), plan.block(),
-        {workgroupBuffer(b, maxSums * std::max<int64_t>(1, plan.block() / 32))});
-    if (failed(buildSlabKernel(b, op, plan, fn)))
-      return failure();
-    return checkKernelResources(op, fn, 0, target);
+    for (const MainKernel &kernel : mainKernels(plan, prefix)) {
+      OpBuilder::InsertionGuard guard(b);
+      gpu::GPUFuncOp fn = makeKernel(
+          b, gpuModule, symbols, op.getLoc(), kernel.name,
+          mainKernelParameterTypes(op), plan.block(),
+          {workgroupBuffer(b, slabSharedFloats(op, plan, kernel.vector))});
+      if (failed(buildSlabKernel(b, op, plan, kernel.vector, fn)) ||
+          failed(checkKernelResources(op, fn, 0, target)))
+        return failure();
+    }
+    return success();
   }
 
   /// The one main kernel of a channels-first plan (StridedKernelBuilder).

@@ -79,8 +79,9 @@ SmallVector<MainKernel> mlir::norm::mainKernels(const KernelPlan &plan,
   // The vector kernel of aligned rows (not for a static N that is not a
   // multiple of the vector), the peeled one for rows at any phase, the
   // scalar one; the split pair for few rows.
-  if (plan.vector > 1 &&
-      (!plan.staticCols || *plan.staticCols % plan.vector == 0))
+  // (A slab plan's vector kernel is chosen by its slabs at run time.)
+  if (plan.vector > 1 && (plan.slabRows || !plan.staticCols ||
+                          *plan.staticCols % plan.vector == 0))
     add(kMainKernelSuffix, plan.vector, false);
   if (plan.peel && !plan.stridedRows)
     add(kMainPeelKernelSuffix, plan.vector, false, /*peel=*/true);

@@ -3,20 +3,30 @@
 // Part of norm-opt. A multi-axis op whose domain is a slab domain
 // (norm::slabDomainOf: GroupNorm's [N, G, C/G, HW] or channels last
 // [N, HW, G, C/G]; docs/gpu.md, "GroupNorm slabs") runs one CTA per slab
-// (n, g), a row of the op: C/G x HW elements, in one of two layouts.
+// (n, g), a row of the op: C/G x HW elements.
 //
 //   r = blockIdx.x; n = r / A; a = r % A      (A = G, C = C/G static)
 //   base = n x rStride + a x aStride          (element (c, d) at
 //                                              base + c x cStride +
 //                                              d x dStride)
-//   per row stage: for c in [0, C): for d = tid; d < D; d += T: the
-//     stage's contributions -> per-thread sums -> block reduction (warp
-//     butterfly, then the warps' slots in warp order): every thread
-//     holds the row results
-//   the elementwise pass: for c in [0, C): for d = tid; d < D; d += T:
-//     the full results stored, the column contributions summed per
-//     thread; a block reduction per channel c; thread 0 writes the
-//     partial rows' slot [k][n][a x C + c]
+//
+// The threads walk the slab (SlabWalk), V elements per access:
+//   WarpPerChannel (NCHW, C >= warps): warp w takes channels w, w + W, ...;
+//     its lanes stride over the channel's D contiguous elements
+//   CtaPerChannel (NCHW, few channels): every thread strides over each
+//     channel in turn
+//   PositionRuns (channels last): a thread keeps V channels [c0, c0 + V)
+//     of a run and strides over the spatial positions (C / V threads per
+//     position read its C contiguous elements)
+//
+//   per row stage: the walk's contributions -> per-thread sums -> a CTA
+//     reduction (warp butterfly, the warps' slots in warp order): every
+//     thread holds the row results
+//   the elementwise pass: the full results stored, the column
+//     contributions summed per channel (a warp's or the CTA's reduction
+//     at each channel's end; PositionRuns: per thread over the slab, then
+//     each channel's threads in order through shared memory); one writer
+//     per (k, n, a x C + c) slot of the partial rows
 //
 // The final kernel (ColumnReduction.cpp) then reduces the P = N partial
 // rows of A x C columns in a fixed order: every result is bitwise equal
@@ -52,32 +62,70 @@ struct SlabPlace {
   Value cStride, dStride;
 };
 
+/// How the threads walk a slab (the file header).
+enum class SlabWalk { WarpPerChannel, CtaPerChannel, PositionRuns };
+
+/// The column values at one access: [col input][element].
+using ColumnValues = SmallVector<SmallVector<Value>>;
+
 class SlabKernelBuilder : public KernelBuilderBase {
 public:
   SlabKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
-                    const SlabDomain &slab, gpu::GPUFuncOp func)
+                    const SlabDomain &slab, int64_t vector,
+                    gpu::GPUFuncOp func)
       : KernelBuilderBase(b, op.getLoc()), op(op), slab(slab), func(func),
-        T(plan.block()), numCol(op.getColResults().size()) {}
+        T(plan.block()), W(plan.block() / 32), V(vector),
+        numCol(op.getColResults().size()),
+        walk(slabWalk(slab, plan.block() / 32)) {}
+
+  /// The walk a slab kernel of `warps` warps takes.
+  static SlabWalk slabWalk(const SlabDomain &slab, int64_t warps) {
+    if (slab.channelsLast)
+      return SlabWalk::PositionRuns;
+    return slab.cSize >= warps ? SlabWalk::WarpPerChannel
+                               : SlabWalk::CtaPerChannel;
+  }
 
   LogicalResult build();
 
 private:
   SlabArgs unpackArguments();
   SlabPlace placeSlab(const SlabArgs &args);
-  SmallVector<Value> loadColumnInputs(const SlabArgs &args,
-                                      const SlabPlace &at, Value c);
-  SmallVector<Value> loadFull(const SlabArgs &args, Value index);
-  /// The loop over the slab: for each channel c, `perChannel(c)` (values
-  /// loop-invariant in d), then `perElement` at each of the thread's
-  /// elements, threading `carried` through both loops; `endChannel`
-  /// after each channel's elements (may replace the carried values).
-  using ElementFn = function_ref<SmallVector<Value>(
-      Value index, ArrayRef<Value> colVals, ValueRange carried)>;
+  DenseMap<int64_t, Value> dimSizes(const SlabArgs &args,
+                                    const SlabPlace &at);
+  /// The col inputs of channels [c, c + count) (count 1: one channel for
+  /// all V elements).
+  ColumnValues loadColumnInputs(const SlabArgs &args, const SlabPlace &at,
+                                Value c, int64_t count);
+  /// V elements of every full input at `index`: [input][element].
+  SmallVector<SmallVector<Value>> loadFull(const SlabArgs &args, Value index);
+  SmallVector<Value> regionArgs(ArrayRef<SmallVector<Value>> full,
+                                ArrayRef<Value> rowIn,
+                                const ColumnValues &colVals,
+                                ArrayRef<Value> rowResults, int64_t e);
+
+  /// The thread's accesses of the slab (the walk), `carried` threaded
+  /// through: `perAccess` at each (V elements at `index`), `endChannel`
+  /// after each channel of a channel walk.
+  using AccessFn = function_ref<SmallVector<Value>(
+      Value index, const ColumnValues &colVals, ValueRange carried)>;
   using ChannelEndFn =
       function_ref<SmallVector<Value>(Value c, ValueRange carried)>;
-  SmallVector<Value> loopOverSlab(const SlabArgs &args, const SlabPlace &at,
-                                  ValueRange init, ElementFn perElement,
+  SmallVector<Value> walkSlab(const SlabArgs &args, const SlabPlace &at,
+                              ValueRange init, AccessFn perAccess,
+                              ChannelEndFn endChannel);
+  SmallVector<Value> walkChannels(const SlabArgs &args, const SlabPlace &at,
+                                  ValueRange init, Value firstChannel,
+                                  Value channelStep, Value firstElement,
+                                  Value elementStep, AccessFn perAccess,
                                   ChannelEndFn endChannel);
+  /// PositionRuns: the thread's first channel and first position, and the
+  /// positions' step (threads past the last whole run take none).
+  struct Runs {
+    Value channel, position, step;
+  };
+  Runs positionRuns(const SlabPlace &at);
+
   /// The row stages: every thread ends with the row results.
   SmallVector<Value> reduceRowStages(const SlabArgs &args,
                                      const SlabPlace &at,
@@ -86,21 +134,26 @@ private:
   /// into the partial rows.
   void elementwisePass(const SlabArgs &args, const SlabPlace &at,
                        ArrayRef<Value> rowIn, ArrayRef<Value> rowResults);
+  /// PositionRuns: each channel's threads' sums in thread order (through
+  /// shared memory), into the partial rows.
+  void sumRunsPerChannel(const SlabArgs &args, const SlabPlace &at,
+                         ValueRange accumulators);
   /// Sums across the CTA (warp butterfly, then the warps' slots in warp
   /// order): every thread gets the same totals.
   SmallVector<Value> reduceAcrossCta(ArrayRef<Value> sums);
-  DenseMap<int64_t, Value> dimSizes(const SlabArgs &args,
-                                    const SlabPlace &at);
-  SmallVector<Value> regionArgs(ArrayRef<Value> full, ArrayRef<Value> rowIn,
-                                ArrayRef<Value> colVals,
-                                ArrayRef<Value> rowResults);
+  /// The warp butterfly: every lane gets the warp's totals.
+  SmallVector<Value> reduceAcrossWarp(ArrayRef<Value> sums);
+  /// Partial row slot (k, n, a x C + c) of [numCol, P = N, A x C].
+  void storePartial(const SlabArgs &args, const SlabPlace &at, unsigned k,
+                    Value c, Value v);
 
   MixedReductionOp op;
   SlabDomain slab;
   gpu::GPUFuncOp func;
-  const int64_t T;
+  const int64_t T, W, V;
   const unsigned numCol;
-  Value tid, slots;
+  const SlabWalk walk;
+  Value tid, lane, warp, slots;
 };
 
 } // namespace
@@ -147,57 +200,106 @@ SlabPlace SlabKernelBuilder::placeSlab(const SlabArgs &args) {
   return at;
 }
 
-SmallVector<Value> SlabKernelBuilder::loadColumnInputs(const SlabArgs &args,
-                                                       const SlabPlace &at,
-                                                       Value c) {
+ColumnValues SlabKernelBuilder::loadColumnInputs(const SlabArgs &args,
+                                                 const SlabPlace &at, Value c,
+                                                 int64_t count) {
   Value slot = add(mul(at.group, c64(slab.cSize)), c);
-  SmallVector<Value> vals;
-  for (auto [ptrArg, v] : llvm::zip(args.colIn, op.getCol()))
-    vals.push_back(load(ptrArg, elementTypeOf(v), slot, 1)[0]);
+  ColumnValues vals;
+  for (auto [ptrArg, v] : llvm::zip(args.colIn, op.getCol())) {
+    SmallVector<Value> elems;
+    for (int64_t e = 0; e < count; ++e)
+      elems.push_back(load(ptrArg, elementTypeOf(v), add(slot, c64(e)), 1)[0]);
+    vals.push_back(elems);
+  }
   return vals;
 }
 
-SmallVector<Value> SlabKernelBuilder::loadFull(const SlabArgs &args,
-                                               Value index) {
-  SmallVector<Value> vals;
+SmallVector<SmallVector<Value>>
+SlabKernelBuilder::loadFull(const SlabArgs &args, Value index) {
+  SmallVector<SmallVector<Value>> vals;
   for (auto [ptrArg, v] : llvm::zip(args.fullIn, op.getFull()))
-    vals.push_back(load(ptrArg, elementTypeOf(v), index, 1)[0]);
+    vals.push_back(load(ptrArg, elementTypeOf(v), index, V));
   return vals;
 }
 
-SmallVector<Value> SlabKernelBuilder::regionArgs(ArrayRef<Value> full,
-                                                 ArrayRef<Value> rowIn,
-                                                 ArrayRef<Value> colVals,
-                                                 ArrayRef<Value> rowResults) {
-  SmallVector<Value> a(full);
+SmallVector<Value> SlabKernelBuilder::regionArgs(
+    ArrayRef<SmallVector<Value>> full, ArrayRef<Value> rowIn,
+    const ColumnValues &colVals, ArrayRef<Value> rowResults, int64_t e) {
+  SmallVector<Value> a;
+  for (const SmallVector<Value> &f : full)
+    a.push_back(f[e]);
   llvm::append_range(a, rowIn);
-  llvm::append_range(a, colVals);
+  for (const SmallVector<Value> &c : colVals)
+    a.push_back(c.size() == 1 ? c[0] : c[e]);
   llvm::append_range(a, rowResults);
   return a;
 }
 
-SmallVector<Value>
-SlabKernelBuilder::loopOverSlab(const SlabArgs &args, const SlabPlace &at,
-                                ValueRange init, ElementFn perElement,
-                                ChannelEndFn endChannel) {
+SmallVector<Value> SlabKernelBuilder::walkChannels(
+    const SlabArgs &args, const SlabPlace &at, ValueRange init,
+    Value firstChannel, Value channelStep, Value firstElement,
+    Value elementStep, AccessFn perAccess, ChannelEndFn endChannel) {
   auto channels = scf::ForOp::create(
-      b, loc, c64(0), c64(slab.cSize), c64(1), init,
+      b, loc, firstChannel, c64(slab.cSize), channelStep, init,
       [&](OpBuilder &, Location, Value c, ValueRange carried) {
-        SmallVector<Value> colVals = loadColumnInputs(args, at, c);
+        ColumnValues colVals = loadColumnInputs(args, at, c, 1);
         Value channelBase = add(at.base, mul(c, at.cStride));
         auto elements = scf::ForOp::create(
-            b, loc, tid, at.spatial, c64(T), carried,
+            b, loc, firstElement, at.spatial, elementStep, carried,
             [&](OpBuilder &, Location, Value d, ValueRange inner) {
               Value index = add(channelBase, mul(d, at.dStride));
-              scf::YieldOp::create(b, loc, perElement(index, colVals, inner));
+              scf::YieldOp::create(b, loc, perAccess(index, colVals, inner));
             });
-        scf::YieldOp::create(b, loc,
-                             endChannel(c, elements.getResults()));
+        scf::YieldOp::create(b, loc, endChannel(c, elements.getResults()));
       });
   return channels.getResults();
 }
 
-SmallVector<Value> SlabKernelBuilder::reduceAcrossCta(ArrayRef<Value> sums) {
+SlabKernelBuilder::Runs SlabKernelBuilder::positionRuns(const SlabPlace &at) {
+  // G' = C / V threads per position; the CTA's whole runs cover
+  // floor(T / G') positions at a time.
+  int64_t perPosition = slab.cSize / V;
+  int64_t positions = T / perPosition;
+  Runs runs;
+  runs.channel = mul(arith::RemUIOp::create(b, loc, tid, c64(perPosition)),
+                     c64(V));
+  Value first = arith::DivUIOp::create(b, loc, tid, c64(perPosition));
+  // Threads past the last whole run start past the end.
+  runs.position = arith::SelectOp::create(
+      b, loc, ult(first, c64(positions)), first, at.spatial);
+  runs.step = c64(positions);
+  return runs;
+}
+
+SmallVector<Value> SlabKernelBuilder::walkSlab(const SlabArgs &args,
+                                               const SlabPlace &at,
+                                               ValueRange init,
+                                               AccessFn perAccess,
+                                               ChannelEndFn endChannel) {
+  switch (walk) {
+  case SlabWalk::WarpPerChannel:
+    return walkChannels(args, at, init, warp, c64(W), mul(lane, c64(V)),
+                        c64(32 * V), perAccess, endChannel);
+  case SlabWalk::CtaPerChannel:
+    return walkChannels(args, at, init, c64(0), c64(1), mul(tid, c64(V)),
+                        c64(T * V), perAccess, endChannel);
+  case SlabWalk::PositionRuns: {
+    Runs runs = positionRuns(at);
+    ColumnValues colVals = loadColumnInputs(args, at, runs.channel, V);
+    Value runBase = add(at.base, runs.channel);
+    auto positions = scf::ForOp::create(
+        b, loc, runs.position, at.spatial, runs.step, init,
+        [&](OpBuilder &, Location, Value p, ValueRange carried) {
+          Value index = add(runBase, mul(p, at.dStride));
+          scf::YieldOp::create(b, loc, perAccess(index, colVals, carried));
+        });
+    return positions.getResults();
+  }
+  }
+  llvm_unreachable("unknown slab walk");
+}
+
+SmallVector<Value> SlabKernelBuilder::reduceAcrossWarp(ArrayRef<Value> sums) {
   SmallVector<Value> totals(sums);
   for (int64_t off = 16; off >= 1; off /= 2)
     for (Value &s : totals) {
@@ -205,24 +307,25 @@ SmallVector<Value> SlabKernelBuilder::reduceAcrossCta(ArrayRef<Value> sums) {
           gpu::ShuffleOp::create(b, loc, s, off, 32, gpu::ShuffleMode::XOR);
       s = arith::AddFOp::create(b, loc, s, shuffled.getShuffleResult());
     }
-  int64_t warps = T / 32;
-  if (warps == 1)
+  return totals;
+}
+
+SmallVector<Value> SlabKernelBuilder::reduceAcrossCta(ArrayRef<Value> sums) {
+  SmallVector<Value> totals = reduceAcrossWarp(sums);
+  if (W == 1)
     return totals;
-  Value lane = arith::RemUIOp::create(b, loc, tid, c64(32));
-  Value warp = arith::DivUIOp::create(b, loc, tid, c64(32));
   ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, c64(0)),
          [&] {
            for (auto [j, s] : llvm::enumerate(totals))
              memref::StoreOp::create(
-                 b, loc, s, slots,
-                 ValueRange{toIndex(add(c64(j * warps), warp))});
+                 b, loc, s, slots, ValueRange{toIndex(add(c64(j * W), warp))});
          });
   gpu::BarrierOp::create(b, loc);
   for (auto [j, s] : llvm::enumerate(totals)) {
     Value total;
-    for (int64_t w = 0; w < warps; ++w) {
-      Value part = memref::LoadOp::create(
-          b, loc, slots, ValueRange{toIndex(c64(j * warps + w))});
+    for (int64_t w = 0; w < W; ++w) {
+      Value part = memref::LoadOp::create(b, loc, slots,
+                                          ValueRange{toIndex(c64(j * W + w))});
       total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
                     : part;
     }
@@ -239,15 +342,16 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
   for (Region &stage : op.getRowStages()) {
     TypeRange yields = stage.front().getTerminator()->getOperandTypes();
     SmallVector<Value> zeros(yields.size(), zeroF32());
-    SmallVector<Value> sums = loopOverSlab(
+    SmallVector<Value> sums = walkSlab(
         args, at, zeros,
-        [&](Value index, ArrayRef<Value> colVals, ValueRange carried) {
-          SmallVector<Value> contrib = inlineRegion(
-              stage, regionArgs(loadFull(args, index), rowIn, colVals,
-                                rowResults));
-          SmallVector<Value> next;
-          for (auto [s, v] : llvm::zip(carried, contrib))
-            next.push_back(arith::AddFOp::create(b, loc, s, toF32(v)));
+        [&](Value index, const ColumnValues &colVals, ValueRange carried) {
+          SmallVector<SmallVector<Value>> full = loadFull(args, index);
+          SmallVector<Value> next(carried);
+          for (int64_t e = 0; e < V; ++e)
+            for (auto [s, v] : llvm::zip(
+                     next, inlineRegion(stage, regionArgs(full, rowIn, colVals,
+                                                          rowResults, e))))
+              s = arith::AddFOp::create(b, loc, s, toF32(v));
           return next;
         },
         [&](Value, ValueRange carried) {
@@ -259,43 +363,108 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
   return rowResults;
 }
 
+void SlabKernelBuilder::storePartial(const SlabArgs &args, const SlabPlace &at,
+                                     unsigned k, Value c, Value v) {
+  Value P = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
+  Value slot = add(mul(at.group, c64(slab.cSize)), c);
+  Value index = add(mul(add(mul(c64(k), P), at.sample),
+                        c64(slab.aSize * slab.cSize)),
+                    slot);
+  store(args.partial, f32, index, {v});
+}
+
 void SlabKernelBuilder::elementwisePass(const SlabArgs &args,
                                         const SlabPlace &at,
                                         ArrayRef<Value> rowIn,
                                         ArrayRef<Value> rowResults) {
-  SmallVector<Value> zeros(numCol, zeroF32());
-  Value P = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
-  Value S = c64(slab.aSize * slab.cSize);
-  loopOverSlab(
+  // Channel walks sum a channel's contributions per thread (one
+  // accumulator per column result); PositionRuns keeps one per element of
+  // its V channels over the whole slab.
+  const bool runs = walk == SlabWalk::PositionRuns;
+  const int64_t perThread = runs ? numCol * V : numCol;
+  SmallVector<Value> zeros(perThread, zeroF32());
+  SmallVector<Value> accumulators = walkSlab(
       args, at, zeros,
-      [&](Value index, ArrayRef<Value> colVals, ValueRange carried) {
-        SmallVector<Value> a =
-            regionArgs(loadFull(args, index), rowIn, colVals, rowResults);
-        for (auto [i, v] : llvm::enumerate(inlineRegion(op.getElementwise(), a)))
+      [&](Value index, const ColumnValues &colVals, ValueRange carried) {
+        SmallVector<SmallVector<Value>> full = loadFull(args, index);
+        SmallVector<SmallVector<Value>> outs(op.getFullResults().size());
+        SmallVector<Value> next(carried);
+        for (int64_t e = 0; e < V; ++e) {
+          SmallVector<Value> a =
+              regionArgs(full, rowIn, colVals, rowResults, e);
+          for (auto [i, v] : llvm::enumerate(inlineRegion(op.getElementwise(), a)))
+            outs[i].push_back(v);
+          for (auto [k, v] : llvm::enumerate(inlineRegion(op.getColumns(), a))) {
+            Value &acc = next[runs ? k * V + e : k];
+            acc = arith::AddFOp::create(b, loc, acc, toF32(v));
+          }
+        }
+        for (auto [i, out] : llvm::enumerate(outs))
           store(args.fullOut[i], elementTypeOf(op.getFullResults()[i]), index,
-                {v});
-        SmallVector<Value> next;
-        for (auto [s, v] : llvm::zip(carried, inlineRegion(op.getColumns(), a)))
-          next.push_back(arith::AddFOp::create(b, loc, s, toF32(v)));
+                out);
         return next;
       },
       [&](Value c, ValueRange carried) {
         if (numCol == 0)
           return SmallVector<Value>();
+        // The channel's sum: of the warp (WarpPerChannel) or the CTA.
+        bool byWarp = walk == SlabWalk::WarpPerChannel;
         SmallVector<Value> totals =
-            reduceAcrossCta(SmallVector<Value>(carried));
-        Value slot = add(mul(at.group, c64(slab.cSize)), c);
-        ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+            byWarp ? reduceAcrossWarp(SmallVector<Value>(carried))
+                   : reduceAcrossCta(SmallVector<Value>(carried));
+        Value writer = byWarp ? lane : tid;
+        ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, writer,
                                      c64(0)),
                [&] {
-                 for (auto [k, v] : llvm::enumerate(totals)) {
-                   // [k][n][a x C + c] of [numCol, P = N, A x C].
-                   Value index =
-                       add(mul(add(mul(c64(k), P), at.sample), S), slot);
-                   store(args.partial, f32, index, {v});
-                 }
+                 for (auto [k, v] : llvm::enumerate(totals))
+                   storePartial(args, at, k, c, v);
                });
         return SmallVector<Value>(zeros);
+      });
+  if (runs && numCol > 0)
+    sumRunsPerChannel(args, at, accumulators);
+}
+
+void SlabKernelBuilder::sumRunsPerChannel(const SlabArgs &args,
+                                          const SlabPlace &at,
+                                          ValueRange accumulators) {
+  // slots[(k x T + t) x V + e]: thread t's sum of its channel c0 + e.
+  for (unsigned k = 0; k < numCol; ++k)
+    for (int64_t e = 0; e < V; ++e)
+      memref::StoreOp::create(
+          b, loc, accumulators[k * V + e], slots,
+          ValueRange{toIndex(add(mul(add(c64(k * T), tid), c64(V)), c64(e)))});
+  gpu::BarrierOp::create(b, loc);
+  // Slot (k, c): the threads t = c / V, c / V + G', ... of the whole runs,
+  // in order.
+  int64_t perPosition = slab.cSize / V;
+  int64_t active = T / perPosition * perPosition;
+  scf::ForOp::create(
+      b, loc, tid, c64(numCol * slab.cSize), c64(T), ValueRange{},
+      [&](OpBuilder &, Location, Value j, ValueRange) {
+        Value k = arith::DivUIOp::create(b, loc, j, c64(slab.cSize));
+        Value c = arith::RemUIOp::create(b, loc, j, c64(slab.cSize));
+        Value first = arith::DivUIOp::create(b, loc, c, c64(V));
+        Value e = arith::RemUIOp::create(b, loc, c, c64(V));
+        auto sum = scf::ForOp::create(
+            b, loc, first, c64(active), c64(perPosition),
+            ValueRange{zeroF32()},
+            [&](OpBuilder &, Location, Value t, ValueRange total) {
+              Value at = add(mul(add(mul(k, c64(T)), t), c64(V)), e);
+              Value part = memref::LoadOp::create(b, loc, slots,
+                                                  ValueRange{toIndex(at)});
+              scf::YieldOp::create(
+                  b, loc,
+                  ValueRange{arith::AddFOp::create(b, loc, total[0], part)});
+            });
+        // (k is a run-time value here: the slot's index written out.)
+        Value P = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
+        Value slot = add(mul(at.group, c64(slab.cSize)), c);
+        Value index = add(mul(add(mul(k, P), at.sample),
+                              c64(slab.aSize * slab.cSize)),
+                          slot);
+        store(args.partial, f32, index, {sum.getResult(0)});
+        scf::YieldOp::create(b, loc);
       });
 }
 
@@ -346,6 +515,8 @@ LogicalResult SlabKernelBuilder::build() {
   if (failed(cloneCapturedValues(op, sources)))
     return failure();
   tid = threadId();
+  lane = arith::RemUIOp::create(b, loc, tid, c64(32));
+  warp = arith::DivUIOp::create(b, loc, tid, c64(32));
   slots = func.getWorkgroupAttributions().front();
   SmallVector<Value> rowIn;
   for (auto [ptrArg, v] : llvm::zip(args.rowIn, op.getRow()))
@@ -356,11 +527,27 @@ LogicalResult SlabKernelBuilder::build() {
   return success();
 }
 
+int64_t mlir::norm::slabSharedFloats(MixedReductionOp op,
+                                     const KernelPlan &plan, int64_t vector) {
+  std::optional<SlabDomain> slab = op.getSlabDomain();
+  int64_t maxSums = std::max<int64_t>(1, op.getColResults().size());
+  for (Region &stage : op.getRowStages())
+    maxSums = std::max<int64_t>(
+        maxSums, stage.front().getTerminator()->getNumOperands());
+  int64_t floats = maxSums * std::max<int64_t>(1, plan.block() / 32);
+  if (slab && SlabKernelBuilder::slabWalk(*slab, plan.block() / 32) ==
+                  SlabWalk::PositionRuns)
+    floats = std::max<int64_t>(
+        floats, op.getColResults().size() * plan.block() * vector);
+  return floats;
+}
+
 LogicalResult mlir::norm::buildSlabKernel(OpBuilder &b, MixedReductionOp op,
                                           const KernelPlan &plan,
+                                          int64_t vector,
                                           gpu::GPUFuncOp func) {
   std::optional<SlabDomain> slab = op.getSlabDomain();
   if (!slab)
     return op.emitError("convert-norm-to-gpu: not a slab domain");
-  return SlabKernelBuilder(b, op, plan, *slab, func).build();
+  return SlabKernelBuilder(b, op, plan, *slab, vector, func).build();
 }

@@ -690,7 +690,7 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
                                    Value stream) {
   const int64_t numCol = plan.numColumnResults;
   if (k.slabRows)
-    return launchSlabs(plan, k, ops, stream);
+    return launchSlabs(plan, k, ops, flags, stream);
   KernelChoice choice = chooseKernel(k, flags, ops.rows, sms);
   Grid grid = persistentGrid(plan, k, choice, ops, flags, sms);
   Arith m{b, loc};
@@ -710,7 +710,7 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
 void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
                                     const KernelLaunch &k,
                                     const GroupLaunchOperands &ops,
-                                    Value stream) {
+                                    const Flags &flags, Value stream) {
   Arith m{b, loc};
   const int64_t numCol = plan.numColumnResults;
   MixedReductionOp op = ops.op;
@@ -731,8 +731,22 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
     b.setInsertionPointToStart(&mainIf.getThenRegion().front());
     SmallVector<Value> args = kernelArguments(
         mainKernelParams(ops.op), ops, {ws, null(), m.i64(0), Value()});
-    launch({k.prefix + kMainScalarKernelSuffix.str()}, Value(), ops.rows,
-           k.block(), m.i64(0), args);
+    // The vector kernel where every pointer is 16-byte aligned and, with
+    // slabs contiguous, a channel's D elements are whole vectors.
+    SmallVector<std::string> kernels = {k.prefix +
+                                        kMainScalarKernelSuffix.str()};
+    Value which = m.i64(0);
+    if (k.alignedKernel) {
+      Value vec = flags.vec;
+      if (!slab->channelsLast) {
+        Value spatial = m.div(ops.cols, m.i64(slab->cSize));
+        vec = m.both(vec, m.cmp(Arith::P::eq,
+                                m.rem(spatial, m.i64(k.vector)), m.i64(0)));
+      }
+      kernels.push_back(k.prefix + kMainKernelSuffix.str());
+      which = m.select(vec, m.i64(1), m.i64(0));
+    }
+    launch(kernels, which, ops.rows, k.block(), m.i64(0), args);
   }
   if (numCol > 0)
     launchFinal(plan, k, columns, ws, programs, m.i64(0));
