@@ -4,7 +4,7 @@
 // fuses them all alike.
 // RUN: norm-opt %s -split-input-file --norm-fuse-mixed-reductions=multi-axis=batched | FileCheck %s
 // RUN: not norm-opt %s -split-input-file --norm-fuse-mixed-reductions=multi-axis=maybe -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADOPT
-// BADOPT: error: invalid value 'maybe' of the option multi-axis: expected true, false or batched
+// BADOPT: error: invalid value 'maybe' of the option multi-axis: expected true, false, batched or gpu
 
 // The adaLN-modulated LayerNorm backward (DiT, SD3, Flux; issue 42) as a
 // front end spells it: x [B, S, N], a LayerNorm without affine modulated by

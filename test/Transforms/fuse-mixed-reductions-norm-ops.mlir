@@ -1,5 +1,11 @@
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions | FileCheck %s
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions='remarks=true' -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// GroupNorm's groups are slab domains: multi-axis=gpu (norm-opt compile's,
+// the torch.compile route's) fuses them as the default does; batched rows
+// only (multi-axis=batched) leaves them, with why.
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu | FileCheck %s
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions='remarks=true multi-axis=batched' -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCHED
+// BATCHED: remark: not fused: a multi-axis group (row sums over dims [2, 3, 4], column sums keeping dims [1, 2]), and only batched rows fuse (multi-axis=batched)
 
 // The --norm-decompose output of both high-level ops is the canonical input
 // of the recognition pass: every variant with a weight or a bias is one
