@@ -232,6 +232,220 @@ def library(kind, n, dtype, weight_dtype=None, chip="sm_90a", options=None,
         f"weight={mlir_dtype(weight_dtype or dtype)}, chip={chip}")
 
 
+ADALN_FUNCTION = "adaln_backward"
+
+
+def adaln_source(name, n, dtype, chain=False, batch=None, tokens=None):
+    """The backward of DiT's adaLN modulation, y = LN(x) * (1 + scale[b]) +
+    shift[b] over x [B, S, N] (a LayerNorm without affine), as a front end
+    spells it in linalg: one generic per step, f32 compute, `dtype`
+    storage. (scale, dy, x, mean, rstd) -> (dx, dscale, dshift), mean /
+    rstd the forward's f32 [B, S]; `chain`: pytorch 193061's two modulated
+    LayerNorms sharing scale / shift, (scale, dy1, x1, mean1, rstd1, dy2,
+    x2, mean2, rstd2) -> (dx1, dx2, dscale, dshift). B and S are run-time
+    sizes unless both `batch` and `tokens` are given. Returns the text and
+    the result types."""
+    t = mlir_dtype(dtype)
+    N = int(n)
+    if N < 1:
+        raise ValueError(f"hidden size must be >= 1, got {N}")
+    dyn = batch is None or tokens is None
+    B, S = batch, tokens
+    b_, s_ = ("?", "?") if dyn else (B, S)
+    full, rows, cols = (f"tensor<{b_}x{s_}x{N}x{{}}>",
+                        f"tensor<{b_}x{s_}xf32>", f"tensor<{b_}x{N}x{{}}>")
+    tf, tc = full.format(t), cols.format(t)
+    ff, cf = full.format("f32"), cols.format("f32")
+    idm = "affine_map<(b, s, n) -> (b, s, n)>"
+    rowm = "affine_map<(b, s, n) -> (b, s)>"
+    colm = "affine_map<(b, s, n) -> (b, n)>"
+    par3 = '["parallel", "parallel", "parallel"]'
+    body = []
+    if dyn:  # the run-time sizes, from the first dy
+        body += ["  %i0 = arith.constant 0 : index",
+                 "  %i1 = arith.constant 1 : index",
+                 f"  %nb = tensor.dim %dy1, %i0 : {full.format(t)}",
+                 f"  %ns = tensor.dim %dy1, %i1 : {full.format(t)}"]
+
+    def empty(typ):
+        """The operands of tensor.empty() for `typ`'s dynamic dims."""
+        if not dyn:
+            return "()"
+        n = typ.count("?")
+        return "(%nb, %ns)" if n == 2 else "(%nb)" if n == 1 else "()"
+
+    def ext(v, typ, f32typ, maps, it):
+        if t == "f32":
+            return v
+        out = f"%{v[1:]}32"
+        body.append(f"""  {out} = linalg.generic {{indexing_maps = [{maps}, {maps}], iterator_types = {it}}}
+      ins({v} : {typ}) outs(%ef{len(body)} : {f32typ}) {{
+    ^bb0(%a: {t}, %o: f32):
+      %e = arith.extf %a : {t} to f32
+      linalg.yield %e : f32
+  }} -> {f32typ}""")
+        body.insert(-1, f"  %ef{len(body) - 1} = tensor.empty{empty(f32typ)}"
+                        f" : {f32typ}")
+        return out
+
+    def trunc(v, typ, f32typ, maps, it):
+        if t == "f32":
+            return v
+        out = f"{v}_t"
+        body.append(f"  {out}_e = tensor.empty{empty(typ)} : {typ}")
+        body.append(f"""  {out} = linalg.generic {{indexing_maps = [{maps}, {maps}], iterator_types = {it}}}
+      ins({v} : {f32typ}) outs({out}_e : {typ}) {{
+    ^bb0(%a: f32, %o: {t}):
+      %e = arith.truncf %a : f32 to {t}
+      linalg.yield %e : {t}
+  }} -> {typ}""")
+        return out
+
+    params = [f"%scale: {tc}"]
+    results, rtypes = [], []
+    sc = ext("%scale", tc, cf, "affine_map<(b, n) -> (b, n)>",
+             '["parallel", "parallel"]')
+    body.append("  %zero = arith.constant 0.0 : f32")
+    body.append(f"  %nf = arith.constant {float(N)!r} : f32")
+    body.append(f"  %zr0 = tensor.empty{empty(rows)} : {rows}")
+    body.append(f"  %zr = linalg.fill ins(%zero : f32) outs(%zr0 : {rows}) -> {rows}")
+    body.append(f"  %zc0 = tensor.empty{empty(cf)} : {cf}")
+    body.append(f"  %zc = linalg.fill ins(%zero : f32) outs(%zc0 : {cf}) -> {cf}")
+    body.append(f"  %ee = tensor.empty{empty(ff)} : {ff}")
+    dscale_init, dshift_init = "%zc", "%zc"
+    for k in (1, 2) if chain else (1,):
+        params += [f"%dy{k}: {tf}", f"%x{k}: {tf}", f"%mean{k}: {rows}",
+                   f"%rstd{k}: {rows}"]
+        dy = ext(f"%dy{k}", tf, ff, idm, par3)
+        x = ext(f"%x{k}", tf, ff, idm, par3)
+        body.append(f"""  %xhat{k} = linalg.generic {{indexing_maps = [{idm}, {rowm}, {rowm}, {idm}], iterator_types = {par3}}}
+      ins({x}, %mean{k}, %rstd{k} : {ff}, {rows}, {rows}) outs(%ee : {ff}) {{
+    ^bb0(%a: f32, %m: f32, %r: f32, %o: f32):
+      %d = arith.subf %a, %m : f32
+      %h = arith.mulf %d, %r : f32
+      linalg.yield %h : f32
+  }} -> {ff}
+  %g{k} = linalg.generic {{indexing_maps = [{idm}, {colm}, {idm}], iterator_types = {par3}}}
+      ins({dy}, {sc} : {ff}, {cf}) outs(%ee : {ff}) {{
+    ^bb0(%d: f32, %s: f32, %o: f32):
+      %one = arith.constant 1.0 : f32
+      %w = arith.addf %s, %one : f32
+      %p = arith.mulf %d, %w : f32
+      linalg.yield %p : f32
+  }} -> {ff}
+  %s1_{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {rowm}], iterator_types = ["parallel", "parallel", "reduction"]}}
+      ins(%g{k}, %xhat{k} : {ff}, {ff}) outs(%zr : {rows}) {{
+    ^bb0(%a: f32, %h: f32, %o: f32):
+      %p = arith.mulf %a, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  }} -> {rows}
+  %s2_{k} = linalg.generic {{indexing_maps = [{idm}, {rowm}], iterator_types = ["parallel", "parallel", "reduction"]}}
+      ins(%g{k} : {ff}) outs(%zr : {rows}) {{
+    ^bb0(%a: f32, %o: f32):
+      %v = arith.addf %o, %a : f32
+      linalg.yield %v : f32
+  }} -> {rows}
+  %dx{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {rowm}, {rowm}, {rowm}, {idm}], iterator_types = {par3}}}
+      ins(%g{k}, %xhat{k}, %s1_{k}, %s2_{k}, %rstd{k} : {ff}, {ff}, {rows}, {rows}, {rows}) outs(%ee : {ff}) {{
+    ^bb0(%a: f32, %h: f32, %p: f32, %q: f32, %r: f32, %o: f32):
+      %pm = arith.divf %p, %nf : f32
+      %qm = arith.divf %q, %nf : f32
+      %hp = arith.mulf %h, %pm : f32
+      %t1 = arith.subf %a, %qm : f32
+      %t2 = arith.subf %t1, %hp : f32
+      %v = arith.mulf %t2, %r : f32
+      linalg.yield %v : f32
+  }} -> {ff}
+  %dscale{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {colm}], iterator_types = ["parallel", "reduction", "parallel"]}}
+      ins({dy}, %xhat{k} : {ff}, {ff}) outs({dscale_init} : {cf}) {{
+    ^bb0(%d: f32, %h: f32, %o: f32):
+      %p = arith.mulf %d, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  }} -> {cf}
+  %dshift{k} = linalg.generic {{indexing_maps = [{idm}, {colm}], iterator_types = ["parallel", "reduction", "parallel"]}}
+      ins({dy} : {ff}) outs({dshift_init} : {cf}) {{
+    ^bb0(%d: f32, %o: f32):
+      %v = arith.addf %o, %d : f32
+      linalg.yield %v : f32
+  }} -> {cf}""")
+        # The chain's second LayerNorm accumulates into the first's sums.
+        dscale_init, dshift_init = f"%dscale{k}", f"%dshift{k}"
+        results.append(trunc(f"%dx{k}", tf, ff, idm, par3))
+        rtypes.append(tf)
+    cmap = "affine_map<(b, n) -> (b, n)>"
+    for v in (dscale_init, dshift_init):
+        results.append(trunc(v, tc, cf, cmap, '["parallel", "parallel"]'))
+        rtypes.append(tc)
+    return (f"func.func @{name}({', '.join(params)}) -> "
+            f"({', '.join(rtypes)}) {{\n" + "\n".join(body)
+            + f"\n  return {', '.join(results)} : {', '.join(rtypes)}\n}}\n",
+            rtypes)
+
+
+GROUP_NORM_FUNCTION = "group_norm_backward"
+
+
+def group_norm_source(channels, spatial, groups, dtype, weight_dtype=None,
+                      channels_last=False):
+    """The MLIR of GroupNorm's backward over x [?, C, spatial...] (channels
+    last: [?, spatial..., C]), N at run time: (dy, x, mean, rstd, weight,
+    bias) -> (dx, dweight, dbias); mean / rstd the forward's f32 [N, G]."""
+    x, w = mlir_dtype(dtype), mlir_dtype(weight_dtype or dtype)
+    channels, groups = int(channels), int(groups)
+    spatial = [int(d) for d in spatial]
+    if channels < 1 or groups < 1 or channels % groups or not spatial or \
+            min(spatial) < 1:
+        raise ValueError(f"GroupNorm of {channels} channels in {groups} "
+                         f"groups over {spatial}: channels must be a "
+                         "multiple of groups, every dim >= 1")
+    dims = [*spatial, channels] if channels_last else [channels, *spatial]
+    full = f"tensor<?x{'x'.join(map(str, dims))}x{x}>"
+    rows, vec = f"tensor<?x{groups}xf32>", f"tensor<{channels}x{w}>"
+    attrs = f"groups = {groups} : i64" + (", channels_last" if channels_last
+                                          else "")
+    return f"""func.func @{GROUP_NORM_FUNCTION}(%dy: {full}, %x: {full},
+    %mean: {rows}, %rstd: {rows}, %w: {vec}, %b: {vec})
+    -> ({full}, {vec}, {vec}) {{
+  %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd
+      weight(%w : {vec}) bias(%b : {vec}) {{{attrs}}}
+      : {full}, {rows} -> {full}, {vec}, {vec}
+  return %dx, %dw, %db : {full}, {vec}, {vec}
+}}
+"""
+
+
+def adaln_library(n, dtype, chip="sm_90a", options=None, norm_opt=None):
+    """The Library of the adaLN backward (adaln_source, B and S at run
+    time): found ahead of time, cached, or compiled now, like library()."""
+    options = dict(options or {})
+    text, _ = adaln_source(ADALN_FUNCTION, n, dtype)
+    x = mlir_dtype(dtype)
+    return _find_or_build(
+        f"adaln-{int(n)}-{x}-{chip}-{cache_key(text, chip, options)}",
+        f"lib{ADALN_FUNCTION}.so", text, chip, options, norm_opt,
+        f"{ADALN_FUNCTION} for N={n}, dtype={x}, chip={chip}")
+
+
+def group_norm_library(channels, spatial, groups, dtype, weight_dtype=None,
+                       channels_last=False, chip="sm_90a", options=None,
+                       norm_opt=None):
+    """The Library of GroupNorm's backward (group_norm_source): found ahead
+    of time, cached, or compiled now, like library()."""
+    options = dict(options or {})
+    text = group_norm_source(channels, spatial, groups, dtype, weight_dtype,
+                             channels_last)
+    x, w = mlir_dtype(dtype), mlir_dtype(weight_dtype or dtype)
+    shape = "x".join(map(str, spatial))
+    name = (f"group-{channels}-{shape}-g{groups}{'-cl' if channels_last else ''}"
+            f"-{x}-{w}-{chip}-{cache_key(text, chip, options)}")
+    return _find_or_build(
+        name, f"lib{GROUP_NORM_FUNCTION}.so", text, chip, options, norm_opt,
+        f"{GROUP_NORM_FUNCTION} for C={channels}, spatial={shape}, "
+        f"G={groups}, dtype={x}, weight={w}, chip={chip}")
+
+
 class Specializing:
     """One backward kernel for every hidden size N, as a JIT wants it: the
     run-time N library without resident tiers (`tier_min_cols=0`: its

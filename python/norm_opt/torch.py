@@ -19,8 +19,11 @@
     torch.ops.norm_opt.launch(key, inputs) -> outputs
   one compiled region of the torch.compile route (below): the key names a
   library the route compiled from a region of Inductor's backward graph.
-* layer_norm / rms_norm (functional) and LayerNorm / RMSNorm (drop-in
-  subclasses of torch.nn's): the forward is torch's, the backward ours.
+* layer_norm / rms_norm / group_norm (functional) and LayerNorm / RMSNorm
+  / GroupNorm (drop-in subclasses of torch.nn's): the forward is torch's,
+  the backward ours (GroupNorm: NCHW, or channels last on a 4-D
+  channels-last x; f32 and bf16). adaln_modulate / AdaLNModulation: DiT's
+  LN(x) * (1 + scale) + shift, its backward one of our kernels.
 * enable_compile_routing(): torch.compile runs the recognition pass on
   Inductor's backward graphs (norm_opt.compile_route) and launches every
   region it fuses, whatever the model's spelling.
@@ -49,6 +52,8 @@ from . import kernels
 from .errors import NormRuntimeError
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# GroupNorm's (the slab kernel's, checked on the GPU in these two).
+GROUP_NORM_DTYPES = (torch.float32, torch.bfloat16)
 
 _functions = {}
 _lock = threading.Lock()
@@ -392,6 +397,160 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
             return _cpp.rms_norm(x, weight, eps)  # C++ autograd
         return _RMSNormFunction.apply(x, weight, eps)
     return F.rms_norm(x, normalized_shape, weight, eps)
+
+
+class _GroupNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, groups, weight, bias, eps):
+        n, c = x.shape[:2]
+        # (torch's CUDA kernel takes x contiguous, as F.group_norm hands it.)
+        y, mean, rstd = torch.ops.aten.native_group_norm(
+            x.contiguous(), weight, bias, n, c, math.prod(x.shape[2:]),
+            groups, eps)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.groups, ctx.has_bias = groups, bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        global _py_launches
+        _py_launches += 1
+        x, weight, mean, rstd = ctx.saved_tensors
+        # Channels last (a 4-D x in that memory format) takes the channels-
+        # last kernel on the NHWC views; otherwise contiguous NCHW.
+        last = x.dim() == 4 and not x.is_contiguous() and \
+            x.is_contiguous(memory_format=torch.channels_last)
+        perm = [0, *range(2, x.dim()), 1]
+        if last:
+            xk = x.permute(perm)
+            dyk = dy.contiguous(memory_format=torch.channels_last).permute(perm)
+        else:
+            xk, dyk = x.contiguous(), dy.contiguous()
+        spatial = tuple(x.shape[2:])
+        fn = _group_norm_kernel(x.shape[1], spatial, ctx.groups, x.dtype,
+                                weight.dtype, last, x.device)
+        dx = torch.empty_like(xk)
+        dw, db = torch.empty_like(weight), torch.empty_like(weight)
+        # (The bias is not read: its gradient is dy's sum; weight stands in.)
+        _run(x.device, fn, dyk, xk, mean.float().contiguous(),
+             rstd.float().contiguous(), weight, weight, dx, dw, db)
+        if last:
+            dx = dx.permute(0, x.dim() - 1, *range(1, x.dim() - 1))
+        return dx, None, dw, (db if ctx.has_bias else None), None
+
+
+_group_norm_kernels = {}
+
+
+def _group_norm_kernel(channels, spatial, groups, dtype, weight_dtype,
+                       channels_last, device):
+    """The norm_opt.Function of GroupNorm's backward (loaded once)."""
+    chip = chip_of(device)
+    key = (int(channels), tuple(spatial), int(groups),
+           kernels.mlir_dtype(dtype), kernels.mlir_dtype(weight_dtype),
+           bool(channels_last), chip)
+    fn = _group_norm_kernels.get(key)
+    if fn is None:
+        with _lock:
+            fn = _group_norm_kernels.get(key)
+            if fn is None:
+                lib = kernels.group_norm_library(
+                    channels, spatial, groups, dtype, weight_dtype,
+                    channels_last, chip)
+                fn = _group_norm_kernels[key] = \
+                    lib[kernels.GROUP_NORM_FUNCTION]
+    return fn
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.group_norm with our backward (a CUDA x of at
+    least 3 dims with weight and bias; else torch's path)."""
+    if (x.is_cuda and x.dim() >= 3 and weight is not None and bias is not None
+            and x.dtype in GROUP_NORM_DTYPES
+            and weight.dtype in GROUP_NORM_DTYPES
+            and x.shape[1] % num_groups == 0 and x.numel() > 0
+            and torch.is_grad_enabled()
+            and (x.requires_grad or weight.requires_grad)):
+        return _GroupNormFunction.apply(x, num_groups, weight, bias, eps)
+    return F.group_norm(x, num_groups, weight, bias, eps)
+
+
+class GroupNorm(torch.nn.GroupNorm):
+    """torch.nn.GroupNorm whose backward runs norm-opt's kernel (NCHW, or
+    channels last on a 4-D channels-last x)."""
+
+    def forward(self, x):
+        return group_norm(x, self.num_groups, self.weight, self.bias,
+                          self.eps)
+
+
+class _AdaLNFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, shift, scale, eps):
+        h, mean, rstd = torch.ops.aten.native_layer_norm(
+            x, [x.shape[-1]], None, None, eps)
+        ctx.save_for_backward(x, scale, mean, rstd)
+        return h * (1 + scale[:, None]) + shift[:, None]
+
+    @staticmethod
+    def backward(ctx, dy):
+        global _py_launches
+        _py_launches += 1
+        x, scale, mean, rstd = ctx.saved_tensors
+        b, s, n = x.shape
+        fn = _adaln_kernel(n, x.dtype, x.device)
+        dx = torch.empty_like(x, memory_format=torch.contiguous_format)
+        dscale, dshift = torch.empty_like(scale), torch.empty_like(scale)
+        _run(x.device, fn, scale.contiguous(), dy.contiguous(),
+             x.contiguous(), mean.reshape(b, s).float().contiguous(),
+             rstd.reshape(b, s).float().contiguous(), dx, dscale, dshift)
+        return dx, dshift, dscale, None
+
+
+_adaln_kernels = {}
+
+
+def _adaln_kernel(n, dtype, device):
+    """The norm_opt.Function of the adaLN backward (loaded once)."""
+    chip = chip_of(device)
+    key = (int(n), kernels.mlir_dtype(dtype), chip)
+    fn = _adaln_kernels.get(key)
+    if fn is None:
+        with _lock:
+            fn = _adaln_kernels.get(key)
+            if fn is None:
+                lib = kernels.adaln_library(n, dtype, chip)
+                fn = _adaln_kernels[key] = lib[kernels.ADALN_FUNCTION]
+    return fn
+
+
+def adaln_modulate(x, shift, scale, eps=1e-6):
+    """DiT's adaLN modulation, layer_norm(x) * (1 + scale[:, None]) +
+    shift[:, None] (a LayerNorm without affine; x [B, S, N], shift and
+    scale [B, N]), whose backward (dx, dshift, dscale: sums over each
+    sample's tokens) is one of our kernels: CUDA tensors of one dtype, f32
+    or bf16; else torch's path."""
+    if (x.is_cuda and x.dim() == 3 and scale.dim() == 2 and shift.dim() == 2
+            and x.dtype in GROUP_NORM_DTYPES and scale.dtype == x.dtype
+            and shift.dtype == x.dtype and x.numel() > 0
+            and torch.is_grad_enabled()
+            and (x.requires_grad or scale.requires_grad
+                 or shift.requires_grad)):
+        return _AdaLNFunction.apply(x, shift, scale, eps)
+    h = F.layer_norm(x, (x.shape[-1],), None, None, eps)
+    return h * (1 + scale[:, None]) + shift[:, None]
+
+
+class AdaLNModulation(torch.nn.Module):
+    """adaln_modulate as a module: forward(x, shift, scale), a LayerNorm
+    of `hidden` without affine modulated per sample."""
+
+    def __init__(self, hidden, eps=1e-6):
+        super().__init__()
+        self.hidden, self.eps = hidden, eps
+
+    def forward(self, x, shift, scale):
+        return adaln_modulate(x, shift, scale, self.eps)
 
 
 class LayerNorm(torch.nn.LayerNorm):

@@ -47,10 +47,40 @@ class Sources(unittest.TestCase):
             kernels.source("rms", 0, "f32")
 
 
+    def test_group_norm_source(self):
+        text = kernels.group_norm_source(320, (64, 64), 32, "bf16", "f32")
+        self.assertIn("func.func @group_norm_backward(", text)
+        self.assertIn("%x: tensor<?x320x64x64xbf16>", text)
+        self.assertIn("{groups = 32 : i64}", text)
+        last = kernels.group_norm_source(6, (7,), 3, "f32",
+                                         channels_last=True)
+        self.assertIn("tensor<?x7x6xf32>", last)
+        self.assertIn("channels_last", last)
+        with self.assertRaisesRegex(ValueError, "multiple of groups"):
+            kernels.group_norm_source(10, (4, 4), 4, "f32")
+        with self.assertRaisesRegex(ValueError, "every dim >= 1"):
+            kernels.group_norm_source(8, (), 4, "f32")
+
+
 class Lookup(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_env("NORM_OPT", "NORM_OPT_LIBRARY_PATH")
+
+    def test_group_norm_compiled_on_first_use(self):
+        """GroupNorm's source compiles (decomposed, fused into one slab
+        group): a launcher with the slab layouts and N as its batch."""
+        cache = scratch("gn-cache")
+        with mock.patch.dict(os.environ, {"NORM_OPT_CACHE_DIR": str(cache)}):
+            lib = kernels.group_norm_library(8, (3, 5), 4, "bf16", "f32",
+                                             chip="sm_90a")
+        sig = lib[kernels.GROUP_NORM_FUNCTION].signature
+        self.assertEqual([t.layout for t in sig.tensors],
+                         ["rows_by_cols", "rows_by_cols", "slab_rows",
+                          "slab_rows", "slab_cols", "unused",
+                          "rows_by_cols", "slab_cols", "slab_cols"])
+        self.assertEqual(sig.domains, (("rows", "cols", "batch"),))
+        self.assertEqual(sig.batch_rank(0), 1)
 
     def test_ahead_of_time_library_needs_no_norm_opt(self):
         with mock.patch.dict(os.environ, {"NORM_OPT": "/nonexistent/norm-opt",

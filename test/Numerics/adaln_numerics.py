@@ -36,6 +36,7 @@ import tempfile
 sys.dont_write_bytecode = True
 import norm_numerics as nn  # noqa: E402
 from norm_opt.checks import within  # noqa: E402
+from norm_opt.kernels import adaln_source  # noqa: E402
 
 MUTANT_MIN_CAUGHT = 0.95
 # (B, S, N, storage type, chained, B and S dynamic in the function's types)
@@ -60,139 +61,10 @@ def case_name(c):
 
 
 def function_text(name, B, S, N, t, chain, dyn=False):
-    """The backward as a front end spells it: one generic per step. With
-    `dyn`, B and S are run-time sizes (taken with tensor.dim)."""
-    b_, s_ = ("?", "?") if dyn else (B, S)
-    full, rows, cols = (f"tensor<{b_}x{s_}x{N}x{{}}>",
-                        f"tensor<{b_}x{s_}xf32>", f"tensor<{b_}x{N}x{{}}>")
-    tf, tc = full.format(t), cols.format(t)
-    ff, cf = full.format("f32"), cols.format("f32")
-    idm = "affine_map<(b, s, n) -> (b, s, n)>"
-    rowm = "affine_map<(b, s, n) -> (b, s)>"
-    colm = "affine_map<(b, s, n) -> (b, n)>"
-    par3 = '["parallel", "parallel", "parallel"]'
-    body = []
-    if dyn:  # the run-time sizes, from the first dy
-        body += ["  %i0 = arith.constant 0 : index",
-                 "  %i1 = arith.constant 1 : index",
-                 f"  %nb = tensor.dim %dy1, %i0 : {full.format(t)}",
-                 f"  %ns = tensor.dim %dy1, %i1 : {full.format(t)}"]
-
-    def empty(typ):
-        """The operands of tensor.empty() for `typ`'s dynamic dims."""
-        if not dyn:
-            return "()"
-        n = typ.count("?")
-        return "(%nb, %ns)" if n == 2 else "(%nb)" if n == 1 else "()"
-
-    def ext(v, typ, f32typ, maps, it):
-        if t == "f32":
-            return v
-        out = f"%{v[1:]}32"
-        body.append(f"""  {out} = linalg.generic {{indexing_maps = [{maps}, {maps}], iterator_types = {it}}}
-      ins({v} : {typ}) outs(%ef{len(body)} : {f32typ}) {{
-    ^bb0(%a: {t}, %o: f32):
-      %e = arith.extf %a : {t} to f32
-      linalg.yield %e : f32
-  }} -> {f32typ}""")
-        body.insert(-1, f"  %ef{len(body) - 1} = tensor.empty{empty(f32typ)}"
-                        f" : {f32typ}")
-        return out
-
-    def trunc(v, typ, f32typ, maps, it):
-        if t == "f32":
-            return v
-        out = f"{v}_t"
-        body.append(f"  {out}_e = tensor.empty{empty(typ)} : {typ}")
-        body.append(f"""  {out} = linalg.generic {{indexing_maps = [{maps}, {maps}], iterator_types = {it}}}
-      ins({v} : {f32typ}) outs({out}_e : {typ}) {{
-    ^bb0(%a: f32, %o: {t}):
-      %e = arith.truncf %a : f32 to {t}
-      linalg.yield %e : {t}
-  }} -> {typ}""")
-        return out
-
-    params = [f"%scale: {tc}"]
-    results, rtypes = [], []
-    sc = ext("%scale", tc, cf, "affine_map<(b, n) -> (b, n)>",
-             '["parallel", "parallel"]')
-    body.append("  %zero = arith.constant 0.0 : f32")
-    body.append(f"  %nf = arith.constant {float(N)!r} : f32")
-    body.append(f"  %zr0 = tensor.empty{empty(rows)} : {rows}")
-    body.append(f"  %zr = linalg.fill ins(%zero : f32) outs(%zr0 : {rows}) -> {rows}")
-    body.append(f"  %zc0 = tensor.empty{empty(cf)} : {cf}")
-    body.append(f"  %zc = linalg.fill ins(%zero : f32) outs(%zc0 : {cf}) -> {cf}")
-    body.append(f"  %ee = tensor.empty{empty(ff)} : {ff}")
-    dscale_init, dshift_init = "%zc", "%zc"
-    for k in (1, 2) if chain else (1,):
-        params += [f"%dy{k}: {tf}", f"%x{k}: {tf}", f"%mean{k}: {rows}",
-                   f"%rstd{k}: {rows}"]
-        dy = ext(f"%dy{k}", tf, ff, idm, par3)
-        x = ext(f"%x{k}", tf, ff, idm, par3)
-        body.append(f"""  %xhat{k} = linalg.generic {{indexing_maps = [{idm}, {rowm}, {rowm}, {idm}], iterator_types = {par3}}}
-      ins({x}, %mean{k}, %rstd{k} : {ff}, {rows}, {rows}) outs(%ee : {ff}) {{
-    ^bb0(%a: f32, %m: f32, %r: f32, %o: f32):
-      %d = arith.subf %a, %m : f32
-      %h = arith.mulf %d, %r : f32
-      linalg.yield %h : f32
-  }} -> {ff}
-  %g{k} = linalg.generic {{indexing_maps = [{idm}, {colm}, {idm}], iterator_types = {par3}}}
-      ins({dy}, {sc} : {ff}, {cf}) outs(%ee : {ff}) {{
-    ^bb0(%d: f32, %s: f32, %o: f32):
-      %one = arith.constant 1.0 : f32
-      %w = arith.addf %s, %one : f32
-      %p = arith.mulf %d, %w : f32
-      linalg.yield %p : f32
-  }} -> {ff}
-  %s1_{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {rowm}], iterator_types = ["parallel", "parallel", "reduction"]}}
-      ins(%g{k}, %xhat{k} : {ff}, {ff}) outs(%zr : {rows}) {{
-    ^bb0(%a: f32, %h: f32, %o: f32):
-      %p = arith.mulf %a, %h : f32
-      %v = arith.addf %o, %p : f32
-      linalg.yield %v : f32
-  }} -> {rows}
-  %s2_{k} = linalg.generic {{indexing_maps = [{idm}, {rowm}], iterator_types = ["parallel", "parallel", "reduction"]}}
-      ins(%g{k} : {ff}) outs(%zr : {rows}) {{
-    ^bb0(%a: f32, %o: f32):
-      %v = arith.addf %o, %a : f32
-      linalg.yield %v : f32
-  }} -> {rows}
-  %dx{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {rowm}, {rowm}, {rowm}, {idm}], iterator_types = {par3}}}
-      ins(%g{k}, %xhat{k}, %s1_{k}, %s2_{k}, %rstd{k} : {ff}, {ff}, {rows}, {rows}, {rows}) outs(%ee : {ff}) {{
-    ^bb0(%a: f32, %h: f32, %p: f32, %q: f32, %r: f32, %o: f32):
-      %pm = arith.divf %p, %nf : f32
-      %qm = arith.divf %q, %nf : f32
-      %hp = arith.mulf %h, %pm : f32
-      %t1 = arith.subf %a, %qm : f32
-      %t2 = arith.subf %t1, %hp : f32
-      %v = arith.mulf %t2, %r : f32
-      linalg.yield %v : f32
-  }} -> {ff}
-  %dscale{k} = linalg.generic {{indexing_maps = [{idm}, {idm}, {colm}], iterator_types = ["parallel", "reduction", "parallel"]}}
-      ins({dy}, %xhat{k} : {ff}, {ff}) outs({dscale_init} : {cf}) {{
-    ^bb0(%d: f32, %h: f32, %o: f32):
-      %p = arith.mulf %d, %h : f32
-      %v = arith.addf %o, %p : f32
-      linalg.yield %v : f32
-  }} -> {cf}
-  %dshift{k} = linalg.generic {{indexing_maps = [{idm}, {colm}], iterator_types = ["parallel", "reduction", "parallel"]}}
-      ins({dy} : {ff}) outs({dshift_init} : {cf}) {{
-    ^bb0(%d: f32, %o: f32):
-      %v = arith.addf %o, %d : f32
-      linalg.yield %v : f32
-  }} -> {cf}""")
-        # The chain's second LayerNorm accumulates into the first's sums.
-        dscale_init, dshift_init = f"%dscale{k}", f"%dshift{k}"
-        results.append(trunc(f"%dx{k}", tf, ff, idm, par3))
-        rtypes.append(tf)
-    cmap = "affine_map<(b, n) -> (b, n)>"
-    for v in (dscale_init, dshift_init):
-        results.append(trunc(v, tc, cf, cmap, '["parallel", "parallel"]'))
-        rtypes.append(tc)
-    return (f"func.func @{name}({', '.join(params)}) -> "
-            f"({', '.join(rtypes)}) {{\n" + "\n".join(body)
-            + f"\n  return {', '.join(results)} : {', '.join(rtypes)}\n}}\n",
-            rtypes)
+    """The backward as a front end spells it (norm_opt.kernels'
+    adaln_source, which norm_opt.torch compiles too)."""
+    return adaln_source(name, N, t, chain=chain, batch=None if dyn else B,
+                        tokens=None if dyn else S)
 
 
 def gen_inputs(c, seed):

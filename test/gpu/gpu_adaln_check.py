@@ -4,7 +4,7 @@ against float64 and bitwise determinism (the benchmark is bench/adaln.py).
 
 DiT / SD3 / Flux: y = LN(x) * (1 + scale[b]) + shift[b], x [B, S, N],
 scale and shift [B, N]. The functions are the linalg a front end emits
-(test/Numerics/adaln_numerics.py's function_text: one generic per step),
+(norm_opt.kernels' adaln_source: one generic per step),
 fused by --norm-fuse-mixed-reductions into one multi-axis
 norm.mixed_reduction (row sums over N, column sums keeping B and N:
 batched rows) and run by the 2-D kernels with a sample per blockIdx.y
@@ -20,7 +20,9 @@ Two modes (PYTHONPATH=python:test/lib-python):
   python3 test/gpu/gpu_adaln_check.py --dir .carry/adaln [--quick]
       (GPU machine) -- fresh random inputs (never zero), outputs poisoned
       with NaN, every result against float64 by relative L2 error, every
-      result bitwise identical over 3 calls; --tiny: small shapes, for
+      result bitwise identical over 3 calls; then norm_opt.torch's
+      adaln_modulate (compiling on first use: $NORM_OPT or the wheel's
+      norm-opt) against float64 autograd; --tiny: small shapes only, for
       compute-sanitizer
 Prints one line per check and a summary last.
 """
@@ -31,10 +33,7 @@ import re
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "Numerics"))
-
-from harness import Results, add_inject_option  # noqa: E402
+from harness import Results, add_inject_option
 
 # (name, N, dtype, chained, B, S): B and S are run-time sizes (the function
 # takes any) unless chained (static: the host module's types give the
@@ -53,12 +52,11 @@ TINY_SHAPES = [(2, 3), (5, 1), (3, 37)]
 
 
 def build(out, norm_opt):
-    import adaln_numerics as an
     from norm_opt import compile_command
+    from norm_opt.kernels import adaln_source
     os.makedirs(out, exist_ok=True)
     for name, n, t, chain, b, s in FUNCTIONS:
-        text, _ = an.function_text(name, b or 1, s or 1, n, t, chain,
-                                   dyn=not chain)
+        text, _ = adaln_source(name, n, t, chain=chain, batch=b, tokens=s)
         src = os.path.join(out, f"{name}.mlir")
         with open(src, "w") as fh:
             fh.write(text)
@@ -216,7 +214,41 @@ def numerics(args):
             results.require(case, "every result bitwise over 3 calls",
                             all(torch.equal(a, c) for r in runs[1:]
                                 for a, c in zip(runs[0], r)))
+    if not args.tiny:
+        module_check(results)
     return results.finish()
+
+
+def module_check(results):
+    """norm_opt.torch.adaln_modulate (torch's forward, our backward
+    compiled on first use) against the same math in float64 autograd: the
+    gradients of x, shift and scale, f32 and bf16; and that our kernel
+    ran."""
+    import torch
+    import norm_opt.torch as nt
+
+    torch.manual_seed(20261129)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(3, 37, 264, device="cuda").to(dtype).requires_grad_()
+        shift = (0.5 * torch.randn(3, 264, device="cuda")).to(dtype)
+        scale = (0.5 * torch.randn(3, 264, device="cuda")).to(dtype)
+        shift.requires_grad_()
+        scale.requires_grad_()
+        refs = [t.detach().double().requires_grad_()
+                for t in (x, shift, scale)]
+        g = torch.randn(3, 37, 264, device="cuda").to(dtype)
+        before = nt.launches
+        nt.adaln_modulate(x, shift, scale).backward(g)
+        ran = nt.launches - before
+        xr, shr, scr = refs
+        h = torch.nn.functional.layer_norm(xr, (264,), None, None, 1e-6)
+        (h * (1 + scr[:, None]) + shr[:, None]).backward(g.double())
+        case = f"nt.adaln_modulate {str(dtype).split('.')[-1]}"
+        for label, got, want in (("dx", x.grad, xr.grad),
+                                 ("dshift", shift.grad, shr.grad),
+                                 ("dscale", scale.grad, scr.grad)):
+            results.compare(case, label, got, want)
+        results.require(case, f"our kernel ran ({ran} launches)", ran >= 1)
 
 
 def main():

@@ -17,7 +17,9 @@ Two modes (PYTHONPATH=python:test/lib-python):
       (GPU machine) -- fresh random inputs (never zero), outputs poisoned
       with NaN, dx, dweight and dbias against float64 (torch's
       native_group_norm_backward in float64) by relative L2 error, every
-      result bitwise identical over 3 calls; --tiny: small shapes, for
+      result bitwise identical over 3 calls; then norm_opt.torch.GroupNorm
+      (compiling on first use: $NORM_OPT or the wheel's norm-opt) against
+      torch.nn.GroupNorm in float64; --tiny: small shapes only, for
       compute-sanitizer
 Prints one line per check and a summary last.
 """
@@ -156,7 +158,47 @@ def numerics(args):
             results.require(case, "every result bitwise over 3 calls",
                             all(torch.equal(a, b) for r in runs[1:]
                                 for a, b in zip(runs[0], r)))
+    if not args.tiny:
+        module_check(results)
     return results.finish()
+
+
+def module_check(results):
+    """norm_opt.torch.GroupNorm (the drop-in module: torch's forward, our
+    backward compiled on first use) against torch.nn.GroupNorm in float64:
+    the gradients of x, weight and bias, NCHW and channels last, f32 and
+    bf16; and that our kernel ran."""
+    import torch
+    import norm_opt.torch as nt
+
+    torch.manual_seed(20261129)
+    for last in (False, True):
+        for dtype in (torch.float32, torch.bfloat16):
+            ours = nt.GroupNorm(8, 40).cuda().to(dtype)
+            ref = torch.nn.GroupNorm(8, 40).cuda().double()
+            with torch.no_grad():
+                for p, q in zip(ours.parameters(), ref.parameters()):
+                    p.copy_(torch.randn_like(p) * 0.5 + 1)
+                    q.copy_(p.double())
+            fmt = torch.channels_last if last else torch.contiguous_format
+            x = torch.randn(3, 40, 6, 5, device="cuda").to(dtype)
+            x = x.contiguous(memory_format=fmt).requires_grad_()
+            xr = x.detach().double().requires_grad_()
+            g = torch.randn(3, 40, 6, 5, device="cuda").to(dtype)
+            before = nt.launches
+            ours(x).backward(g.contiguous(memory_format=fmt))
+            ran = nt.launches - before
+            ref(xr).backward(g.double())
+            case = (f"nt.GroupNorm {'channels last' if last else 'NCHW'} "
+                    f"{str(dtype).split('.')[-1]}")
+            for label, got, want in (("dx", x.grad, xr.grad),
+                                     ("dweight", ours.weight.grad,
+                                      ref.weight.grad),
+                                     ("dbias", ours.bias.grad,
+                                      ref.bias.grad)):
+                results.compare(case, label, got, want)
+            results.require(case, f"our kernel ran ({ran} launches)",
+                            ran >= 1)
 
 
 def main():
