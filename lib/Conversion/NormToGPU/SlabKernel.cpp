@@ -10,7 +10,9 @@
 //                                              base + c x cStride +
 //                                              d x dStride)
 //
-// The threads walk the slab (SlabWalk), V elements per access:
+// The threads walk the slab (SlabWalk), V elements per access (a channel
+// walk issues the loads of kSlabAccessesInFlight accesses before it uses
+// the first, then the rest one at a time):
 //   WarpPerChannel (NCHW, C >= warps): warp w takes channels w, w + W, ...;
 //     its lanes stride over the channel's D contiguous elements
 //   CtaPerChannel (NCHW, few channels): every thread strides over each
@@ -44,6 +46,10 @@ using namespace mlir;
 using namespace mlir::norm;
 
 namespace {
+
+/// Accesses a thread of a channel walk loads before it uses the first
+/// (memory-level parallelism: 4 x 16 bytes per full input in flight).
+constexpr int64_t kSlabAccessesInFlight = 4;
 
 /// The kernel's arguments (mainKernelParams' list: rows = the slabs M,
 /// cols = a slab's elements L).
@@ -105,15 +111,25 @@ private:
                                 ArrayRef<Value> rowResults, int64_t e);
 
   /// The thread's accesses of the slab (the walk), `carried` threaded
-  /// through: `perAccess` at each (V elements at `index`), `endChannel`
-  /// after each channel of a channel walk.
+  /// through: `perAccess` at each (V elements of every full input, loaded
+  /// at `index`; `valid`: whether the access counts, true for every access
+  /// the walks make), `endChannel` after each channel of a channel walk.
   using AccessFn = function_ref<SmallVector<Value>(
-      Value index, const ColumnValues &colVals, ValueRange carried)>;
+      Value index, Value valid, ArrayRef<SmallVector<Value>> full,
+      const ColumnValues &colVals, ValueRange carried)>;
   using ChannelEndFn =
       function_ref<SmallVector<Value>(Value c, ValueRange carried)>;
   SmallVector<Value> walkSlab(const SlabArgs &args, const SlabPlace &at,
                               ValueRange init, AccessFn perAccess,
                               ChannelEndFn endChannel);
+  /// The accesses `step` apart from `first` up to `end` (at base +
+  /// position x stride): `inFlight` loaded before the first is used while
+  /// a whole group fits, then one at a time.
+  SmallVector<Value> stridedAccesses(const SlabArgs &args, Value first,
+                                     Value step, Value end, Value stride,
+                                     Value base, const ColumnValues &colVals,
+                                     ValueRange carried, int64_t inFlight,
+                                     AccessFn perAccess);
   SmallVector<Value> walkChannels(const SlabArgs &args, const SlabPlace &at,
                                   ValueRange init, Value firstChannel,
                                   Value channelStep, Value firstElement,
@@ -235,6 +251,54 @@ SmallVector<Value> SlabKernelBuilder::regionArgs(
   return a;
 }
 
+SmallVector<Value> SlabKernelBuilder::stridedAccesses(
+    const SlabArgs &args, Value first, Value step, Value end, Value stride,
+    Value base, const ColumnValues &colVals, ValueRange carried,
+    int64_t inFlight, AccessFn perAccess) {
+  Value always = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+  // `count` accesses from `at`, all inside: loaded, then used in order.
+  auto accesses = [&](Value at, int64_t count, ValueRange state) {
+    SmallVector<Value> indices;
+    SmallVector<SmallVector<SmallVector<Value>>> loaded;
+    for (int64_t u = 0; u < count; ++u) {
+      indices.push_back(add(base, mul(add(at, mul(step, c64(u))), stride)));
+      loaded.push_back(loadFull(args, indices.back()));
+    }
+    SmallVector<Value> next(state);
+    for (int64_t u = 0; u < count; ++u)
+      next = perAccess(indices[u], always, loaded[u], colVals, next);
+    return next;
+  };
+  auto loop = [&](Value from, Value to, Value by, int64_t count,
+                  ValueRange state) {
+    return scf::ForOp::create(
+               b, loc, from, to, by, state,
+               [&](OpBuilder &, Location, Value at, ValueRange inner) {
+                 scf::YieldOp::create(b, loc, accesses(at, count, inner));
+               })
+        .getResults();
+  };
+  if (inFlight == 1)
+    return loop(first, end, step, 1, carried);
+  // Whole groups of `inFlight` accesses while the last of a group is
+  // inside, then the rest one at a time.
+  Value group = mul(step, c64(inFlight));
+  Value span = mul(step, c64(inFlight - 1));
+  Value groupEnd = arith::SelectOp::create(
+      b, loc, ult(span, end), arith::SubIOp::create(b, loc, end, span),
+      c64(0));
+  SmallVector<Value> state = loop(first, groupEnd, group, inFlight, carried);
+  Value groups = arith::SelectOp::create(
+      b, loc, ult(first, groupEnd),
+      arith::DivUIOp::create(
+          b, loc,
+          add(arith::SubIOp::create(b, loc, groupEnd, first),
+              arith::SubIOp::create(b, loc, group, c64(1))),
+          group),
+      c64(0));
+  return loop(add(first, mul(groups, group)), end, step, 1, state);
+}
+
 SmallVector<Value> SlabKernelBuilder::walkChannels(
     const SlabArgs &args, const SlabPlace &at, ValueRange init,
     Value firstChannel, Value channelStep, Value firstElement,
@@ -244,13 +308,10 @@ SmallVector<Value> SlabKernelBuilder::walkChannels(
       [&](OpBuilder &, Location, Value c, ValueRange carried) {
         ColumnValues colVals = loadColumnInputs(args, at, c, 1);
         Value channelBase = add(at.base, mul(c, at.cStride));
-        auto elements = scf::ForOp::create(
-            b, loc, firstElement, at.spatial, elementStep, carried,
-            [&](OpBuilder &, Location, Value d, ValueRange inner) {
-              Value index = add(channelBase, mul(d, at.dStride));
-              scf::YieldOp::create(b, loc, perAccess(index, colVals, inner));
-            });
-        scf::YieldOp::create(b, loc, endChannel(c, elements.getResults()));
+        SmallVector<Value> elements = stridedAccesses(
+            args, firstElement, elementStep, at.spatial, at.dStride,
+            channelBase, colVals, carried, kSlabAccessesInFlight, perAccess);
+        scf::YieldOp::create(b, loc, endChannel(c, elements));
       });
   return channels.getResults();
 }
@@ -287,13 +348,10 @@ SmallVector<Value> SlabKernelBuilder::walkSlab(const SlabArgs &args,
     Runs runs = positionRuns(at);
     ColumnValues colVals = loadColumnInputs(args, at, runs.channel, V);
     Value runBase = add(at.base, runs.channel);
-    auto positions = scf::ForOp::create(
-        b, loc, runs.position, at.spatial, runs.step, init,
-        [&](OpBuilder &, Location, Value p, ValueRange carried) {
-          Value index = add(runBase, mul(p, at.dStride));
-          scf::YieldOp::create(b, loc, perAccess(index, colVals, carried));
-        });
-    return positions.getResults();
+    // One access at a time: measured slower with four in flight (runs of
+    // 20-80 bytes, C elements apart; perf-notes, "GroupNorm slabs").
+    return stridedAccesses(args, runs.position, runs.step, at.spatial,
+                           at.dStride, runBase, colVals, init, 1, perAccess);
   }
   }
   llvm_unreachable("unknown slab walk");
@@ -344,14 +402,17 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
     SmallVector<Value> zeros(yields.size(), zeroF32());
     SmallVector<Value> sums = walkSlab(
         args, at, zeros,
-        [&](Value index, const ColumnValues &colVals, ValueRange carried) {
-          SmallVector<SmallVector<Value>> full = loadFull(args, index);
+        [&](Value, Value valid, ArrayRef<SmallVector<Value>> full,
+            const ColumnValues &colVals, ValueRange carried) {
           SmallVector<Value> next(carried);
           for (int64_t e = 0; e < V; ++e)
             for (auto [s, v] : llvm::zip(
                      next, inlineRegion(stage, regionArgs(full, rowIn, colVals,
                                                           rowResults, e))))
-              s = arith::AddFOp::create(b, loc, s, toF32(v));
+              s = arith::AddFOp::create(
+                  b, loc, s,
+                  arith::SelectOp::create(b, loc, valid, toF32(v),
+                                          zeroF32()));
           return next;
         },
         [&](Value, ValueRange carried) {
@@ -385,8 +446,8 @@ void SlabKernelBuilder::elementwisePass(const SlabArgs &args,
   SmallVector<Value> zeros(perThread, zeroF32());
   SmallVector<Value> accumulators = walkSlab(
       args, at, zeros,
-      [&](Value index, const ColumnValues &colVals, ValueRange carried) {
-        SmallVector<SmallVector<Value>> full = loadFull(args, index);
+      [&](Value index, Value valid, ArrayRef<SmallVector<Value>> full,
+          const ColumnValues &colVals, ValueRange carried) {
         SmallVector<SmallVector<Value>> outs(op.getFullResults().size());
         SmallVector<Value> next(carried);
         for (int64_t e = 0; e < V; ++e) {
@@ -396,12 +457,16 @@ void SlabKernelBuilder::elementwisePass(const SlabArgs &args,
             outs[i].push_back(v);
           for (auto [k, v] : llvm::enumerate(inlineRegion(op.getColumns(), a))) {
             Value &acc = next[runs ? k * V + e : k];
-            acc = arith::AddFOp::create(b, loc, acc, toF32(v));
+            acc = arith::AddFOp::create(
+                b, loc, acc,
+                arith::SelectOp::create(b, loc, valid, toF32(v), zeroF32()));
           }
         }
-        for (auto [i, out] : llvm::enumerate(outs))
-          store(args.fullOut[i], elementTypeOf(op.getFullResults()[i]), index,
-                out);
+        ifThen(valid, [&] {
+          for (auto [i, out] : llvm::enumerate(outs))
+            store(args.fullOut[i], elementTypeOf(op.getFullResults()[i]),
+                  index, out);
+        });
         return next;
       },
       [&](Value c, ValueRange carried) {
