@@ -93,20 +93,24 @@ def _run(device, fn, *tensors):
             _launch(fn, device, *tensors)
 
 
-def kernel(kind, n, dtype, weight_dtype, device):
-    """The norm_opt.Function of one backward kernel (loaded once)."""
-    chip = chip_of(device)
-    key = (kind, int(n), kernels.mlir_dtype(dtype),
-           kernels.mlir_dtype(weight_dtype), chip)
+def _loaded_once(key, load):
+    """_functions[key], made by `load()` the first time (one thread)."""
     fn = _functions.get(key)
     if fn is None:
         with _lock:
             fn = _functions.get(key)
             if fn is None:
-                lib = kernels.library(kind, n, dtype, weight_dtype, chip)
-                fn = lib[kernels.function_name(kind)]
-                _functions[key] = fn
+                fn = _functions[key] = load()
     return fn
+
+
+def kernel(kind, n, dtype, weight_dtype, device):
+    """The norm_opt.Function of one backward kernel (loaded once)."""
+    chip = chip_of(device)
+    key = (kind, int(n), kernels.mlir_dtype(dtype),
+           kernels.mlir_dtype(weight_dtype), chip)
+    return _loaded_once(key, lambda: kernels.library(
+        kind, n, dtype, weight_dtype, chip)[kernels.function_name(kind)])
 
 
 def preload(hidden_sizes, dtypes=(torch.bfloat16,), weight_dtypes=None,
@@ -439,27 +443,16 @@ class _GroupNormFunction(torch.autograd.Function):
         return dx, None, dw, (db if ctx.has_bias else None), None
 
 
-_group_norm_kernels = {}
-
-
 def _group_norm_kernel(channels, spatial, groups, dtype, weight_dtype,
                        channels_last, device):
     """The norm_opt.Function of GroupNorm's backward (loaded once)."""
     chip = chip_of(device)
-    key = (int(channels), tuple(spatial), int(groups),
+    key = ("group", int(channels), tuple(spatial), int(groups),
            kernels.mlir_dtype(dtype), kernels.mlir_dtype(weight_dtype),
            bool(channels_last), chip)
-    fn = _group_norm_kernels.get(key)
-    if fn is None:
-        with _lock:
-            fn = _group_norm_kernels.get(key)
-            if fn is None:
-                lib = kernels.group_norm_library(
-                    channels, spatial, groups, dtype, weight_dtype,
-                    channels_last, chip)
-                fn = _group_norm_kernels[key] = \
-                    lib[kernels.GROUP_NORM_FUNCTION]
-    return fn
+    return _loaded_once(key, lambda: kernels.group_norm_library(
+        channels, spatial, groups, dtype, weight_dtype, channels_last,
+        chip)[kernels.GROUP_NORM_FUNCTION])
 
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
@@ -507,21 +500,12 @@ class _AdaLNFunction(torch.autograd.Function):
         return dx, dshift, dscale, None
 
 
-_adaln_kernels = {}
-
-
 def _adaln_kernel(n, dtype, device):
     """The norm_opt.Function of the adaLN backward (loaded once)."""
     chip = chip_of(device)
-    key = (int(n), kernels.mlir_dtype(dtype), chip)
-    fn = _adaln_kernels.get(key)
-    if fn is None:
-        with _lock:
-            fn = _adaln_kernels.get(key)
-            if fn is None:
-                lib = kernels.adaln_library(n, dtype, chip)
-                fn = _adaln_kernels[key] = lib[kernels.ADALN_FUNCTION]
-    return fn
+    key = ("adaln", int(n), kernels.mlir_dtype(dtype), chip)
+    return _loaded_once(key, lambda: kernels.adaln_library(
+        n, dtype, chip)[kernels.ADALN_FUNCTION])
 
 
 def adaln_modulate(x, shift, scale, eps=1e-6):

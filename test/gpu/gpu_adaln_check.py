@@ -27,13 +27,12 @@ Two modes (PYTHONPATH=python:test/lib-python):
 Prints one line per check and a summary last.
 """
 
-import argparse
 import os
 import re
 import subprocess
 import sys
 
-from harness import Results, add_inject_option
+from harness import Results, build_or_check
 
 # (name, N, dtype, chained, B, S): B and S are run-time sizes (the function
 # takes any) unless chained (static: the host module's types give the
@@ -252,18 +251,7 @@ def module_check(results):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", metavar="OUT")
-    ap.add_argument("--norm-opt", default="build/bin/norm-opt")
-    ap.add_argument("--dir", default=".carry/adaln")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--tiny", action="store_true",
-                    help="few elements per case (under compute-sanitizer)")
-    add_inject_option(ap)
-    args = ap.parse_args()
-    if args.build:
-        return build(args.build, args.norm_opt)
-    return numerics(args)
+    return build_or_check(__doc__, ".carry/adaln", build, numerics)
 
 
 if __name__ == "__main__":

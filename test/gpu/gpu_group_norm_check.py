@@ -24,12 +24,11 @@ Two modes (PYTHONPATH=python:test/lib-python):
 Prints one line per check and a summary last.
 """
 
-import argparse
 import os
 import subprocess
 import sys
 
-from harness import Results, add_inject_option
+from harness import Results, build_or_check
 
 # (name, C, spatial dims, G, x dtype, weight dtype, channels last): N is a
 # run-time size. Stable Diffusion's UNet / VAE GroupNorms (G = 32), odd
@@ -202,18 +201,7 @@ def module_check(results):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", metavar="OUT")
-    ap.add_argument("--norm-opt", default="build/bin/norm-opt")
-    ap.add_argument("--dir", default=".carry/gn")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--tiny", action="store_true",
-                    help="small shapes only (under compute-sanitizer)")
-    add_inject_option(ap)
-    args = ap.parse_args()
-    if args.build:
-        return build(args.build, args.norm_opt)
-    return numerics(args)
+    return build_or_check(__doc__, ".carry/gn", build, numerics)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,26 @@ def add_inject_option(parser, extra=None):
             f"{k}: {v}" for k, v in sorted(kinds.items())))
 
 
+def build_or_check(doc, default_dir, build, numerics):
+    """The main of a build-here, check-there harness: --build OUT writes
+    and compiles its functions with --norm-opt (`build(out, norm_opt)`);
+    else the GPU check of --dir (`numerics(args)`: --quick, --tiny (small
+    shapes only, for compute-sanitizer), --inject)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--build", metavar="OUT")
+    ap.add_argument("--norm-opt", default="build/bin/norm-opt")
+    ap.add_argument("--dir", default=default_dir)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tiny", action="store_true",
+                    help="small shapes only (under compute-sanitizer)")
+    add_inject_option(ap)
+    args = ap.parse_args()
+    if args.build:
+        return build(args.build, args.norm_opt)
+    return numerics(args)
+
+
 def poison(tensor):
     """NaN into one element of `tensor`, in place (a result the kernel
     wrote: the comparison after it must fail)."""
@@ -135,4 +155,5 @@ class Results:
 
 
 __all__ = ["TOLERANCE", "INJECT", "Results", "Worst", "add_inject_option",
+           "build_or_check",
            "dtype_name", "poison", "tol", "within"]

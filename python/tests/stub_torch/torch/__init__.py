@@ -216,7 +216,7 @@ class _Module:
 
 
 nn = types.ModuleType("torch.nn")
-nn.LayerNorm = nn.RMSNorm = _Module
+nn.LayerNorm = nn.RMSNorm = nn.GroupNorm = nn.Module = _Module
 nn.functional = types.ModuleType("torch.nn.functional")
 sys.modules["torch.nn"] = nn
 sys.modules["torch.nn.functional"] = nn.functional
