@@ -220,3 +220,30 @@ TEST(BatchedRowsRank, IsTheLeadingDimsBothSidesKeep) {
   EXPECT_EQ(batchedRowsRank(3, {1}, {0, 1}), 0);       // N not the last dim
   EXPECT_EQ(batchedRowsRank(2, {1}, {1}), 0);          // 2-D
 }
+
+// Slab domains: GroupNorm's roles in one of two orders (the GPU's slab
+// kernel), A and C static.
+TEST(SlabDomainOf, IsGroupNormsTwoLayouts) {
+  using norm::slabDomainOf;
+  int64_t dyn = ShapedType::kDynamic;
+  // NCHW [N, G, C/G, H, W]: R A C D D.
+  std::optional<norm::SlabDomain> nchw =
+      slabDomainOf({dyn, 32, 10, 64, 64}, {2, 3, 4}, {1, 2});
+  ASSERT_TRUE(nchw.has_value());
+  EXPECT_FALSE(nchw->channelsLast);
+  EXPECT_EQ(nchw->aSize, 32);
+  EXPECT_EQ(nchw->cSize, 10);
+  EXPECT_EQ(nchw->dRank, 2);
+  // NHWC [N, H, W, G, C/G]: R D D A C; H and W at run time.
+  std::optional<norm::SlabDomain> nhwc =
+      slabDomainOf({dyn, dyn, dyn, 4, 2}, {1, 2, 4}, {3, 4});
+  ASSERT_TRUE(nhwc.has_value());
+  EXPECT_TRUE(nhwc->channelsLast);
+  EXPECT_EQ(nhwc->rRank, 1);
+  // Not slabs: a run-time G, roles in another order, no spatial dim.
+  EXPECT_FALSE(slabDomainOf({2, dyn, 3, 4}, {2, 3}, {1, 2}).has_value());
+  EXPECT_FALSE(slabDomainOf({2, 3, 2, 4}, {1, 3}, {1, 2}).has_value());
+  EXPECT_FALSE(slabDomainOf({2, 4, 3}, {2}, {1, 2}).has_value());
+  // adaLN's batched rows are not slabs (no D dims).
+  EXPECT_FALSE(slabDomainOf({2, 3, 8}, {2}, {0, 2}).has_value());
+}

@@ -197,3 +197,128 @@ func.func @captured_f32(%x: tensor<8x16xf32>, %dy: tensor<8x16xf32>, %k: f32) ->
   } -> tensor<16xf32>
   return %dx, %dw : tensor<8x16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// A chain (pytorch 193061: two adaLN groups sharing scale / shift): the
+// second group's column sums start from the first's results, which the
+// first call now returns; the second call reads them (not the erased
+// group's values: the crash this guards against).
+// CHECK-LABEL: func.func @adaln_chain(
+// CHECK:         %[[G0:.*]]:3 = call @adaln_chain_group0(%arg1, %arg2, %arg3, %arg4, %arg0)
+// CHECK:         %[[G1:.*]]:3 = call @adaln_chain_group1(%arg5, %arg6, %arg7, %arg8, %arg0, %[[G0]]#1, %[[G0]]#2)
+// CHECK:         return %[[G0]]#0, %[[G1]]#0, %[[G1]]#1, %[[G1]]#2
+func.func @adaln_chain(%scale: tensor<2x8xf32>, %dy1: tensor<2x3x8xf32>, %x1: tensor<2x3x8xf32>, %mean1: tensor<2x3xf32>, %rstd1: tensor<2x3xf32>, %dy2: tensor<2x3x8xf32>, %x2: tensor<2x3x8xf32>, %mean2: tensor<2x3xf32>, %rstd2: tensor<2x3xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %nf = arith.constant 8.0 : f32
+  %zr0 = tensor.empty() : tensor<2x3xf32>
+  %zr = linalg.fill ins(%zero : f32) outs(%zr0 : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %zc0 = tensor.empty() : tensor<2x8xf32>
+  %zc = linalg.fill ins(%zero : f32) outs(%zc0 : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %ee = tensor.empty() : tensor<2x3x8xf32>
+  %xhat1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x1, %mean1, %rstd1 : tensor<2x3x8xf32>, tensor<2x3xf32>, tensor<2x3xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%a: f32, %m: f32, %r: f32, %o: f32):
+      %d = arith.subf %a, %m : f32
+      %h = arith.mulf %d, %r : f32
+      linalg.yield %h : f32
+  } -> tensor<2x3x8xf32>
+  %g1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%dy1, %scale : tensor<2x3x8xf32>, tensor<2x8xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%d: f32, %s: f32, %o: f32):
+      %one = arith.constant 1.0 : f32
+      %w = arith.addf %s, %one : f32
+      %p = arith.mulf %d, %w : f32
+      linalg.yield %p : f32
+  } -> tensor<2x3x8xf32>
+  %s1_1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g1, %xhat1 : tensor<2x3x8xf32>, tensor<2x3x8xf32>) outs(%zr : tensor<2x3xf32>) {
+    ^bb0(%a: f32, %h: f32, %o: f32):
+      %p = arith.mulf %a, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3xf32>
+  %s2_1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g1 : tensor<2x3x8xf32>) outs(%zr : tensor<2x3xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %v = arith.addf %o, %a : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3xf32>
+  %dx1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g1, %xhat1, %s1_1, %s2_1, %rstd1 : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%a: f32, %h: f32, %p: f32, %q: f32, %r: f32, %o: f32):
+      %pm = arith.divf %p, %nf : f32
+      %qm = arith.divf %q, %nf : f32
+      %hp = arith.mulf %h, %pm : f32
+      %t1 = arith.subf %a, %qm : f32
+      %t2 = arith.subf %t1, %hp : f32
+      %v = arith.mulf %t2, %r : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3x8xf32>
+  %dscale1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy1, %xhat1 : tensor<2x3x8xf32>, tensor<2x3x8xf32>) outs(%zc : tensor<2x8xf32>) {
+    ^bb0(%d: f32, %h: f32, %o: f32):
+      %p = arith.mulf %d, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<2x8xf32>
+  %dshift1 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy1 : tensor<2x3x8xf32>) outs(%zc : tensor<2x8xf32>) {
+    ^bb0(%d: f32, %o: f32):
+      %v = arith.addf %o, %d : f32
+      linalg.yield %v : f32
+  } -> tensor<2x8xf32>
+  %xhat2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x2, %mean2, %rstd2 : tensor<2x3x8xf32>, tensor<2x3xf32>, tensor<2x3xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%a: f32, %m: f32, %r: f32, %o: f32):
+      %d = arith.subf %a, %m : f32
+      %h = arith.mulf %d, %r : f32
+      linalg.yield %h : f32
+  } -> tensor<2x3x8xf32>
+  %g2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%dy2, %scale : tensor<2x3x8xf32>, tensor<2x8xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%d: f32, %s: f32, %o: f32):
+      %one = arith.constant 1.0 : f32
+      %w = arith.addf %s, %one : f32
+      %p = arith.mulf %d, %w : f32
+      linalg.yield %p : f32
+  } -> tensor<2x3x8xf32>
+  %s1_2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g2, %xhat2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>) outs(%zr : tensor<2x3xf32>) {
+    ^bb0(%a: f32, %h: f32, %o: f32):
+      %p = arith.mulf %a, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3xf32>
+  %s2_2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g2 : tensor<2x3x8xf32>) outs(%zr : tensor<2x3xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %v = arith.addf %o, %a : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3xf32>
+  %dx2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s)>, affine_map<(b, s, n) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g2, %xhat2, %s1_2, %s2_2, %rstd2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) outs(%ee : tensor<2x3x8xf32>) {
+    ^bb0(%a: f32, %h: f32, %p: f32, %q: f32, %r: f32, %o: f32):
+      %pm = arith.divf %p, %nf : f32
+      %qm = arith.divf %q, %nf : f32
+      %hp = arith.mulf %h, %pm : f32
+      %t1 = arith.subf %a, %qm : f32
+      %t2 = arith.subf %t1, %hp : f32
+      %v = arith.mulf %t2, %r : f32
+      linalg.yield %v : f32
+  } -> tensor<2x3x8xf32>
+  %dscale2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy2, %xhat2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>) outs(%dscale1 : tensor<2x8xf32>) {
+    ^bb0(%d: f32, %h: f32, %o: f32):
+      %p = arith.mulf %d, %h : f32
+      %v = arith.addf %o, %p : f32
+      linalg.yield %v : f32
+  } -> tensor<2x8xf32>
+  %dshift2 = linalg.generic {indexing_maps = [affine_map<(b, s, n) -> (b, s, n)>, affine_map<(b, s, n) -> (b, n)>], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy2 : tensor<2x3x8xf32>) outs(%dshift1 : tensor<2x8xf32>) {
+    ^bb0(%d: f32, %o: f32):
+      %v = arith.addf %o, %d : f32
+      linalg.yield %v : f32
+  } -> tensor<2x8xf32>
+  return %dx1, %dx2, %dscale2, %dshift2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
