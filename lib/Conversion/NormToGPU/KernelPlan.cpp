@@ -144,6 +144,11 @@ private:
     }
     plan.threadsPerRow =
         options.threadsPerRow >= 32 ? options.threadsPerRow : 32 * warps;
+    // Channels last: a position's run needs its C/G / V threads (also
+    // under a smaller threads-per-row).
+    if (slab.channelsLast)
+      plan.threadsPerRow = std::max<int64_t>(
+          plan.threadsPerRow, llvm::alignTo(slab.cSize / plan.vector, 32));
     plan.rowsPerCta = 1;
     plan.columnGroups = 1;
     plan.programsPerSm = options.programsPerSM;
