@@ -105,6 +105,28 @@ TYPES = [("f32", "f32"), ("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32")]
 AFFINE = [(True, True), (True, False), (False, True), (False, False)]
 
 
+def random_cases(seed, count):
+    """`count` more cases drawn from `seed`: N 1-3, G 1-6 groups of 1-5
+    channels, 0-3 spatial dims of 1-5, NCHW or channels last, any type
+    pair, weight and bias each or not, static or run-time N and spatial
+    dims."""
+    rng = random.Random(f"group-norm-random/{seed}")
+    cases = []
+    for _ in range(count):
+        groups = rng.randint(1, 6)
+        c = groups * rng.randint(1, 5)
+        spatial = [rng.randint(1, 5) for _ in range(rng.randint(0, 3))]
+        last = rng.random() < 0.5
+        shape = ((rng.randint(1, 3), *spatial, c) if last
+                 else (rng.randint(1, 3), c, *spatial))
+        x_t, p_t = rng.choice(TYPES)
+        has_w, has_b = rng.choice(AFFINE)
+        cases.append(Case(shape, groups, last, x_t,
+                          p_t if has_w else None, p_t if has_b else None,
+                          dynamic=rng.random() < 0.5))
+    return cases
+
+
 def all_cases():
     cases = []
     k = 0
@@ -336,13 +358,16 @@ def main():
     ap.add_argument("--runner", default="mlir-runner")
     ap.add_argument("--shared-lib-dir", default="")
     ap.add_argument("--seed", default="20261128")
+    ap.add_argument("--random", type=int, default=12,
+                    help="cases drawn at random (from --seed) after the "
+                         "fixed ones")
     ap.add_argument("--keep", help="write the modules to this directory")
     ap.add_argument("--mutant", choices=list(MUTANTS))
     ap.add_argument("--check-mutants", action="store_true")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args()
 
-    cases = all_cases()
+    cases = all_cases() + random_cases(args.seed, args.random)
     inputs = [gen_inputs(c, args.seed) for c in cases]
     mb = Module()
     for c, i in zip(cases, inputs):
