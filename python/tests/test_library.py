@@ -257,6 +257,77 @@ class ChannelsFirst(unittest.TestCase):
             parse_header(RANK3.replace("arg0_row_stride", "arg0_col_stride"))
 
 
+def multi_axis_json(slabs):
+    """adaLN's batched rows (x [B, S, N], scale / dscale [B, N]) or a
+    GroupNorm slab domain (x [N, C, H, W], mean [N, G], weight / dweight
+    [C]): rows, cols and batch, as norm-opt compile writes them."""
+    full_shape = [-1, 8, 4, 4] if slabs else [-1, -1, 16]
+    def t(name, role, index, shape, layout, dtype="f32"):
+        entry = {"name": name, "role": role, "index": index,
+                 "type": "tensor<...>", "dtype": dtype,
+                 "element_bytes": 4 if dtype == "f32" else 2,
+                 "shape": shape, "layout": layout, "domain": 0}
+        if layout == "rows_by_cols":
+            entry["row_stride"] = name + "_row_stride"
+        return entry
+    cols = ([8], "slab_cols") if slabs else ([-1, 16], "batch_cols")
+    rows = ([-1, 2], "slab_rows") if slabs else ([-1, -1], "rows")
+    return json.dumps({
+        "format": "norm-opt-library", "version": 1, "functions": [{
+            "name": "f",
+            "tensors": [t("arg0", "input", 0, full_shape, "rows_by_cols"),
+                        t("arg1", "input", 1, rows[0], rows[1]),
+                        t("arg2", "input", 2, cols[0], cols[1]),
+                        t("res0", "output", 0, full_shape, "rows_by_cols"),
+                        t("res1", "output", 1, cols[0], cols[1])],
+            "domains": [{"rows": "rows", "cols": "cols", "n_dim": 3 if slabs
+                         else 2, "batch": "batch", "batch_rank": 1}],
+            "params": ["arg0", "arg1", "arg2", "res0", "res1", "rows", "cols",
+                       "batch", "arg0_row_stride", "res0_row_stride",
+                       "stream"]}]})
+
+
+class MultiAxis(unittest.TestCase):
+    """The launcher's batch parameter: the product of the leading
+    batch_rank dims (adaLN's B, GroupNorm's N), after rows and cols."""
+
+    def fn(self, slabs):
+        sig = parse_json(multi_axis_json(slabs))["f"]
+        return norm_opt.Function(None, sig, types.SimpleNamespace())
+
+    def test_batched_rows(self):
+        fn = self.fn(slabs=False)
+        self.assertEqual(fn.signature.domains, (("rows", "cols", "batch"),))
+        self.assertEqual(fn.signature.batch_rank(0), 1)
+        args = [FakeTensor((3, 5, 16)), FakeTensor((3, 5)),
+                FakeTensor((3, 16)), FakeTensor((3, 5, 16)),
+                FakeTensor((3, 16))]
+        self.assertEqual(fn.arguments(*args, stream=0)[5:],
+                         [15, 16, 3, 16, 16, 0])
+        args[2] = FakeTensor((2, 16))
+        with self.assertRaisesRegex(ArgumentError, r"arg2 .*must have shape "
+                                    r"\(3, 16\) \(the samples and cols"):
+            fn.arguments(*args, stream=0)
+
+    def test_group_norm_slabs(self):
+        fn = self.fn(slabs=True)
+        args = [FakeTensor((2, 8, 4, 4)), FakeTensor((2, 2)),
+                FakeTensor((8,)), FakeTensor((2, 8, 4, 4)),
+                FakeTensor((8,))]
+        # rows = N x C x H, cols = W, batch = N.
+        self.assertEqual(fn.arguments(*args, stream=0)[5:],
+                         [64, 4, 2, 4, 4, 0])
+        args[1] = FakeTensor((3, 2))
+        with self.assertRaisesRegex(ArgumentError, r"arg1 .*must start with "
+                                    r"the samples \(2,\)"):
+            fn.arguments(*args, stream=0)
+
+    def test_header_only_refused(self):
+        with self.assertRaisesRegex(SignatureError, "batched rows"):
+            parse_header(RANK3.replace("int64_t cols,",
+                                       "int64_t cols, int64_t batch,"))
+
+
 class Loading(unittest.TestCase):
     def test_missing_library(self):
         with self.assertRaisesRegex(LibraryNotFoundError,
