@@ -208,8 +208,8 @@ def check_liger_source(src):
     return problems
 
 
-def load_liger(src):
-    """(layer_norm module, rms_norm module, calculate_settings).
+def liger_ops(src, *names):
+    """The modules liger_kernel.ops.<name> of the carried copy at `src`.
 
     The packages are registered by path (their __path__; nothing is added
     to sys.path), so that liger_kernel/ops/__init__.py (which imports every
@@ -230,12 +230,16 @@ def load_liger(src):
     for m in blocked:
         sys.modules[m] = None
     try:
-        ln = importlib.import_module("liger_kernel.ops.layer_norm")
-        rms = importlib.import_module("liger_kernel.ops.rms_norm")
-        utils = importlib.import_module("liger_kernel.ops.utils")
+        return [importlib.import_module(f"liger_kernel.ops.{n}")
+                for n in names]
     finally:
         for m in blocked:
             del sys.modules[m]
+
+
+def load_liger(src):
+    """(layer_norm module, rms_norm module, calculate_settings)."""
+    ln, rms, utils = liger_ops(src, "layer_norm", "rms_norm", "utils")
     return ln, rms, utils.calculate_settings
 
 

@@ -7,7 +7,7 @@ last; bf16 and f32), under the BENCHMARKS.md protocol (bench.py's Timer:
 cold L2, CUDA-graph replay, median): ours (one slab group: dx, dweight,
 dbias), torch eager (`native_group_norm_backward`; channels last on
 contiguous NCHW copies, as its kernel takes them), torch.compile of the plain math (Inductor,
-dynamic=False); the floor, a CUDA graph of one copy of the op's bytes, and
+dynamic=False), and with --liger Liger-Kernel's group_norm_backward; the floor, a CUDA graph of one copy of the op's bytes, and
 each row's relative L2 error of ours against float64.
 
 Runs on the GPU machine over the libraries the GroupNorm check builds:
@@ -69,6 +69,20 @@ def benchmark(args):
             xv.shape[2] * xv.shape[3], GROUPS, [True, True, True])
 
     compiled = torch.compile(math, dynamic=False)
+    liger = None
+    if args.liger:
+        from bench import liger_ops
+        liger = liger_ops(os.path.join(args.liger, "src"), "group_norm")[0]
+
+    def liger_bwd(dy, x, mean, rstd, w, b, cl):
+        """Liger's GroupNorm backward ([N, C, hidden] contiguous; its
+        statistics in x's dtype; dW / dB by atomic adds)."""
+        n, c = x.shape[0], w.shape[0]
+        return liger.group_norm_backward(
+            nchw(dy, cl).contiguous().view(n, c, -1),
+            nchw(x, cl).contiguous().view(n, c, -1), w, b,
+            mean.to(x.dtype), rstd.to(x.dtype), c, GROUPS)
+
     rows = []
     for cl in (False, True):
         for dt in ("bf16", "f32"):
@@ -101,6 +115,9 @@ def benchmark(args):
                         lambda: compiled(dy, x, mean, rstd, w, cl)),
                     "copy": timer.graph_time(lambda: dst.copy_(src)),
                 }
+                if liger is not None:
+                    times["liger"] = timer.graph_time(
+                        lambda: liger_bwd(dy, x, mean, rstd, w, b, cl))
                 layout = "NHWC" if cl else "NCHW"
                 rows.append((layout, dt, (n, c, hw), floor, times, err))
                 print(f"gn {layout} {dt} {n}x{c}x{hw}x{hw}: floor "
@@ -108,15 +125,16 @@ def benchmark(args):
                       ", ".join(f"{k} {v:.1f}" for k, v in times.items()) +
                       f", err {err:.1e}", flush=True)
     print("\n| layout | dtype | N x C x H x W | floor us | copy us | ours us | "
-          "torch eager | torch.compile | ours / copy | best peer / ours | "
-          "ours rel. L2 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "torch eager | torch.compile | Liger | ours / copy | "
+          "best peer / ours | ours rel. L2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for layout, dt, (n, c, hw), floor, t, err in rows:
-        best = min(t["eager"], t["compile"])
+        peers = [t[k] for k in ("eager", "compile", "liger") if k in t]
+        liger_t = f"{t['liger']:.1f}" if "liger" in t else "-"
         print(f"| {layout} | {dt} | {n}x{c}x{hw}x{hw} | {floor:.1f} | "
               f"{t['copy']:.1f} | {t['ours']:.1f} | {t['eager']:.1f} | "
-              f"{t['compile']:.1f} | {t['ours'] / t['copy']:.2f} | "
-              f"{best / t['ours']:.2f} | {err:.1e} |")
+              f"{t['compile']:.1f} | {liger_t} | {t['ours'] / t['copy']:.2f} | "
+              f"{min(peers) / t['ours']:.2f} | {err:.1e} |")
     return 0
 
 
@@ -124,6 +142,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".carry/gn")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--liger", metavar="DIR",
+                    help="a copy of Liger-Kernel (bench/vendor_liger.py "
+                         "--out DIR): its GroupNorm backward as a peer")
     return benchmark(ap.parse_args())
 
 

@@ -7,7 +7,8 @@ that is carried to the GPU machine (Liger is not installed there).
       [--out .carry/liger]
 
 LIGER.git: a clone (or bare mirror) of linkedin/Liger-Kernel. Writes
-OUT/src/liger_kernel/ with the layer_norm and rms_norm ops and the two
+OUT/src/liger_kernel/ with the layer_norm, rms_norm and group_norm ops
+(bench/group_norm.py runs the last) and the two
 utils modules they import, unchanged; ops/__init__.py is a shim (the
 upstream one imports every Liger op and their backends). Also OUT/LICENSE
 (BSD 2-clause) and OUT/REVISION. About 60 KB.
@@ -21,7 +22,8 @@ import sys
 
 FILES = ("src/liger_kernel/__init__.py", "src/liger_kernel/utils.py",
          "src/liger_kernel/ops/utils.py", "src/liger_kernel/ops/layer_norm.py",
-         "src/liger_kernel/ops/rms_norm.py", "LICENSE")
+         "src/liger_kernel/ops/rms_norm.py",
+         "src/liger_kernel/ops/group_norm.py", "LICENSE")
 SHIM = ("# Shim (norm-opt bench/vendor_liger.py): the upstream ops/__init__.py"
         "\n# imports every Liger op and its backends; bench/bench.py needs only"
         "\n# layer_norm and rms_norm (and loads them by path).\n")
@@ -53,7 +55,8 @@ def main():
     with open(os.path.join(args.out, "REVISION"), "w") as f:
         f.write(f"linkedin/Liger-Kernel {rev} ({date})\n"
                 "Files: src/liger_kernel/{__init__,utils}.py, "
-                "ops/{utils,layer_norm,rms_norm}.py unchanged; ops/__init__.py"
+                "ops/{utils,layer_norm,rms_norm,group_norm}.py unchanged; "
+                "ops/__init__.py"
                 " a shim. BSD 2-clause (LICENSE).\n")
     print(f"wrote {args.out} from {rev[:12]}")
     return 0
