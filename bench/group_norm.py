@@ -7,7 +7,8 @@ last; bf16 and f32), under the BENCHMARKS.md protocol (bench.py's Timer:
 cold L2, CUDA-graph replay, median): ours (one slab group: dx, dweight,
 dbias), torch eager (`native_group_norm_backward`; channels last on
 contiguous NCHW copies, as its kernel takes them), torch.compile of the plain math (Inductor,
-dynamic=False), and with --liger Liger-Kernel's group_norm_backward; the floor, a CUDA graph of one copy of the op's bytes, and
+dynamic=False) and, with --liger, Liger-Kernel's group_norm_backward; the
+floor, a CUDA graph of one copy of the op's bytes, and
 each row's relative L2 error of ours against float64.
 
 Runs on the GPU machine over the libraries the GroupNorm check builds:
