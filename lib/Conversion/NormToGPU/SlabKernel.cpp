@@ -160,7 +160,7 @@ private:
   /// The warp butterfly: every lane gets the warp's totals.
   SmallVector<Value> reduceAcrossWarp(ArrayRef<Value> sums);
   /// Partial row slot (k, n, a x C + c) of [numCol, P = N, A x C].
-  void storePartial(const SlabArgs &args, const SlabPlace &at, unsigned k,
+  void storePartial(const SlabArgs &args, const SlabPlace &at, Value k,
                     Value c, Value v);
 
   MixedReductionOp op;
@@ -425,10 +425,10 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
 }
 
 void SlabKernelBuilder::storePartial(const SlabArgs &args, const SlabPlace &at,
-                                     unsigned k, Value c, Value v) {
+                                     Value k, Value c, Value v) {
   Value P = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
   Value slot = add(mul(at.group, c64(slab.cSize)), c);
-  Value index = add(mul(add(mul(c64(k), P), at.sample),
+  Value index = add(mul(add(mul(k, P), at.sample),
                         c64(slab.aSize * slab.cSize)),
                     slot);
   store(args.partial, f32, index, {v});
@@ -482,7 +482,7 @@ void SlabKernelBuilder::elementwisePass(const SlabArgs &args,
                                      c64(0)),
                [&] {
                  for (auto [k, v] : llvm::enumerate(totals))
-                   storePartial(args, at, k, c, v);
+                   storePartial(args, at, c64(k), c, v);
                });
         return SmallVector<Value>(zeros);
       });
@@ -522,13 +522,7 @@ void SlabKernelBuilder::sumRunsPerChannel(const SlabArgs &args,
                   b, loc,
                   ValueRange{arith::AddFOp::create(b, loc, total[0], part)});
             });
-        // (k is a run-time value here: the slot's index written out.)
-        Value P = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
-        Value slot = add(mul(at.group, c64(slab.cSize)), c);
-        Value index = add(mul(add(mul(k, P), at.sample),
-                              c64(slab.aSize * slab.cSize)),
-                          slot);
-        store(args.partial, f32, index, {sum.getResult(0)});
+        storePartial(args, at, k, c, sum.getResult(0));
         scf::YieldOp::create(b, loc);
       });
 }
