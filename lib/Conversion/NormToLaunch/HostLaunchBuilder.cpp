@@ -41,6 +41,38 @@ struct HostLaunchBuilder::Flags {
   Value vec, vecPeel; // i1
 };
 
+namespace {
+/// i64 arithmetic and comparisons at one location.
+struct Arith {
+  OpBuilder &b;
+  Location loc;
+  using P = arith::CmpIPredicate;
+  Value cmp(P p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); }
+  Value rem(Value x, Value y) { return arith::RemSIOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value i64(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
+  }
+  Value i1(bool v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI1Type(), v);
+  }
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+};
+} // namespace
+
 HostLaunchBuilder::HostLaunchBuilder(OpBuilder &builder, Location loc,
                                      ModuleOp module)
     : b(builder), loc(loc), module(module) {
@@ -202,25 +234,22 @@ void HostLaunchBuilder::checkBatch(StringRef function,
                                    ArrayRef<int64_t> batchDims, Value rows,
                                    Value batch, StringRef suffix) {
   std::string r = ("rows" + suffix).str(), n = ("batch" + suffix).str();
-  using P = arith::CmpIPredicate;
-  auto cmp = [&](P p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  };
-  failIf(cmp(P::slt, batch, constant(0)), kOutOfRange,
+  Arith m{b, loc};
+  using P = Arith::P;
+  failIf(m.cmp(P::slt, batch, m.i64(0)), kOutOfRange,
          function + ": " + n + " must be >= 0");
   int64_t staticBatch = 1;
   for (int64_t d : batchDims)
     staticBatch = ShapedType::isDynamic(d) || staticBatch < 0 ? -1
                                                               : staticBatch * d;
   if (staticBatch >= 0)
-    failIf(cmp(P::ne, batch, constant(staticBatch)), kOutOfRange,
+    failIf(m.cmp(P::ne, batch, m.i64(staticBatch)), kOutOfRange,
            function + ": " + n + " must be " + Twine(staticBatch) +
                " (static shape)");
-  Value safe = arith::MaxSIOp::create(b, loc, batch, constant(1));
-  Value rest = arith::RemSIOp::create(b, loc, rows, safe);
-  Value none = arith::AndIOp::create(b, loc, cmp(P::eq, batch, constant(0)),
-                                     cmp(P::ne, rows, constant(0)));
-  failIf(arith::OrIOp::create(b, loc, cmp(P::ne, rest, constant(0)), none),
+  Value rest = m.rem(rows, m.max(batch, m.i64(1)));
+  Value none = m.both(m.cmp(P::eq, batch, m.i64(0)),
+                      m.cmp(P::ne, rows, m.i64(0)));
+  failIf(arith::OrIOp::create(b, loc, m.cmp(P::ne, rest, m.i64(0)), none),
          kOutOfRange,
          function + ": " + r + " must be a multiple of " + n +
              " (the samples of batched rows)");
@@ -249,12 +278,10 @@ void HostLaunchBuilder::checkSlabs(StringRef function,
                                    Value cols, Value batch,
                                    StringRef suffix) {
   std::string r = ("rows" + suffix).str(), c = ("cols" + suffix).str();
-  using P = arith::CmpIPredicate;
-  auto cmp = [&](P p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  };
-  failIf(arith::OrIOp::create(b, loc, cmp(P::slt, rows, constant(0)),
-                              cmp(P::slt, cols, constant(1))),
+  Arith m{b, loc};
+  using P = Arith::P;
+  failIf(arith::OrIOp::create(b, loc, m.cmp(P::slt, rows, m.i64(0)),
+                              m.cmp(P::slt, cols, m.i64(1))),
          kOutOfRange,
          function + ": " + r + " must be >= 0 and " + c + " >= 1");
   // The elements of one sample (the dims after R), where static; the A x C
@@ -262,20 +289,17 @@ void HostLaunchBuilder::checkSlabs(StringRef function,
   int64_t perSample = 1;
   for (int64_t d : domain.drop_front(slab.rRank))
     perSample = ShapedType::isDynamic(d) || perSample < 0 ? -1 : perSample * d;
-  Value all = arith::MulIOp::create(b, loc, rows, cols);
+  Value all = m.mul(rows, cols);
   std::string n = ("batch" + suffix).str();
   if (perSample >= 0) {
-    failIf(cmp(P::ne, all,
-               arith::MulIOp::create(b, loc, batch, constant(perSample))),
-           kOutOfRange,
+    failIf(m.cmp(P::ne, all, m.mul(batch, m.i64(perSample))), kOutOfRange,
            function + ": " + r + " x " + c + " must be " + n + " x " +
                Twine(perSample) + " (the elements of a sample)");
     return;
   }
-  Value group = arith::MulIOp::create(
-      b, loc, arith::MaxSIOp::create(b, loc, batch, constant(1)),
-      constant(slab.aSize * slab.cSize));
-  failIf(cmp(P::ne, arith::RemSIOp::create(b, loc, all, group), constant(0)),
+  Value group = m.mul(m.max(batch, m.i64(1)),
+                      m.i64(slab.aSize * slab.cSize));
+  failIf(m.cmp(P::ne, m.rem(all, group), m.i64(0)),
          kOutOfRange,
          function + ": " + r + " x " + c + " must be a multiple of " + n +
              " x " + Twine(slab.aSize * slab.cSize) +
@@ -416,37 +440,6 @@ void HostLaunchBuilder::launch(ArrayRef<std::string> kernels, Value which,
   }
 }
 
-namespace {
-/// i64 arithmetic and comparisons at one location.
-struct Arith {
-  OpBuilder &b;
-  Location loc;
-  using P = arith::CmpIPredicate;
-  Value cmp(P p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); }
-  Value rem(Value x, Value y) { return arith::RemSIOp::create(b, loc, x, y); }
-  Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
-  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value i64(int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
-  }
-  Value i1(bool v) {
-    return arith::ConstantIntOp::create(b, loc, b.getI1Type(), v);
-  }
-  Value i32(int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
-  }
-};
-} // namespace
 
 /// The main kernel: the split kernels (too few rows to fill the SMs share
 /// each row among more CTAs), else the vector kernel of aligned rows, the
