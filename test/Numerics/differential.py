@@ -96,6 +96,29 @@ def graph_fusion_status(dumps, p):
     return True, why
 
 
+def multi_fusion_status(dumps, p):
+    """fusion_status for a multi-axis program (norm_diffgen.MultiProgram):
+    one norm.mixed_reduction per group (two for an adaLN chain), each the
+    multi-axis group of its domain (the row_sum_dims and col_dims the
+    program's reductions have: adaLN [B, S, N] rows over N, columns keeping
+    (B, N); GroupNorm rows over the slab, columns keeping (G, C/G)), no
+    linalg reduction left, scf.forall after partial accumulation."""
+    fused, why = nn.fusion_status(dumps, p.name)
+    if not fused:
+        return fused, why
+    after = dumps["norm-fuse-mixed-reductions"][p.name]
+    groups = after.count("norm.mixed_reduction")
+    if groups != p.n_groups:
+        return False, (f"{groups} norm.mixed_reduction after recognition for "
+                       f"{p.n_groups} groups")
+    for attr, dims in (("row_sum_dims", p.row_sum_dims),
+                       ("col_dims", p.col_dims)):
+        want = f"{attr} = array<i64: {', '.join(map(str, dims))}>"
+        if after.count(want) != p.n_groups:
+            return False, f"not the expected multi-axis group ({want})"
+    return True, why
+
+
 def build_text(metas):
     """One module calling every program once on its inputs."""
     cm = nn.CallModule()
@@ -131,6 +154,9 @@ def main():
                     help="one norm per function only (no norm_diffgen.Graph)")
     ap.add_argument("--no-masks", action="store_true",
                     help="no integer / boolean inputs (norm_diffgen.Mask)")
+    ap.add_argument("--no-multi", action="store_true",
+                    help="no multi-axis programs (norm_diffgen.MultiProgram:"
+                         " adaLN, GroupNorm)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--keep")
     ap.add_argument("-q", "--quiet", action="store_true")
@@ -139,7 +165,8 @@ def main():
     t0 = time.monotonic()
     progs = [dg.gen_program(i, args.seed, args.known_bugs,
                             graphs=not args.no_graphs,
-                            masks=not args.no_masks)
+                            masks=not args.no_masks,
+                            multi=not args.no_multi)
              for i in range(args.first, args.first + args.cases)]
     # Modules: the `fused` style needs upstream elementwise fusion first.
     groups = []
@@ -239,7 +266,8 @@ def main():
     mutants = dg.all_mutants() if args.check_mutants else []
     # Mutants of a feature turned off apply to no program.
     off = ((dg.GRAPH_MUTANTS if args.no_graphs else {})
-           | (dg.MASK_MUTANTS if args.no_masks else {}))
+           | (dg.MASK_MUTANTS if args.no_masks else {})
+           | (dg.MULTI_MUTANTS if args.no_multi else {}))
     mutants = [mu for mu in mutants if mu not in off]
     caught = nn.MutantTally(mutants)
     styles = {}  # style -> [programs, failed]
@@ -247,6 +275,8 @@ def main():
     graph_kinds = {k: 0 for k in dg.GRAPH_KINDS}
     masks = [0, 0]  # [programs with a mask, failed]
     mask_kinds = {k: 0 for k in dg.MASK_KINDS}
+    multis = [0, 0]  # [multi-axis programs, failed]
+    multi_kinds = {k: 0 for k in dg.MULTI_KINDS}
 
     def tally(p, ok):
         st = styles.setdefault(p.style, [0, 0])
@@ -257,6 +287,11 @@ def main():
             graphs[1] += not ok
             for kind in p.graph.kinds():
                 graph_kinds[kind] += 1
+        if isinstance(p, dg.MultiProgram):
+            multis[0] += 1
+            multis[1] += not ok
+            for kind in p.kinds():
+                multi_kinds[kind] += 1
         if p.mask is not None:
             masks[0] += 1
             masks[1] += not ok
@@ -289,7 +324,9 @@ def main():
             if args.inject_nan and p.index == args.first:
                 first = outs[0][0]
                 got["fused"][first] = [math.nan] + got["fused"][first][1:]
-            if p.graph is None:
+            if isinstance(p, dg.MultiProgram):
+                fused, why = multi_fusion_status(res["dumps"], p)
+            elif p.graph is None:
                 fused, why = nn.fusion_status(res["dumps"], p.name)
             else:
                 fused, why = graph_fusion_status(res["dumps"], p)
@@ -346,6 +383,8 @@ def main():
           + ", ".join(f"{k}: {n}" for k, n in graph_kinds.items()))
     print(f"MASKS {masks[0]} ({masks[1]} failed): "
           + ", ".join(f"{k}: {n}" for k, n in mask_kinds.items()))
+    print(f"MULTI {multis[0]} ({multis[1]} failed): "
+          + ", ".join(f"{k}: {n}" for k, n in multi_kinds.items()))
     print(f"IDENTICAL {n_identical} of {len(progs)} programs bitwise equal "
           "between the unfused and fused paths")
     if args.mutant:

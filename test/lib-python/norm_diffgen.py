@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import operator
 import random
@@ -365,14 +366,20 @@ KNOWN_BUGS = ()
 
 
 def gen_program(index: int, seed, known_bugs=False,
-                graphs=False, masks=False) -> Program:
+                graphs=False, masks=False, multi=False):
     """Program `index` of the stream with this seed: one norm per function,
     or with `graphs` (differential.py, the remark sweep; not the GPU check,
     which takes single norms) GRAPH_SHARE of them whole graphs; with
     `masks` (differential.py, the remark sweep) MASK_SHARE of the
     single-norm ones read a Mask. Whether it is a graph, and the graph, come
     from their own stream, and so do the masks, so that the other programs
-    of a seed are the same either way."""
+    of a seed are the same either way. With `multi` (differential.py)
+    MULTI_SHARE of them are a MultiProgram instead (adaLN or GroupNorm:
+    drawn from their own stream; the other indices keep their programs)."""
+    if multi:
+        multi_rng = random.Random(f"diffgen-multi/{seed}/{index}")
+        if multi_rng.random() < MULTI_SHARE:
+            return _draw_multi(index, f"{seed}/{index}", multi_rng)
     rng = random.Random(f"diffgen/{seed}/{index}")
     # Drawn from its own stream, so the draws of _draw_group stay as they
     # were.
@@ -476,6 +483,8 @@ class ProgramInputs:
 
 def gen_inputs(p: Program) -> ProgramInputs:
     """Seeded, never zero, representable in their types."""
+    if isinstance(p, MultiProgram):
+        return gen_multi_inputs(p)
     inp = _gen_group_inputs(p)
     if p.graph is not None:
         inp.graph = gen_graph_inputs(p)
@@ -590,6 +599,10 @@ def mutant_applies(p: Program, mutant: str) -> bool:
     """Whether the mistake changes the program's results: in a graph, a
     group mistake applies where it applies to some group (the reference
     makes it in every group)."""
+    if isinstance(p, MultiProgram):
+        return _multi_mutant_applies(p, mutant)
+    if mutant in MULTI_MUTANTS:
+        return False
     if mutant in GRAPH_MUTANTS:
         return p.graph is not None and GRAPH_MUTANTS[mutant](p)
     return any(_group_mutant_applies(q, mutant) for q in p.groups)
@@ -617,7 +630,8 @@ def _group_mutant_applies(p: Program, mutant: str) -> bool:
 
 
 def all_mutants():
-    return list(nn.MUTANTS) + list(RIDER_MUTANTS) + list(GRAPH_MUTANTS)
+    return (list(nn.MUTANTS) + list(RIDER_MUTANTS) + list(GRAPH_MUTANTS)
+            + list(MULTI_MUTANTS))
 
 
 def recomputed_stats(p: Program, x):
@@ -659,7 +673,10 @@ def _recomputed_stats_cached(p: Program, x: tuple):
 def reference(p: Program, inp: ProgramInputs, mutant: str | None = None):
     """nn.Result for the program's outputs, in float64 from the same
     (rounded) inputs; recomputed statistics as recomputed_stats gives them.
-    A graph's reference computes the whole graph (graph_reference)."""
+    A graph's reference computes the whole graph (graph_reference), a
+    multi-axis program's multi_reference."""
+    if isinstance(p, MultiProgram):
+        return multi_reference(p, inp, mutant)
     if p.graph is not None:
         return graph_reference(p, inp, mutant)
     return _group_reference(p, inp, mutant)
@@ -1137,6 +1154,8 @@ def mask_params(p: Program, fn):
 def emit_program(p: Program):
     """(function text, [(param key, type)] in signature order,
     [result type]); a graph's text also defines its helper function."""
+    if isinstance(p, MultiProgram):
+        return emit_multi(p)
     if p.graph is not None:
         return emit_graph(p)
     rng = random.Random(f"diffgen-emit/{p.seed}")
@@ -1705,7 +1724,9 @@ def _emit_named(fn, p, names, types):
 def call_args(p: Program, inp: ProgramInputs, sig):
     """CallModule args for the signature: (param type, static shape, element
     type, values); a scalar f32 parameter as ("f32", None, "f32", v)."""
-    if p.graph is not None:
+    if isinstance(p, MultiProgram):
+        vals = multi_param_values(p, inp)
+    elif p.graph is not None:
         vals = graph_param_values(p, inp)
     else:
         vals = _group_param_values(p, inp)
@@ -2227,3 +2248,1015 @@ def _emit_total_sum(fn, shape):
                       lambda a, o, b: [fn._combine(b, o[0], a["l"])],
                       maps=maps)
     return r
+
+
+# ==========================================================================
+# Multi-axis programs (issue 42): adaLN's batched rows, GroupNorm's slabs
+# ==========================================================================
+#
+# A MULTI_SHARE of the programs (differential.py; drawn from their own
+# stream, so the 2-D programs of the other indices stay as they were) are
+# one of the two multi-axis mixed-order reductions recognition fuses with
+# its default multi-axis=true, written in linalg as front ends write them:
+#
+# - adaLN-modulated LayerNorm backward ("batched rows"): x [B, S, N], a
+#   LayerNorm without affine modulated per sample, y = xhat * (1 +
+#   scale[b, n]) + shift[b, n]; results dx [B, S, N], d(scale) [B, N] = sum
+#   over S of dy * xhat, d(shift) [B, N] = sum over S of dy. Rows sum over
+#   N, columns keep (B, N). Sometimes the shared-parameter chain of pytorch
+#   issue 193061: two modulated LayerNorms sharing scale / shift, the second
+#   group's column sums starting from the first's (two groups).
+# - GroupNorm backward ("slab domains"): x [N, C, spatial...] (NCHW) or
+#   [N, spatial..., C] (channels last), tensor.expand_shape'd to [N, G, C/G,
+#   spatial...] / [N, spatial..., G, C/G]; statistics [N, G], weight [C]
+#   expanded to [G, C/G]; dx collapsed back, dweight / dbias [G, C/G]
+#   collapsed to [C]. Rows sum over (C/G, spatial), columns keep (G, C/G).
+#   One or two spatial dims (HW flattened, or H and W).
+#
+# Spellings as for the 2-D programs: steps (one generic per step, random
+# splits), fused (steps after upstream elementwise fusion), named
+# (linalg.map / broadcast / reduce / mul / add / sub), inline (hand-fused
+# payloads); statistics given or recomputed (chained row reductions over the
+# slab); x in bf16 / f16 / f32 (the parameter in x's type or f32), computed
+# in f32, column sums in f32; B / S (adaLN) or N / spatial (GroupNorm)
+# static or dynamic; parameters permuted, `ins` shuffled, commutative
+# operands swapped. The fused path must give one norm.mixed_reduction per
+# group, each multi-axis with the expected row_sum_dims / col_dims
+# (differential.py's multi_fusion_status).
+
+MULTI_SHARE = 0.2
+MULTI_MAX_SIZE = 2048  # elements of the domain (the float64 reference)
+MULTI_KINDS = ("adaln", "chain", "nchw", "channels last", "dynamic",
+               "recomputed")
+ADALN_B = (1, 2, 3, 4)
+ADALN_S = (1, 2, 3, 5, 8, 16)
+ADALN_N = (3, 7, 8, 16, 33, 64)
+GN_N = (1, 2, 3)
+GN_G = (1, 2, 3, 4, 8)
+GN_CG = (1, 2, 3, 4)
+GN_SPATIAL = ((1,), (4,), (7,), (16,), (2, 3), (3, 3), (4, 4), (1, 5))
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiProgram:
+    index: int
+    seed: str
+    kind: str  # "adaln" | "group_norm"
+    # adaLN (B, S, N); GroupNorm (N, G, C/G, spatial...)
+    sizes: tuple
+    layout: str  # adaLN "bsn"; GroupNorm "nchw" | "nhwc"
+    # adaLN: None | "batch" (B) | "all" (B and S); GroupNorm: None |
+    # "batch" (N) | "all" (N and the spatial dims). G, C/G and adaLN's N
+    # stay static.
+    dynamic: str | None
+    x_type: str
+    p_type: str  # scale (adaLN) / weight, and d(scale), d(shift) / dW, dB
+    has_w: bool  # GroupNorm's weight (adaLN: the scale, always)
+    need_dw: bool  # d(scale) / dweight
+    need_db: bool  # d(shift) / dbias
+    stats: str  # "given" | "recomputed"
+    style: str
+    chain: bool = False  # adaLN: two LayerNorms sharing scale / shift
+    # What differential.py reads of every program.
+    graph: object = None
+    mask: object = None
+    acc_dw: bool = False
+    acc_db: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"prog_{self.index}"
+
+    @property
+    def n_groups(self) -> int:
+        return 2 if self.chain else 1
+
+    @property
+    def groups(self) -> tuple:
+        return (self,) * self.n_groups
+
+    @property
+    def needs_elementwise_fusion(self) -> bool:
+        return self.style == "fused"
+
+    @property
+    def spatial(self) -> tuple:
+        return self.sizes[3:] if self.kind == "group_norm" else ()
+
+    @property
+    def domain(self) -> tuple:
+        """The iteration domain of the group's ops."""
+        if self.kind == "adaln":
+            return self.sizes
+        n, g, cg, *sp = self.sizes
+        return (n, g, cg, *sp) if self.layout == "nchw" else (n, *sp, g, cg)
+
+    @property
+    def row_keep(self) -> tuple:
+        """Per domain dim: kept by the row sums (else summed)."""
+        if self.kind == "adaln":
+            return (True, True, False)
+        k = len(self.spatial)
+        if self.layout == "nchw":
+            return (True, True, False) + (False,) * k
+        return (True,) + (False,) * k + (True, False)
+
+    @property
+    def col_keep(self) -> tuple:
+        """Per domain dim: kept by the column sums (else summed)."""
+        if self.kind == "adaln":
+            return (True, False, True)
+        k = len(self.spatial)
+        if self.layout == "nchw":
+            return (False, True, True) + (False,) * k
+        return (False,) + (False,) * k + (True, True)
+
+    @property
+    def dyn_domain(self) -> tuple:
+        """Per domain dim: dynamic in the function's types."""
+        if self.kind == "adaln":
+            return (self.dynamic is not None, self.dynamic == "all", False)
+        k = len(self.spatial)
+        sp = self.dynamic == "all"
+        if self.layout == "nchw":
+            return (self.dynamic is not None, False, False) + (sp,) * k
+        return (self.dynamic is not None,) + (sp,) * k + (False, False)
+
+    @property
+    def mem_shape(self) -> tuple:
+        """x's shape in memory (the function's parameter)."""
+        if self.kind == "adaln":
+            return self.sizes
+        n, g, cg, *sp = self.sizes
+        return (n, g * cg, *sp) if self.layout == "nchw" else (n, *sp, g * cg)
+
+    @property
+    def reassociation(self):
+        """mem dim -> its domain dims (None: the same, adaLN)."""
+        if self.kind == "adaln":
+            return None
+        k = len(self.spatial)
+        if self.layout == "nchw":
+            return [[0], [1, 2]] + [[3 + i] for i in range(k)]
+        return [[0]] + [[1 + i] for i in range(k)] + [[k + 1, k + 2]]
+
+    @property
+    def mem_dyn(self) -> tuple:
+        dd = self.dyn_domain
+        if self.reassociation is None:
+            return dd
+        return tuple(any(dd[i] for i in grp) for grp in self.reassociation)
+
+    @property
+    def rows_shape(self) -> tuple:
+        return tuple(d for d, k in zip(self.domain, self.row_keep) if k)
+
+    @property
+    def cols_shape(self) -> tuple:
+        """The column results' shape as returned ([B, N]; [C])."""
+        if self.kind == "adaln":
+            return (self.sizes[0], self.sizes[2])
+        return (self.sizes[1] * self.sizes[2],)
+
+    @property
+    def slab(self) -> int:
+        """Elements per row (the row sums' count M)."""
+        return math.prod(d for d, k in zip(self.domain, self.row_keep)
+                         if not k)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.domain)
+
+    @property
+    def row_sum_dims(self) -> tuple:
+        return tuple(i for i, k in enumerate(self.row_keep) if not k)
+
+    @property
+    def col_dims(self) -> tuple:
+        return tuple(i for i, k in enumerate(self.col_keep) if k)
+
+    def outputs(self):
+        outs = [("dx", self.x_type, self.mem_shape)]
+        if self.chain:
+            outs.append(("dx_2", self.x_type, self.mem_shape))
+        if self.need_dw:
+            outs.append(("dw", self.p_type, self.cols_shape))
+        if self.need_db:
+            outs.append(("db", self.p_type, self.cols_shape))
+        return outs
+
+    def kinds(self) -> list:
+        """Its kinds, as MULTI_KINDS names them."""
+        has = {"adaln": self.kind == "adaln", "chain": self.chain,
+               "nchw": self.layout == "nchw",
+               "channels last": self.layout == "nhwc",
+               "dynamic": self.dynamic is not None,
+               "recomputed": self.stats == "recomputed"}
+        return [k for k in MULTI_KINDS if has[k]]
+
+    def describe(self) -> str:
+        if self.kind == "adaln":
+            parts = ["adaln-chain" if self.chain else "adaln"]
+        else:
+            parts = [f"gn-{self.layout}", f"g{self.sizes[1]}"]
+        parts += [self.x_type, "x".join(map(str, self.mem_shape)), self.style]
+        if self.has_w:
+            parts.append(("scale:" if self.kind == "adaln" else "w:")
+                         + self.p_type + ("" if self.need_dw else "(frozen)"))
+        if self.need_db:
+            parts.append(("dshift:" if self.kind == "adaln" else "db:")
+                         + self.p_type)
+        if self.dynamic:
+            parts.append("dyn:" + self.dynamic)
+        if self.stats == "recomputed":
+            parts.append("stats")
+        return "multi:" + ".".join(parts)
+
+
+def _draw_multi(index: int, seed, rng) -> MultiProgram:
+    """An adaLN (or its chain) or a GroupNorm backward, from `rng`."""
+    x_type = rng.choice(("bf16", "f16", "f32"))
+    p_type = x_type if x_type == "f32" or rng.random() < 0.6 else "f32"
+    style = rng.choice(STYLES)
+    stats = "recomputed" if rng.random() < 0.25 else "given"
+    dynamic = rng.choice((None, None, "batch", "all"))
+    if rng.random() < 0.45:
+        chain = rng.random() < 0.4
+        while True:
+            sizes = (rng.choice(ADALN_B), rng.choice(ADALN_S),
+                     rng.choice(ADALN_N))
+            if math.prod(sizes) <= MULTI_MAX_SIZE // (2 if chain else 1):
+                break
+        need_dw = rng.random() < 0.9
+        need_db = not need_dw or rng.random() < 0.8
+        return MultiProgram(
+            index=index, seed=seed, kind="adaln", sizes=sizes, layout="bsn",
+            dynamic=dynamic, x_type=x_type, p_type=p_type, has_w=True,
+            need_dw=need_dw, need_db=need_db, stats=stats, style=style,
+            chain=chain)
+    while True:
+        sizes = (rng.choice(GN_N), rng.choice(GN_G), rng.choice(GN_CG),
+                 *rng.choice(GN_SPATIAL))
+        slab = sizes[2] * math.prod(sizes[3:])
+        # At least 3 elements per slab (2 make dx a cancellation, 1 makes
+        # xhat 0: see group_norm_numerics._degenerate).
+        if slab >= 3 and math.prod(sizes) <= MULTI_MAX_SIZE:
+            break
+    has_w = rng.random() < 0.8
+    need_dw = has_w and rng.random() < 0.9
+    need_db = not need_dw or rng.random() < 0.6
+    return MultiProgram(
+        index=index, seed=seed, kind="group_norm", sizes=sizes,
+        layout=rng.choice(("nchw", "nhwc")), dynamic=dynamic, x_type=x_type,
+        p_type=p_type, has_w=has_w, need_dw=need_dw, need_db=need_db,
+        stats=stats, style=style)
+
+
+# ---- inputs and the float64 reference --------------------------------------
+
+
+@dataclasses.dataclass
+class MultiInputs:
+    """Flat row-major lists in the domain's (= memory's) order; per group
+    (two for a chain) x, dy, mean, rstd; the column parameter w (adaLN's
+    scale [B, N], GroupNorm's weight [C] or None)."""
+
+    w: list | None
+    lns: list  # [{"x", "dy", "mean", "rstd"}] per group
+
+
+@functools.lru_cache(maxsize=8)
+def _multi_index(mp: MultiProgram, interleaved=False):
+    """(row id, column id, over-all-samples column id) of every element of
+    the domain in flat order, and the elements of each row. Row ids index
+    the [rows...] statistics (row-major over the kept dims), column ids the
+    [cols...] parameters. interleaved: GroupNorm's channel c taken into
+    group c % G (a mutant)."""
+    dom = mp.domain
+    rk = [i for i, k in enumerate(mp.row_keep) if k]
+    ck = [i for i, k in enumerate(mp.col_keep) if k]
+    rid, cid, cid_all = [], [], []
+    if mp.kind == "group_norm":
+        g_dim = 1 if mp.layout == "nchw" else len(dom) - 2
+        G, CG = mp.sizes[1], mp.sizes[2]
+    for ix in itertools.product(*map(range, dom)):
+        if interleaved and mp.kind == "group_norm":
+            ix = list(ix)
+            c = ix[g_dim] * CG + ix[g_dim + 1]
+            ix[g_dim] = c % G
+        r = 0
+        for i in rk:
+            r = r * dom[i] + ix[i]
+        c = 0
+        for i in ck:
+            c = c * dom[i] + ix[i]
+        rid.append(r)
+        cid.append(c)
+        cid_all.append(ix[2] if mp.kind == "adaln" else c)
+    members = [[] for _ in range(math.prod(mp.rows_shape))]
+    for i, r in enumerate(rid):
+        members[r].append(i)
+    return rid, cid, cid_all, members
+
+
+def gen_multi_inputs(mp: MultiProgram) -> MultiInputs:
+    """Seeded, never zero, as adaln_numerics / group_norm_numerics draw
+    them: per row (slab) an offset of 0.5 to 2 either way and a scale away
+    from 1 (mean and rstd matter), dy correlated with x (both row sums
+    matter); adaLN's scale 0.5 N(0, 1) at least 0.05 from 0, GroupNorm's
+    weight 1 +- 0.5 at least 0.1 from 1."""
+    rng = random.Random(f"diffgen-multi-inputs/{mp.seed}")
+    dt, f32 = nn.DTYPES[mp.x_type], nn.DTYPES["f32"]
+    pt = nn.DTYPES[mp.p_type]
+    _, _, _, members = _multi_index(mp)
+    ncols = math.prod(mp.cols_shape)
+    if mp.kind == "adaln":
+        w = [nn._nonzero(lambda: 0.5 * rng.gauss(0.0, 1.0), pt, 0.05)
+             for _ in range(ncols)]
+    elif mp.has_w:
+        w = [nn._nonzero(lambda: 1.0 + 0.5 * rng.gauss(0.0, 1.0), pt, 0.1,
+                         away_from=1.0) for _ in range(ncols)]
+    else:
+        w = None
+    lns = []
+    for _ in range(mp.n_groups):
+        x, dy = [0.0] * mp.size, [0.0] * mp.size
+        mean, rstd = [], []
+        for idx in members:
+            offset = rng.choice((-1.0, 1.0)) * rng.uniform(0.5, 2.0)
+            sc = rng.choice((rng.uniform(0.3, 0.7), rng.uniform(1.5, 3.0)))
+            z, vals = nn._draw_row(rng, dt, [offset] * len(idx), sc,
+                                   lambda v: abs(v) < 1e-3)
+            _, dvals = nn._draw_row(rng, dt, [1.0 + t for t in z], 1.0,
+                                    lambda v: abs(v) < 1e-3)
+            for i, v, d in zip(idx, vals, dvals):
+                x[i], dy[i] = v, d
+            m = math.fsum(vals) / len(vals)
+            var = math.fsum((v - m) ** 2 for v in vals) / len(vals)
+            mean.append(f32.round(m))
+            rstd.append(f32.round(1.0 / math.sqrt(var + nn.RSTD_EPS)))
+        lns.append({"x": x, "dy": dy, "mean": mean, "rstd": rstd})
+    return MultiInputs(w, lns)
+
+
+@functools.lru_cache(maxsize=4)
+def _multi_recomputed_stats(mp: MultiProgram, x: tuple):
+    """The statistics the program recomputes, as its f32 arithmetic gives
+    them (recomputed_stats over each row's elements in the domain's
+    order)."""
+    r32 = nn.DTYPES["f32"].round
+    _, _, _, members = _multi_index(mp)
+    nf = float(mp.slab)
+    mean, rstd = [], []
+    for idx in members:
+        s = 0.0
+        for i in idx:
+            s = r32(s + x[i])
+        m = r32(s / nf)
+        ss = 0.0
+        for i in idx:
+            c = r32(x[i] - m)
+            ss = r32(ss + r32(c * c))
+        var = r32(r32(ss / nf) + EPS)
+        mean.append(m)
+        rstd.append(r32(1.0 / r32(math.sqrt(var))))
+    return mean, rstd
+
+
+# Wrong references for the multi-axis programs (each must be caught), with
+# the programs each changes; and the 2-D formula mutants that also apply.
+MULTI_MUTANTS = {
+    # adaLN's d(scale) / d(shift) summed over every sample's tokens: the
+    # 2-D column reduction of Inductor's wrong gradient (pytorch 193061).
+    "dcol-over-all-samples": lambda p: p.kind == "adaln" and p.sizes[0] > 1,
+    # d(scale) / dweight from dy * (x - mean): the rstd factor missing.
+    "dcol-no-rstd": lambda p: p.need_dw,
+    # adaLN's modulation taken as scale instead of 1 + scale.
+    "scale-not-plus-one": lambda p: p.kind == "adaln",
+    # The chain's second contribution to d(scale) / d(shift) lost.
+    "chain-drops-second": lambda p: p.chain and (p.need_dw or p.need_db),
+    # GroupNorm's slab means over the spatial size, not (C/G) x spatial.
+    "slab-mean-wrong-size": lambda p: p.kind == "group_norm"
+        and p.sizes[2] > 1,
+    # GroupNorm's channel c in group c % G instead of c // (C/G).
+    "groups-interleaved": lambda p: p.kind == "group_norm"
+        and 1 < p.sizes[1] and p.sizes[2] > 1,
+}
+MULTI_CORE_MUTANTS = ("dx-no-mean-wdy-term", "dx-no-projection-term",
+                      "dx-no-outer-rstd", "xhat-not-centred")
+
+
+def _multi_mutant_applies(p: MultiProgram, mutant: str) -> bool:
+    if mutant in MULTI_MUTANTS:
+        return MULTI_MUTANTS[mutant](p)
+    return mutant in MULTI_CORE_MUTANTS
+
+
+def multi_reference(mp: MultiProgram, inp: MultiInputs, mutant=None):
+    """nn.Result in float64 from the same (rounded) inputs: per row (a
+    token of a sample; a slab (n, g)) of M elements
+      xhat = (x - mean) * rstd,  wdy = weff[col] * dy
+      dx   = rstd * (wdy - mean_row(wdy) - xhat * mean_row(xhat * wdy))
+    weff = 1 + scale[b, n] (adaLN) or weight[c] (GroupNorm; 1 without);
+    dw[col] = sum dy * xhat, db[col] = sum dy over the elements of the
+    column (adaLN: a sample's tokens; GroupNorm: every sample and spatial
+    position of a channel); a chain's second group adds to both."""
+    rid, cid, cid_all, members = _multi_index(
+        mp, interleaved=mutant == "groups-interleaved")
+    # The columns each element's dy * xhat and dy sum into.
+    ccid = cid_all if mutant == "dcol-over-all-samples" else cid
+    ncols = math.prod(mp.cols_shape)
+    if mp.kind == "adaln":
+        one = 0.0 if mutant == "scale-not-plus-one" else 1.0
+        weff = [one + s for s in inp.w]
+    else:
+        weff = inp.w if inp.w is not None else [1.0] * ncols
+    m_count = float(mp.slab)
+    if mutant == "slab-mean-wrong-size" and mp.kind == "group_norm":
+        m_count = float(math.prod(mp.spatial))
+    values, scales = {}, {}
+    dw_terms = [[] for _ in range(ncols)]
+    db_terms = [[] for _ in range(ncols)]
+    for k, ln in enumerate(inp.lns):
+        x, dy = ln["x"], ln["dy"]
+        mean, rstd = ln["mean"], ln["rstd"]
+        if mp.stats == "recomputed":
+            mean, rstd = _multi_recomputed_stats(mp, tuple(x))
+        centred = mutant != "xhat-not-centred"
+        xhat = [(x[i] - (mean[r] if centred else 0.0)) * rstd[r]
+                for i, r in enumerate(rid)]
+        wdy = [weff[c] * d for c, d in zip(cid, dy)]
+        dx = [0.0] * len(x)
+        sdx = [0.0] * len(x)
+        for r, idx in enumerate(members):
+            rs = rstd[r]
+            a = math.fsum(wdy[i] for i in idx) / m_count
+            pr = math.fsum(xhat[i] * wdy[i] for i in idx) / m_count
+            if mutant == "dx-no-mean-wdy-term":
+                a = 0.0
+            if mutant == "dx-no-projection-term":
+                pr = 0.0
+            outer = 1.0 if mutant == "dx-no-outer-rstd" else rs
+            for i in idx:
+                dx[i] = outer * (wdy[i] - a - xhat[i] * pr)
+                sdx[i] = abs(rs * wdy[i]) + abs(rs * a) + abs(
+                    rs * xhat[i] * pr)
+        name = "dx" if k == 0 else "dx_2"
+        values[name], scales[name] = dx, sdx
+        if k == 1 and mutant == "chain-drops-second":
+            continue
+        no_rstd = mutant == "dcol-no-rstd"
+        for i, c in enumerate(ccid):
+            h = (x[i] - mean[rid[i]]) if no_rstd else xhat[i]
+            dw_terms[c].append(dy[i] * h)
+            db_terms[c].append(dy[i])
+    if mutant == "dcol-over-all-samples" and mp.kind == "adaln":
+        n = mp.sizes[2]  # every sample's column n gets the total over all
+        for c in range(n, ncols):
+            dw_terms[c] = dw_terms[c % n]
+            db_terms[c] = db_terms[c % n]
+    for nm, terms, need in (("dw", dw_terms, mp.need_dw),
+                            ("db", db_terms, mp.need_db)):
+        if need:
+            values[nm] = [math.fsum(t) for t in terms]
+            scales[nm] = [math.fsum(map(abs, t)) for t in terms]
+    return nn.Result(values, scales)
+
+
+# ---- emission --------------------------------------------------------------
+
+
+class MFn(Fn):
+    """Fn over a multi-axis domain: "row" values are indexed by the dims
+    the row sums keep, "col" values by the dims the column sums keep."""
+
+    def __init__(self, mp: MultiProgram, rng):  # noqa: super not called
+        self.p = mp
+        self.rng = rng
+        self.host = self
+        self.lines = []
+        self.counter = 0
+        self.rank = r = len(mp.domain)
+        self.full_dims = [None if dyn else d
+                          for d, dyn in zip(mp.domain, mp.dyn_domain)]
+        self.idx = {"full": list(range(r)),
+                    "row": [i for i in range(r) if mp.row_keep[i]],
+                    "col": [i for i in range(r) if mp.col_keep[i]]}
+        self.row_dims = [self.full_dims[i] for i in self.idx["row"]]
+        self.col_dims = [self.full_dims[i] for i in self.idx["col"]]
+        d = [f"d{i}" for i in range(r)]
+
+        def amap(ins, outs):
+            return f"affine_map<({', '.join(ins)}) -> ({', '.join(outs)})>"
+        self.maps = {"full": amap(d, d),
+                     "row": amap(d, [d[i] for i in self.idx["row"]]),
+                     "col": amap(d, [d[i] for i in self.idx["col"]]),
+                     "scalar": amap(d, [])}
+        dr = d[:len(self.idx["row"])]
+        dc = d[:len(self.idx["col"])]
+        self.row_maps = {"row": amap(dr, dr)}
+        self.col_maps = {"col": amap(dc, dc)}
+        self.dim_values = {}
+        self.zero = None
+        self.n_value = None
+
+    def t_row(self, elem="f32", keep=False):
+        return _ttype(self.row_dims, elem)
+
+    def t_mem(self, elem):
+        mp = self.p
+        return _ttype([None if dyn else d
+                       for d, dyn in zip(mp.mem_shape, mp.mem_dyn)], elem)
+
+    def setup(self, x):
+        """Dynamic dims of x (in memory), the zero, M (elements per row) as
+        f32."""
+        mp = self.p
+        reassoc = mp.reassociation or [[i] for i in range(self.rank)]
+        for m, grp in enumerate(reassoc):
+            if mp.mem_dyn[m]:
+                c = self.fresh("c")
+                self.emit(f"{c} = arith.constant {m} : index")
+                v = self.fresh("dim")
+                self.emit(f"{v} = tensor.dim {x}, {c} : "
+                          f"{self.t_mem(mp.x_type)}")
+                (i,) = grp  # a dynamic dim is never G or C/G
+                self.dim_values[i] = v
+        self.zero = self.fresh("zero")
+        self.emit(f"{self.zero} = arith.constant 0.000000e+00 : f32")
+        summed = [i for i in range(self.rank) if not mp.row_keep[i]]
+        dyn = [self.dim_values[i] for i in summed if i in self.dim_values]
+        self.n_value = self.fresh("nf")
+        self.m_dynamic = bool(dyn)
+        if not dyn:
+            self.emit(f"{self.n_value} = arith.constant "
+                      f"{float(mp.slab):e} : f32")
+            return
+        static = math.prod(mp.domain[i] for i in summed
+                           if i not in self.dim_values)
+        acc = self.fresh("c")
+        self.emit(f"{acc} = arith.constant {static} : index")
+        for v in dyn:
+            t = self.fresh("m")
+            self.emit(f"{t} = arith.muli {acc}, {v} : index")
+            acc = t
+        ni = self.fresh("ni")
+        self.emit(f"{ni} = arith.index_cast {acc} : index to i64")
+        self.emit(f"{self.n_value} = arith.uitofp {ni} : i64 to f32")
+
+    def empty(self, kind, elem, keep=False):
+        dims = {"full": self.full_dims, "row": self.row_dims,
+                "col": self.col_dims}[kind]
+        dyn = [self.dim_values[i] for i, d in zip(self.idx[kind], dims)
+               if d is None]
+        t = _ttype(dims, elem)
+        v = self.fresh("e")
+        self.emit(f"{v} = tensor.empty({', '.join(dyn)}) : {t}")
+        return v, t
+
+    def _iters(self, kept):
+        return ["parallel" if i in self.idx[kept] else "reduction"
+                for i in range(self.rank)]
+
+    def row_reduce(self, ins, contribs_fn, keep=False, count=None):
+        outs = []
+        for _ in range(count or 1):
+            z, t = self.zeros("row")
+            outs.append((z, t, "row"))
+
+        def body(a, o, b):
+            cs = contribs_fn(a, b)
+            return [self._combine(b, oa, c) for oa, c in zip(o, cs)]
+        return self.generic(ins, outs, self._iters("row"), body)
+
+    def col_reduce(self, ins, contribs_fn, inits):
+        outs = [(v, t, "col") for v, t in inits]
+
+        def body(a, o, b):
+            cs = contribs_fn(a, b)
+            return [self._combine(b, oa, c) for oa, c in zip(o, cs)]
+        return self.generic(ins, outs, self._iters("col"), body)
+
+    def row_elementwise(self, ins, body_fn, keep=False):
+        e, t = self.empty("row", "f32")
+        return self.generic(ins, [(e, t, "row")],
+                            ["parallel"] * len(self.idx["row"]),
+                            lambda a, o, b: [body_fn(a, b)],
+                            maps=self.row_maps)[0], t
+
+    def col_elementwise(self, ins, elem, body_fn):
+        e, t = self.empty("col", elem)
+        return self.generic(ins, [(e, t, "col")],
+                            ["parallel"] * len(self.idx["col"]),
+                            lambda a, o, b: [body_fn(a, b)],
+                            maps=self.col_maps)[0], t
+
+    def broadcast(self, v, vt, kind):
+        e, t = self.empty("full", "f32")
+        dims = [i for i in range(self.rank) if i not in self.idx[kind]]
+        r = self.fresh("bc")
+        self.emit(f"{r} = linalg.broadcast ins({v} : {vt}) outs({e} : {t}) "
+                  f"dimensions = [{', '.join(map(str, dims))}]")
+        return r, t
+
+    def reduce(self, v, vt, kind, init, init_t):
+        dims = [i for i in range(self.rank) if i not in self.idx[kind]]
+        r = self.fresh("red")
+        ds = ", ".join(map(str, dims))
+        if self.rng.random() < 0.5:
+            self.emit(f"{r} = linalg.reduce {{ arith.addf }} ins({v} : {vt}) "
+                      f"outs({init} : {init_t}) dimensions = [{ds}]")
+        else:
+            a, o = self.fresh("in"), self.fresh("acc")
+            s = self.fresh("s")
+            lhs, rhs = (o, a) if self.rng.random() < 0.5 else (a, o)
+            self.emit(f"{r} = linalg.reduce ins({v} : {vt}) outs({init} : "
+                      f"{init_t}) dimensions = [{ds}]")
+            self.emit(f"    ({a}: f32, {o}: f32) {{")
+            self.emit(f"    {s} = arith.addf {lhs}, {rhs} : f32")
+            self.emit("    linalg.yield %s : f32" % s)
+            self.emit("  }")
+        return r
+
+    def expand(self, v, elem):
+        """x / dy in memory -> the domain (tensor.expand_shape; as is for
+        adaLN)."""
+        mp = self.p
+        if mp.reassociation is None:
+            return v
+        out = []
+        for i, d in enumerate(self.full_dims):
+            out.append(self.dim_values[i] if d is None else str(d))
+        r = self.fresh("xe")
+        g = ", ".join("[" + ", ".join(map(str, x)) + "]"
+                      for x in mp.reassociation)
+        self.emit(f"{r} = tensor.expand_shape {v} [{g}] output_shape "
+                  f"[{', '.join(out)}] : {self.t_mem(elem)} into "
+                  f"{self.t_full(elem)}")
+        return r
+
+    def collapse(self, v, elem):
+        """The domain -> memory (dx)."""
+        mp = self.p
+        if mp.reassociation is None:
+            return v
+        r = self.fresh("dxc")
+        g = ", ".join("[" + ", ".join(map(str, x)) + "]"
+                      for x in mp.reassociation)
+        self.emit(f"{r} = tensor.collapse_shape {v} [{g}] : "
+                  f"{self.t_full(elem)} into {self.t_mem(elem)}")
+        return r
+
+
+def multi_params(mp: MultiProgram):
+    """[(key, type)] in canonical order (a chain's second group's keys end
+    in _2)."""
+    fn = MFn(mp, random.Random(0))
+    ps = []
+    for k in range(mp.n_groups):
+        sfx = _suffix(k)
+        ps += [("x" + sfx, fn.t_mem(mp.x_type)),
+               ("dy" + sfx, fn.t_mem(mp.x_type))]
+        if mp.stats == "given":
+            ps += [("mean" + sfx, fn.t_row("f32")),
+                   ("rstd" + sfx, fn.t_row("f32"))]
+    if mp.kind == "adaln":
+        ps.append(("w", fn.t_col(mp.p_type)))
+    elif mp.has_w:
+        ps.append(("w", _ttype(mp.cols_shape, mp.p_type)))
+    return ps
+
+
+def multi_param_values(mp: MultiProgram, inp: MultiInputs):
+    vals = {}
+    for k, ln in enumerate(inp.lns):
+        sfx = _suffix(k)
+        vals["x" + sfx] = (mp.mem_shape, mp.x_type, ln["x"])
+        vals["dy" + sfx] = (mp.mem_shape, mp.x_type, ln["dy"])
+        vals["mean" + sfx] = (mp.rows_shape, "f32", ln["mean"])
+        vals["rstd" + sfx] = (mp.rows_shape, "f32", ln["rstd"])
+    vals["w"] = (mp.cols_shape, mp.p_type, inp.w)
+    return vals
+
+
+def emit_multi(mp: MultiProgram):
+    """emit_program for a multi-axis program."""
+    rng = random.Random(f"diffgen-multi-emit/{mp.seed}")
+    fn = MFn(mp, rng)
+    ps = multi_params(mp)
+    order = list(range(len(ps)))
+    rng.shuffle(order)
+    sig = [ps[i] for i in order]
+    fn.setup("%x")
+    w = None
+    if mp.has_w:
+        w, wt = "%w", dict(ps)["w"]
+        if mp.kind == "group_norm":  # [C] -> [G, C/G]
+            r = fn.fresh("we")
+            g, cg = mp.sizes[1], mp.sizes[2]
+            fn.emit(f"{r} = tensor.expand_shape %w [[0, 1]] output_shape "
+                    f"[{g}, {cg}] : {wt} into {fn.t_col(mp.p_type)}")
+            w = r
+    results = {}
+    cols = None
+    for k in range(mp.n_groups):
+        sfx = _suffix(k)
+        names = {"x": fn.expand(f"%x{sfx}", mp.x_type),
+                 "dy": fn.expand(f"%dy{sfx}", mp.x_type)}
+        types = {"x": fn.t_full(mp.x_type), "dy": fn.t_full(mp.x_type)}
+        if mp.stats == "given":
+            for key in ("mean", "rstd"):
+                names[key], types[key] = f"%{key}{sfx}", fn.t_row("f32")
+        if w is not None:
+            names["w"], types["w"] = w, fn.t_col(mp.p_type)
+        inits = {}
+        for nm, need in (("dw", mp.need_dw), ("db", mp.need_db)):
+            if need:
+                inits[nm] = (cols[nm], fn.t_col("f32")) if cols else \
+                    fn.zeros("col")
+        dx, cols = {"steps": _m_steps, "fused": _m_steps,
+                    "named": _m_named, "inline": _m_inline}[mp.style](
+            fn, mp, names, types, inits)
+        results["dx" + sfx] = (fn.collapse(dx, mp.x_type),
+                               fn.t_mem(mp.x_type))
+    for nm in ("dw", "db"):
+        if nm not in cols:
+            continue
+        v = cols[nm]
+        if mp.p_type != "f32":
+            v, _ = fn.col_elementwise(
+                [("s", v, fn.t_col("f32"), "col")], mp.p_type,
+                lambda a, b: b.trunc(a["s"], mp.p_type))
+        t = fn.t_col(mp.p_type)
+        if mp.kind == "group_norm":
+            r = fn.fresh("dc")
+            ct = _ttype(mp.cols_shape, mp.p_type)
+            fn.emit(f"{r} = tensor.collapse_shape {v} [[0, 1]] : {t} into "
+                    f"{ct}")
+            v, t = r, ct
+        results[nm] = (v, t)
+    return _function_text(mp, fn, sig, results)
+
+
+def _m_weff(b, a, mp):
+    """The column factor in f32 inside a payload: 1 + scale (adaLN) or the
+    weight (GroupNorm)."""
+    w = b.ext(a["w"], mp.p_type)
+    if mp.kind == "adaln":
+        w = b.add(w, b.const(1.0))
+    return w
+
+
+def _m_recompute(fn, mp, names, types):
+    """mean and rstd recomputed from x: row sums over the slab."""
+    names, types = dict(names), dict(types)
+    rowt = fn.t_row("f32")
+    (s,) = fn.row_reduce([("x", names["x"], types["x"], "full")],
+                         lambda a, b: [b.ext(a["x"], mp.x_type)])
+    mean, _ = fn.row_elementwise([("s", s, rowt, "row")],
+                                 lambda a, b: b.div(a["s"], fn.n_value))
+
+    def sq(a, b):
+        c = b.sub(b.ext(a["x"], mp.x_type), a["mean"])
+        return [b.bin("mulf", c, c)]
+    (ss,) = fn.row_reduce([("x", names["x"], types["x"], "full"),
+                           ("mean", mean, rowt, "row")], sq)
+
+    def rs(a, b):
+        return b.rsqrt(b.add(b.div(a["ss"], fn.n_value), b.const(EPS)))
+    rstd, _ = fn.row_elementwise([("ss", ss, rowt, "row")], rs)
+    names["mean"], types["mean"] = mean, rowt
+    names["rstd"], types["rstd"] = rstd, rowt
+    return names, types
+
+
+def _m_mean_of(b, fn, s):
+    """s / M, as a division or (M static) a multiplication by 1/M."""
+    if fn.m_dynamic or fn.rng.random() < 0.5:
+        return b.div(s, fn.n_value)
+    return b.mul(s, b.const(nn.DTYPES["f32"].round(1.0 / fn.p.slab)))
+
+
+def _m_columns(fn, mp, ins, contribs, inits):
+    """d(scale) / dW and d(shift) / dB: one two-result column reduction or
+    one each (f32)."""
+    wanted = list(inits)
+    groups = [wanted] if len(wanted) > 1 and fn.rng.random() < 0.5 else [
+        [nm] for nm in wanted]
+    if fn.rng.random() < 0.5:
+        groups.reverse()
+    out = {}
+    for g in groups:
+        res = fn.col_reduce(ins, lambda a, b, g=g: [contribs[nm](a, b)
+                                                    for nm in g],
+                            [inits[nm] for nm in g])
+        out.update(zip(g, res))
+    return out
+
+
+def _m_steps(fn, mp, names, types, inits):
+    """One linalg.generic per step (random splits, as _emit_steps)."""
+    rng = fn.rng
+    full32 = fn.t_full("f32")
+    rowt = fn.t_row("f32")
+    if mp.stats == "recomputed":
+        names, types = _m_recompute(fn, mp, names, types)
+    x32, dy32 = names["x"], names["dy"]
+    if mp.x_type != "f32":
+        x32, _ = fn.elementwise([("x", names["x"], types["x"], "full")],
+                                "f32", lambda a, b: b.ext(a["x"], mp.x_type))
+        dy32, _ = fn.elementwise([("dy", names["dy"], types["dy"], "full")],
+                                 "f32",
+                                 lambda a, b: b.ext(a["dy"], mp.x_type))
+    mean_in = ("mean", names["mean"], types["mean"], "row")
+    rstd_in = ("rstd", names["rstd"], types["rstd"], "row")
+    if rng.random() < 0.5:
+        xc, _ = fn.elementwise([("x", x32, full32, "full"), mean_in], "f32",
+                               lambda a, b: b.sub(a["x"], a["mean"]))
+        xhat, _ = fn.elementwise([("x", xc, full32, "full"), rstd_in], "f32",
+                                 lambda a, b: b.mul(a["x"], a["rstd"]))
+    else:
+        xhat, _ = fn.elementwise(
+            [("x", x32, full32, "full"), mean_in, rstd_in], "f32",
+            lambda a, b: b.mul(b.sub(a["x"], a["mean"]), a["rstd"]))
+    wdy = dy32
+    if mp.has_w:
+        if rng.random() < 0.5:
+            w1, w1t = fn.col_elementwise(
+                [("w", names["w"], types["w"], "col")], "f32",
+                lambda a, b: _m_weff(b, a, mp))
+            wdy, _ = fn.elementwise([("dy", dy32, full32, "full"),
+                                     ("w", w1, w1t, "col")], "f32",
+                                    lambda a, b: b.mul(a["dy"], a["w"]))
+        else:
+            wdy, _ = fn.elementwise(
+                [("dy", dy32, full32, "full"),
+                 ("w", names["w"], types["w"], "col")], "f32",
+                lambda a, b: b.mul(a["dy"], _m_weff(b, a, mp)))
+    # Row sums: s1 = sum xhat * wdy, s2 = sum wdy.
+    r = rng.random()
+    if r < 0.4:
+        prod, _ = fn.elementwise([("h", xhat, full32, "full"),
+                                  ("g", wdy, full32, "full")], "f32",
+                                 lambda a, b: b.mul(a["h"], a["g"]))
+        (s1,) = fn.row_reduce([("p", prod, full32, "full")],
+                              lambda a, b: [a["p"]])
+        (s2,) = fn.row_reduce([("g", wdy, full32, "full")],
+                              lambda a, b: [a["g"]])
+    elif r < 0.7:
+        s1, s2 = fn.row_reduce([("h", xhat, full32, "full"),
+                                ("g", wdy, full32, "full")],
+                               lambda a, b: [b.mul(a["h"], a["g"]), a["g"]],
+                               count=2)
+    else:
+        (s1,) = fn.row_reduce([("h", xhat, full32, "full"),
+                               ("g", wdy, full32, "full")],
+                              lambda a, b: [b.mul(a["h"], a["g"])])
+        (s2,) = fn.row_reduce([("g", wdy, full32, "full")],
+                              lambda a, b: [a["g"]])
+    # dx = rstd * (wdy - s2/M - xhat * s1/M), in 1 or 4 to 5 steps.
+    if rng.random() < 0.5:
+        c1, _ = fn.row_elementwise([("s", s1, rowt, "row")],
+                                   lambda a, b: _m_mean_of(b, fn, a["s"]))
+        c2, _ = fn.row_elementwise([("s", s2, rowt, "row")],
+                                   lambda a, b: _m_mean_of(b, fn, a["s"]))
+        t, _ = fn.elementwise([("h", xhat, full32, "full"),
+                               ("c", c1, rowt, "row")], "f32",
+                              lambda a, b: b.mul(a["h"], a["c"]))
+        t, _ = fn.elementwise([("t", t, full32, "full"),
+                               ("c", c2, rowt, "row")], "f32",
+                              lambda a, b: b.add(a["t"], a["c"]))
+        d, _ = fn.elementwise([("g", wdy, full32, "full"),
+                               ("t", t, full32, "full")], "f32",
+                              lambda a, b: b.sub(a["g"], a["t"]))
+        dx, _ = fn.elementwise([("d", d, full32, "full"), rstd_in],
+                               mp.x_type,
+                               lambda a, b: b.trunc(b.mul(a["d"], a["rstd"]),
+                                                    mp.x_type))
+    else:
+        def dxb(a, b):
+            t = b.add(b.mul(a["h"], _m_mean_of(b, fn, a["s1"])),
+                      _m_mean_of(b, fn, a["s2"]))
+            return b.mul(b.sub(a["g"], t), a["rstd"])
+        dx, _ = fn.elementwise([("h", xhat, full32, "full"),
+                                ("g", wdy, full32, "full"),
+                                ("s1", s1, rowt, "row"),
+                                ("s2", s2, rowt, "row"), rstd_in], "f32",
+                               dxb)
+        if mp.x_type != "f32":
+            dx, _ = fn.elementwise([("d", dx, full32, "full")], mp.x_type,
+                                   lambda a, b: b.trunc(a["d"], mp.x_type))
+    # Column sums of dy * xhat and dy.
+    if "dw" in inits and rng.random() < 0.4:
+        q, _ = fn.elementwise([("g", dy32, full32, "full"),
+                               ("h", xhat, full32, "full")], "f32",
+                              lambda a, b: b.mul(a["g"], a["h"]))
+        ins = [("q", q, full32, "full")]
+        if "db" in inits:
+            ins.append(("g", dy32, full32, "full"))
+        contribs = {"dw": lambda a, b: a["q"], "db": lambda a, b: a["g"]}
+    else:
+        ins = [("g", dy32, full32, "full")]
+        if "dw" in inits:
+            ins.append(("h", xhat, full32, "full"))
+        contribs = {"dw": lambda a, b: b.mul(a["g"], a["h"]),
+                    "db": lambda a, b: a["g"]}
+    return dx, _m_columns(fn, mp, ins, contribs, inits)
+
+
+def _m_named(fn, mp, names, types, inits):
+    """linalg.map / broadcast / reduce / mul / add / sub with generics."""
+    rng = fn.rng
+    full32 = fn.t_full("f32")
+    rowt = fn.t_row("f32")
+    if mp.stats == "recomputed":
+        names, types = _m_recompute(fn, mp, names, types)
+
+    def ext_full(key):
+        v, t = names[key], types[key]
+        if mp.x_type == "f32":
+            return v
+        return fn.map_region([(key, v, t)], "f32",
+                             lambda a, b: b.ext(a[key], mp.x_type))[0]
+    x32, dy32 = ext_full("x"), ext_full("dy")
+    mean_b, _ = fn.broadcast(names["mean"], rowt, "row")
+    rstd_b, _ = fn.broadcast(names["rstd"], rowt, "row")
+    xhat = fn.map_binary("mulf", fn.map_binary("subf", x32, mean_b, full32),
+                         rstd_b, full32)
+    wdy = dy32
+    if mp.has_w:
+        if mp.kind == "adaln" or mp.p_type != "f32":
+            w32, w32t = fn.col_elementwise(
+                [("w", names["w"], types["w"], "col")], "f32",
+                lambda a, b: _m_weff(b, a, mp))
+        else:
+            w32, w32t = names["w"], types["w"]
+        w_b, _ = fn.broadcast(w32, w32t, "col")
+        wdy = fn.map_binary("mulf", dy32, w_b, full32)
+    prod = fn.map_binary("mulf", xhat, wdy, full32)
+    s1 = fn.reduce(prod, full32, "row", *fn.zeros("row"))
+    s2 = fn.reduce(wdy, full32, "row", *fn.zeros("row"))
+    c1 = fn.row_elementwise([("s", s1, rowt, "row")],
+                            lambda a, b: _m_mean_of(b, fn, a["s"]))[0]
+    c2 = fn.row_elementwise([("s", s2, rowt, "row")],
+                            lambda a, b: _m_mean_of(b, fn, a["s"]))[0]
+    t = fn.map_binary("mulf", xhat, fn.broadcast(c1, rowt, "row")[0], full32)
+    t = fn.map_binary("addf", t, fn.broadcast(c2, rowt, "row")[0], full32)
+    dx = fn.map_binary("mulf", fn.map_binary("subf", wdy, t, full32), rstd_b,
+                       full32)
+    if mp.x_type != "f32":
+        dx, _ = fn.map_region([("d", dx, full32)], mp.x_type,
+                              lambda a, b: b.trunc(a["d"], mp.x_type))
+    cols = {}
+    order = list(inits)
+    if rng.random() < 0.5:
+        order.reverse()
+    for nm in order:
+        v = fn.map_binary("mulf", dy32, xhat, full32) if nm == "dw" else dy32
+        cols[nm] = fn.reduce(v, full32, "col", *inits[nm])
+    return dx, cols
+
+
+def _m_inline(fn, mp, names, types, inits):
+    """Hand-fused: each reduction and dx compute xhat and w * dy from the
+    raw inputs in their own payloads."""
+    rng = fn.rng
+    rowt = fn.t_row("f32")
+    if mp.stats == "recomputed":
+        names, types = _m_recompute(fn, mp, names, types)
+
+    def raw_ins(with_w=True):
+        ins = [("x", names["x"], types["x"], "full"),
+               ("dy", names["dy"], types["dy"], "full"),
+               ("mean", names["mean"], types["mean"], "row"),
+               ("rstd", names["rstd"], types["rstd"], "row")]
+        if mp.has_w and with_w:
+            ins.append(("w", names["w"], types["w"], "col"))
+        return ins
+
+    def xhat_of(a, b):
+        return b.mul(b.sub(b.ext(a["x"], mp.x_type), a["mean"]), a["rstd"])
+
+    def wdy_of(a, b):
+        g = b.ext(a["dy"], mp.x_type)
+        return b.mul(g, _m_weff(b, a, mp)) if mp.has_w else g
+
+    if rng.random() < 0.6:
+        s1, s2 = fn.row_reduce(raw_ins(), lambda a, b: [
+            b.mul(xhat_of(a, b), wdy_of(a, b)), wdy_of(a, b)], count=2)
+    else:
+        (s1,) = fn.row_reduce(raw_ins(), lambda a, b: [
+            b.mul(xhat_of(a, b), wdy_of(a, b))])
+        (s2,) = fn.row_reduce(raw_ins(), lambda a, b: [wdy_of(a, b)])
+    ins = raw_ins() + [("s1", s1, rowt, "row"), ("s2", s2, rowt, "row")]
+
+    def dxb(a, b):
+        t = b.add(b.mul(xhat_of(a, b), _m_mean_of(b, fn, a["s1"])),
+                  _m_mean_of(b, fn, a["s2"]))
+        return b.trunc(b.mul(b.sub(wdy_of(a, b), t), a["rstd"]), mp.x_type)
+    dx, _ = fn.elementwise(ins, mp.x_type, dxb)
+    contribs = {"dw": lambda a, b: b.mul(b.ext(a["dy"], mp.x_type),
+                                         xhat_of(a, b)),
+                "db": lambda a, b: b.ext(a["dy"], mp.x_type)}
+    return dx, _m_columns(fn, mp, raw_ins(with_w=False), contribs, inits)
