@@ -157,6 +157,9 @@ def main():
     ap.add_argument("--no-multi", action="store_true",
                     help="no multi-axis programs (norm_diffgen.MultiProgram:"
                          " adaLN, GroupNorm)")
+    ap.add_argument("--multi-share", type=float, default=dg.MULTI_SHARE,
+                    help="the share of multi-axis programs (1: all; a "
+                         "larger share keeps the smaller one's)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--keep")
     ap.add_argument("-q", "--quiet", action="store_true")
@@ -166,7 +169,7 @@ def main():
     progs = [dg.gen_program(i, args.seed, args.known_bugs,
                             graphs=not args.no_graphs,
                             masks=not args.no_masks,
-                            multi=not args.no_multi)
+                            multi=not args.no_multi and args.multi_share)
              for i in range(args.first, args.first + args.cases)]
     # Modules: the `fused` style needs upstream elementwise fusion first.
     groups = []
@@ -268,6 +271,10 @@ def main():
     off = ((dg.GRAPH_MUTANTS if args.no_graphs else {})
            | (dg.MASK_MUTANTS if args.no_masks else {})
            | (dg.MULTI_MUTANTS if args.no_multi else {}))
+    if not args.no_multi and args.multi_share >= 1:  # multi-axis only
+        off = off | {mu: None for mu in mutants
+                     if mu not in dg.MULTI_MUTANTS
+                     and mu not in dg.MULTI_CORE_MUTANTS}
     mutants = [mu for mu in mutants if mu not in off]
     caught = nn.MutantTally(mutants)
     styles = {}  # style -> [programs, failed]

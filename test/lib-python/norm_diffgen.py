@@ -374,11 +374,14 @@ def gen_program(index: int, seed, known_bugs=False,
     single-norm ones read a Mask. Whether it is a graph, and the graph, come
     from their own stream, and so do the masks, so that the other programs
     of a seed are the same either way. With `multi` (differential.py)
-    MULTI_SHARE of them are a MultiProgram instead (adaLN or GroupNorm:
-    drawn from their own stream; the other indices keep their programs)."""
+    MULTI_SHARE of them (or the share `multi` gives, a number: a larger
+    share takes a superset of the indices) are a MultiProgram instead
+    (adaLN or GroupNorm: drawn from their own stream; the other indices
+    keep their programs)."""
     if multi:
+        share = MULTI_SHARE if multi is True else float(multi)
         multi_rng = random.Random(f"diffgen-multi/{seed}/{index}")
-        if multi_rng.random() < MULTI_SHARE:
+        if multi_rng.random() < share:
             return _draw_multi(index, f"{seed}/{index}", multi_rng)
     rng = random.Random(f"diffgen/{seed}/{index}")
     # Drawn from its own stream, so the draws of _draw_group stay as they
@@ -2294,7 +2297,8 @@ ADALN_N = (3, 7, 8, 16, 33, 64)
 GN_N = (1, 2, 3)
 GN_G = (1, 2, 3, 4, 8)
 GN_CG = (1, 2, 3, 4)
-GN_SPATIAL = ((1,), (4,), (7,), (16,), (2, 3), (3, 3), (4, 4), (1, 5))
+GN_SPATIAL = ((), (1,), (4,), (7,), (16,), (2, 3), (3, 3), (4, 4), (1, 5),
+              (2, 2, 2))
 
 
 @dataclasses.dataclass(frozen=True)
