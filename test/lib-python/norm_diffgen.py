@@ -2280,7 +2280,8 @@ def _emit_total_sum(fn, shape):
 # splits), fused (steps after upstream elementwise fusion), named
 # (linalg.map / broadcast / reduce / mul / add / sub), inline (hand-fused
 # payloads); statistics given or recomputed (chained row reductions over the
-# slab); x in bf16 / f16 / f32 (the parameter in x's type or f32), computed
+# slab; adaLN's given statistics [B, S] or keepdim [B, S, 1]); x in bf16 /
+# f16 / f32 (the parameter in x's type or f32), computed
 # in f32, column sums in f32; B / S (adaLN) or N / spatial (GroupNorm)
 # static or dynamic; parameters permuted, `ins` shuffled, commutative
 # operands swapped. The fused path must give one norm.mixed_reduction per
@@ -2290,7 +2291,7 @@ def _emit_total_sum(fn, shape):
 MULTI_SHARE = 0.2
 MULTI_MAX_SIZE = 2048  # elements of the domain (the float64 reference)
 MULTI_KINDS = ("adaln", "chain", "nchw", "channels last", "dynamic",
-               "recomputed")
+               "recomputed", "keepdim")
 ADALN_B = (1, 2, 3, 4)
 ADALN_S = (1, 2, 3, 5, 8, 16)
 ADALN_N = (3, 7, 8, 16, 33, 64)
@@ -2321,6 +2322,9 @@ class MultiProgram:
     stats: str  # "given" | "recomputed"
     style: str
     chain: bool = False  # adaLN: two LayerNorms sharing scale / shift
+    # adaLN's given statistics keepdim [B, S, 1] (as torch passes them),
+    # read with (b, s, n) -> (b, s, 0).
+    keepdim: bool = False
     # What differential.py reads of every program.
     graph: object = None
     mask: object = None
@@ -2416,6 +2420,14 @@ class MultiProgram:
         return tuple(d for d, k in zip(self.domain, self.row_keep) if k)
 
     @property
+    def stats_shape(self) -> tuple:
+        """The given statistics' shape (keepdim: 1 for each summed dim)."""
+        if not self.keepdim:
+            return self.rows_shape
+        return tuple(d if k else 1 for d, k in zip(self.domain,
+                                                    self.row_keep))
+
+    @property
     def cols_shape(self) -> tuple:
         """The column results' shape as returned ([B, N]; [C])."""
         if self.kind == "adaln":
@@ -2456,7 +2468,8 @@ class MultiProgram:
                "nchw": self.layout == "nchw",
                "channels last": self.layout == "nhwc",
                "dynamic": self.dynamic is not None,
-               "recomputed": self.stats == "recomputed"}
+               "recomputed": self.stats == "recomputed",
+               "keepdim": self.keepdim}
         return [k for k in MULTI_KINDS if has[k]]
 
     def describe(self) -> str:
@@ -2475,6 +2488,8 @@ class MultiProgram:
             parts.append("dyn:" + self.dynamic)
         if self.stats == "recomputed":
             parts.append("stats")
+        if self.keepdim:
+            parts.append("keepdim")
         return "multi:" + ".".join(parts)
 
 
@@ -2498,7 +2513,7 @@ def _draw_multi(index: int, seed, rng) -> MultiProgram:
             index=index, seed=seed, kind="adaln", sizes=sizes, layout="bsn",
             dynamic=dynamic, x_type=x_type, p_type=p_type, has_w=True,
             need_dw=need_dw, need_db=need_db, stats=stats, style=style,
-            chain=chain)
+            chain=chain, keepdim=stats == "given" and rng.random() < 0.4)
     while True:
         sizes = (rng.choice(GN_N), rng.choice(GN_G), rng.choice(GN_CG),
                  *rng.choice(GN_SPATIAL))
@@ -2735,7 +2750,7 @@ class MFn(Fn):
     """Fn over a multi-axis domain: "row" values are indexed by the dims
     the row sums keep, "col" values by the dims the column sums keep."""
 
-    def __init__(self, mp: MultiProgram, rng):  # noqa: super not called
+    def __init__(self, mp: MultiProgram, rng):  # (not Fn's: no Program)
         self.p = mp
         self.rng = rng
         self.host = self
@@ -2755,6 +2770,8 @@ class MFn(Fn):
             return f"affine_map<({', '.join(ins)}) -> ({', '.join(outs)})>"
         self.maps = {"full": amap(d, d),
                      "row": amap(d, [d[i] for i in self.idx["row"]]),
+                     "rowk": amap(d, [d[i] if mp.row_keep[i] else "0"
+                                      for i in range(r)]),
                      "col": amap(d, [d[i] for i in self.idx["col"]]),
                      "scalar": amap(d, [])}
         dr = d[:len(self.idx["row"])]
@@ -2766,6 +2783,9 @@ class MFn(Fn):
         self.n_value = None
 
     def t_row(self, elem="f32", keep=False):
+        if keep:  # keepdim: 1 for each summed dim
+            return _ttype([d if self.p.row_keep[i] else 1
+                           for i, d in enumerate(self.full_dims)], elem)
         return _ttype(self.row_dims, elem)
 
     def t_mem(self, elem):
@@ -2923,8 +2943,8 @@ def multi_params(mp: MultiProgram):
         ps += [("x" + sfx, fn.t_mem(mp.x_type)),
                ("dy" + sfx, fn.t_mem(mp.x_type))]
         if mp.stats == "given":
-            ps += [("mean" + sfx, fn.t_row("f32")),
-                   ("rstd" + sfx, fn.t_row("f32"))]
+            ps += [("mean" + sfx, fn.t_row("f32", mp.keepdim)),
+                   ("rstd" + sfx, fn.t_row("f32", mp.keepdim))]
     if mp.kind == "adaln":
         ps.append(("w", fn.t_col(mp.p_type)))
     elif mp.has_w:
@@ -2938,8 +2958,8 @@ def multi_param_values(mp: MultiProgram, inp: MultiInputs):
         sfx = _suffix(k)
         vals["x" + sfx] = (mp.mem_shape, mp.x_type, ln["x"])
         vals["dy" + sfx] = (mp.mem_shape, mp.x_type, ln["dy"])
-        vals["mean" + sfx] = (mp.rows_shape, "f32", ln["mean"])
-        vals["rstd" + sfx] = (mp.rows_shape, "f32", ln["rstd"])
+        vals["mean" + sfx] = (mp.stats_shape, "f32", ln["mean"])
+        vals["rstd" + sfx] = (mp.stats_shape, "f32", ln["rstd"])
     vals["w"] = (mp.cols_shape, mp.p_type, inp.w)
     return vals
 
@@ -2969,9 +2989,13 @@ def emit_multi(mp: MultiProgram):
         names = {"x": fn.expand(f"%x{sfx}", mp.x_type),
                  "dy": fn.expand(f"%dy{sfx}", mp.x_type)}
         types = {"x": fn.t_full(mp.x_type), "dy": fn.t_full(mp.x_type)}
+        names["km"] = "row"  # the statistics' map
         if mp.stats == "given":
             for key in ("mean", "rstd"):
-                names[key], types[key] = f"%{key}{sfx}", fn.t_row("f32")
+                names[key], types[key] = f"%{key}{sfx}", fn.t_row(
+                    "f32", mp.keepdim)
+            if mp.keepdim:
+                names["km"] = "rowk"
         if w is not None:
             names["w"], types["w"] = w, fn.t_col(mp.p_type)
         inits = {}
@@ -3032,6 +3056,7 @@ def _m_recompute(fn, mp, names, types):
     rstd, _ = fn.row_elementwise([("ss", ss, rowt, "row")], rs)
     names["mean"], types["mean"] = mean, rowt
     names["rstd"], types["rstd"] = rstd, rowt
+    names["km"] = "row"
     return names, types
 
 
@@ -3073,8 +3098,8 @@ def _m_steps(fn, mp, names, types, inits):
         dy32, _ = fn.elementwise([("dy", names["dy"], types["dy"], "full")],
                                  "f32",
                                  lambda a, b: b.ext(a["dy"], mp.x_type))
-    mean_in = ("mean", names["mean"], types["mean"], "row")
-    rstd_in = ("rstd", names["rstd"], types["rstd"], "row")
+    mean_in = ("mean", names["mean"], types["mean"], names["km"])
+    rstd_in = ("rstd", names["rstd"], types["rstd"], names["km"])
     if rng.random() < 0.5:
         xc, _ = fn.elementwise([("x", x32, full32, "full"), mean_in], "f32",
                                lambda a, b: b.sub(a["x"], a["mean"]))
@@ -3184,8 +3209,18 @@ def _m_named(fn, mp, names, types, inits):
         return fn.map_region([(key, v, t)], "f32",
                              lambda a, b: b.ext(a[key], mp.x_type))[0]
     x32, dy32 = ext_full("x"), ext_full("dy")
-    mean_b, _ = fn.broadcast(names["mean"], rowt, "row")
-    rstd_b, _ = fn.broadcast(names["rstd"], rowt, "row")
+
+    def stats(key):
+        """[B, S, 1] -> [B, S] (keepdim, adaLN) for linalg.broadcast."""
+        v = names[key]
+        if names["km"] == "rowk":
+            c = fn.fresh("col")
+            fn.emit(f"{c} = tensor.collapse_shape {v} [[0], [1, 2]] : "
+                    f"{types[key]} into {rowt}")
+            v = c
+        return fn.broadcast(v, rowt, "row")
+    mean_b, _ = stats("mean")
+    rstd_b, _ = stats("rstd")
     xhat = fn.map_binary("mulf", fn.map_binary("subf", x32, mean_b, full32),
                          rstd_b, full32)
     wdy = dy32
@@ -3233,8 +3268,8 @@ def _m_inline(fn, mp, names, types, inits):
     def raw_ins(with_w=True):
         ins = [("x", names["x"], types["x"], "full"),
                ("dy", names["dy"], types["dy"], "full"),
-               ("mean", names["mean"], types["mean"], "row"),
-               ("rstd", names["rstd"], types["rstd"], "row")]
+               ("mean", names["mean"], types["mean"], names["km"]),
+               ("rstd", names["rstd"], types["rstd"], names["km"])]
         if mp.has_w and with_w:
             ins.append(("w", names["w"], types["w"], "col"))
         return ins
