@@ -271,10 +271,10 @@ def main():
     off = ((dg.GRAPH_MUTANTS if args.no_graphs else {})
            | (dg.MASK_MUTANTS if args.no_masks else {})
            | (dg.MULTI_MUTANTS if args.no_multi else {}))
-    if not args.no_multi and args.multi_share >= 1:  # multi-axis only
+    if not args.no_multi and args.multi_share >= 1:
+        # Multi-axis programs only: the 2-D mutants that apply to none.
         off = off | {mu: None for mu in mutants
-                     if mu not in dg.MULTI_MUTANTS
-                     and mu not in dg.MULTI_CORE_MUTANTS}
+                     if not any(dg.mutant_applies(p, mu) for p in progs)}
     mutants = [mu for mu in mutants if mu not in off]
     caught = nn.MutantTally(mutants)
     styles = {}  # style -> [programs, failed]

@@ -2303,7 +2303,7 @@ def _emit_total_sum(fn, shape):
 MULTI_SHARE = 0.2
 MULTI_MAX_SIZE = 2048  # elements of the domain (the float64 reference)
 MULTI_KINDS = ("adaln", "chain", "nchw", "channels last", "dynamic",
-               "recomputed", "keepdim")
+               "recomputed", "keepdim", "dy matmul")
 ADALN_B = (1, 2, 3, 4)
 ADALN_S = (1, 2, 3, 5, 8, 16)
 ADALN_N = (3, 7, 8, 16, 33, 64)
@@ -2338,6 +2338,10 @@ class MultiProgram:
     # adaLN's given statistics keepdim [B, S, 1] (as torch passes them),
     # read with (b, s, n) -> (b, s, 0).
     keepdim: bool = False
+    # adaLN (alone, f32): dy is a linalg.batch_matmul [B, S, K] x [B, K, N]
+    # of two parameters (an opaque neighbour, as the attention output
+    # projection before it), K = dy_k; None: dy is a parameter.
+    dy_k: int | None = None
     # What differential.py reads of every program.
     graph: object = None
     mask: object = None
@@ -2484,7 +2488,7 @@ class MultiProgram:
                "channels last": self.layout == "nhwc",
                "dynamic": self.dynamic is not None,
                "recomputed": self.stats == "recomputed",
-               "keepdim": self.keepdim}
+               "keepdim": self.keepdim, "dy matmul": bool(self.dy_k)}
         return [k for k in MULTI_KINDS if has[k]]
 
     def describe(self) -> str:
@@ -2505,11 +2509,20 @@ class MultiProgram:
             parts.append("stats")
         if self.keepdim:
             parts.append("keepdim")
+        if self.dy_k:
+            parts.append(f"mm>dy:k{self.dy_k}")
         return "multi:" + ".".join(parts)
 
 
 def _draw_multi(index: int, seed, rng, known_bugs=False) -> MultiProgram:
     """An adaLN (or its chain) or a GroupNorm backward, from `rng`."""
+    p = _draw_multi_kind(index, seed, rng, known_bugs)
+    if p.dy_k:  # a matmul's dy: f32, as the 2-D graphs (Graph)
+        p = dataclasses.replace(p, x_type="f32", p_type="f32")
+    return p
+
+
+def _draw_multi_kind(index, seed, rng, known_bugs):
     x_type = rng.choice(("bf16", "f16", "f32"))
     p_type = x_type if x_type == "f32" or rng.random() < 0.6 else "f32"
     style = rng.choice(STYLES)
@@ -2530,7 +2543,9 @@ def _draw_multi(index: int, seed, rng, known_bugs=False) -> MultiProgram:
             index=index, seed=seed, kind="adaln", sizes=sizes, layout="bsn",
             dynamic=dynamic, x_type=x_type, p_type=p_type, has_w=True,
             need_dw=need_dw, need_db=need_db, stats=stats, style=style,
-            chain=chain, keepdim=stats == "given" and rng.random() < 0.4)
+            chain=chain, keepdim=stats == "given" and rng.random() < 0.4,
+            dy_k=(rng.choice(MATMUL_K) if not chain and rng.random() < 0.35
+                  else None))
     dynamic = rng.choice((None, None, "batch", "all"))
     while True:
         sizes = (rng.choice(GN_N), rng.choice(GN_G), rng.choice(GN_CG),
@@ -2561,6 +2576,8 @@ class MultiInputs:
 
     w: list | None
     lns: list  # [{"x", "dy", "mean", "rstd"}] per group
+    dy_a: list | None = None  # dy_k: [B, S, K] x dy_b [B, K, N] -> dy
+    dy_b: list | None = None
 
 
 @functools.lru_cache(maxsize=8)
@@ -2634,7 +2651,21 @@ def gen_multi_inputs(mp: MultiProgram) -> MultiInputs:
             mean.append(f32.round(m))
             rstd.append(f32.round(1.0 / math.sqrt(var + nn.RSTD_EPS)))
         lns.append({"x": x, "dy": dy, "mean": mean, "rstd": rstd})
-    return MultiInputs(w, lns)
+    inp = MultiInputs(w, lns)
+    if mp.dy_k:
+        # dy = dy_a x dy_b (per sample): N(0, 1)-sized products with a
+        # nonzero mean, as the 2-D graphs' (gen_graph_inputs).
+        f32r = random.Random(f"diffgen-multi-mm/{mp.seed}")
+        B, S, N = mp.sizes
+        k = mp.dy_k
+
+        def gauss(count, mu, sigma):
+            return [nn._nonzero(lambda: f32r.gauss(mu, sigma), f32)
+                    for _ in range(count)]
+        inp.dy_a = gauss(B * S * k, 0.5, 1.0)
+        inp.dy_b = gauss(B * k * N, 0.5 / math.sqrt(k), 1.0 / math.sqrt(k))
+        lns[0]["dy"] = _matmul(inp.dy_a, inp.dy_b, B * S, k, N, B)[0]
+    return inp
 
 
 @functools.lru_cache(maxsize=4)
@@ -2685,6 +2716,8 @@ MULTI_CORE_MUTANTS = ("dx-no-mean-wdy-term", "dx-no-projection-term",
 
 
 def _multi_mutant_applies(p: MultiProgram, mutant: str) -> bool:
+    if mutant == "matmul-skips-last-k":
+        return bool(p.dy_k)
     if mutant in MULTI_MUTANTS:
         return MULTI_MUTANTS[mutant](p)
     return mutant in MULTI_CORE_MUTANTS
@@ -2717,6 +2750,10 @@ def multi_reference(mp: MultiProgram, inp: MultiInputs, mutant=None):
     db_terms = [[] for _ in range(ncols)]
     for k, ln in enumerate(inp.lns):
         x, dy = ln["x"], ln["dy"]
+        if mp.dy_k and mutant == "matmul-skips-last-k":
+            B, S, N = mp.sizes
+            dy = _matmul(inp.dy_a, inp.dy_b, B * S, mp.dy_k, N, B,
+                         skip_last=True)[0]
         mean, rstd = ln["mean"], ln["rstd"]
         if mp.stats == "recomputed":
             mean, rstd = _multi_recomputed_stats(mp, tuple(x))
@@ -2958,8 +2995,13 @@ def multi_params(mp: MultiProgram):
     ps = []
     for k in range(mp.n_groups):
         sfx = _suffix(k)
-        ps += [("x" + sfx, fn.t_mem(mp.x_type)),
-               ("dy" + sfx, fn.t_mem(mp.x_type))]
+        ps.append(("x" + sfx, fn.t_mem(mp.x_type)))
+        if mp.dy_k:  # [B, S, K] x [B, K, N]
+            b, s_, n = fn.full_dims
+            ps += [("dy_a", _ttype([b, s_, mp.dy_k], "f32")),
+                   ("dy_b", _ttype([b, mp.dy_k, n], "f32"))]
+        else:
+            ps.append(("dy" + sfx, fn.t_mem(mp.x_type)))
         if mp.stats == "given":
             ps += [("mean" + sfx, fn.t_row("f32", mp.keepdim)),
                    ("rstd" + sfx, fn.t_row("f32", mp.keepdim))]
@@ -2979,6 +3021,10 @@ def multi_param_values(mp: MultiProgram, inp: MultiInputs):
         vals["mean" + sfx] = (mp.stats_shape, "f32", ln["mean"])
         vals["rstd" + sfx] = (mp.stats_shape, "f32", ln["rstd"])
     vals["w"] = (mp.cols_shape, mp.p_type, inp.w)
+    if mp.dy_k:
+        B, S, N = mp.sizes
+        vals["dy_a"] = ((B, S, mp.dy_k), "f32", inp.dy_a)
+        vals["dy_b"] = ((B, mp.dy_k, N), "f32", inp.dy_b)
     return vals
 
 
@@ -3004,8 +3050,15 @@ def emit_multi(mp: MultiProgram):
     cols = None
     for k in range(mp.n_groups):
         sfx = _suffix(k)
-        names = {"x": fn.expand(f"%x{sfx}", mp.x_type),
-                 "dy": fn.expand(f"%dy{sfx}", mp.x_type)}
+        names = {"x": fn.expand(f"%x{sfx}", mp.x_type)}
+        if mp.dy_k:
+            pt = dict(ps)
+            z, t = fn.zeros("full")
+            names["dy"] = fn.fresh("mm")
+            fn.emit(f"{names['dy']} = linalg.batch_matmul ins(%dy_a, %dy_b :"
+                    f" {pt['dy_a']}, {pt['dy_b']}) outs({z} : {t}) -> {t}")
+        else:
+            names["dy"] = fn.expand(f"%dy{sfx}", mp.x_type)
         types = {"x": fn.t_full(mp.x_type), "dy": fn.t_full(mp.x_type)}
         names["km"] = "row"  # the statistics' map
         if mp.stats == "given":
