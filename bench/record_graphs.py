@@ -18,7 +18,7 @@ import torch.nn as nn
 
 from norm_opt import fx_record
 from norm_opt.testing import (AdaLNBlock, CohereLayerNorm, GemmaRMSNorm,
-                              LlamaRMSNorm, OlmoLayerNorm)
+                              GroupNormBlock, LlamaRMSNorm, OlmoLayerNorm)
 
 
 class Block(nn.Module):
@@ -34,8 +34,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
     p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--only", default="", help="comma-separated model names")
     args = p.parse_args()
-    n, dtype = args.hidden, torch.bfloat16
+    n = args.hidden
     models = {
         "llama_rmsnorm": Block(LlamaRMSNorm(n), n),
         "gemma_rmsnorm": Block(GemmaRMSNorm(n), n),
@@ -44,13 +45,28 @@ def main():
         "olmo_layernorm": Block(OlmoLayerNorm(n), n),
         "cohere_layernorm_f32": Block(CohereLayerNorm(n), n),
         "dit_adaln": AdaLNBlock(n),
+        "group_norm_nchw_bf16": GroupNormBlock(),
+        "group_norm_nhwc_bf16": GroupNormBlock(),
+        "group_norm_nchw_f32": GroupNormBlock(),
+        "group_norm_nhwc_f32": GroupNormBlock(),
     }
+    only = [m for m in args.only.split(",") if m]
     bundle = {}
     for name, model in models.items():
+        if only and name not in only:
+            continue
         torch._dynamo.reset()
-        model = model.cuda().to(dtype)
-        x = torch.randn(8, 128, n, device="cuda", dtype=dtype,
-                        requires_grad=True)
+        dtype = torch.float32 if name.endswith("f32") else torch.bfloat16
+        if name.startswith("group_norm"):
+            layout = (torch.channels_last if "nhwc" in name
+                      else torch.contiguous_format)
+            model = model.cuda().to(dtype).to(memory_format=layout)
+            x = torch.randn(4, 320, 32, 32, device="cuda", dtype=dtype)
+            x = x.to(memory_format=layout).requires_grad_()
+        else:
+            model = model.cuda().to(dtype)
+            x = torch.randn(8, 128, n, device="cuda", dtype=dtype,
+                            requires_grad=True)
         torch._dynamo.mark_dynamic(x, 0)
         inputs = [x]
         if name == "dit_adaln":

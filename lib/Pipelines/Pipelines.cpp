@@ -38,12 +38,21 @@ void addTosaToLinalg(OpPassManager &pm) {
   fn.addPass(createTosaToArithPass());
   fn.addPass(createTosaToTensorPass());
 }
+
+// GroupNorm as torch decomposes it (reshapes between the steps, sums of
+// per-channel sums) to the one domain recognition fuses.
+void addSpellingPasses(OpPassManager &pm) {
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(norm::createNormPropagateReshapes());
+  fn.addPass(norm::createNormMergeNestedSums());
+}
 } // namespace
 
 void norm::buildNormLowerToCPUPipeline(OpPassManager &pm,
                                        const NormCPUPipelineOptions &options) {
   addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
+  addSpellingPasses(pm);
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createNormFuseMixedReductions());
   fn.addPass(createNormPartialAccumulate(
@@ -76,6 +85,7 @@ void norm::buildNormLowerToNVVMPipeline(OpPassManager &pm,
 void norm::buildNormFusePipeline(OpPassManager &pm) {
   addTosaToLinalg(pm);
   pm.addPass(createNormDecompose());
+  addSpellingPasses(pm);
   // Of the multi-axis groups, those the GPU lowering takes fuse (adaLN's
   // batched rows, GroupNorm's slabs); any other stays as written (the CPU
   // pipeline fuses them all).

@@ -174,10 +174,10 @@ def output_dims(region):
             if isinstance(size, str):
                 where.setdefault(size, (i, d))
     out = []
-    for name in region.outputs:
+    for name, perm in zip(region.outputs, region.output_perms):
         node = by_name[name]
         dims = []
-        for size in node["shape"]:
+        for size in [node["shape"][p] for p in perm]:
             if isinstance(size, str):
                 if size not in where:
                     raise ValueError(f"output {name}: size {size} is no "
@@ -212,10 +212,30 @@ def compile_region(region, nodes):
                              f"{len(sig.outputs)} outputs, the region "
                              f"{len(region.inputs)} and "
                              f"{len(region.outputs)}")
+        check_full_shapes(region, sig)
         outputs = output_dims(region)
         nt.save_region_outputs(lib.path, outputs)
         nt.register_region(key, fn, outputs)
     return key
+
+
+def check_full_shapes(region, sig):
+    """The launch takes each domain's extents from its full tensors, which
+    must have one shape (unit dims aside): a region whose function reshapes
+    one of them inside is refused here, at compile time, not at the call."""
+    by_name = {n["name"]: n for n in region.graph["nodes"]}
+    names = list(region.inputs) + list(region.outputs)
+    perms = list(region.input_perms) + list(region.output_perms)
+    shapes = {}
+    for spec, name, perm in zip(sig.tensors, names, perms):
+        if spec.layout not in ("rows_by_cols", "channels_first"):
+            continue
+        shape = [by_name[name]["shape"][p] for p in perm]
+        shape = [d for d in shape if d != 1]
+        first = shapes.setdefault(spec.domain, (name, shape))
+        if first[1] != shape:
+            raise ValueError(f"full tensors {first[0]} {first[1]} and "
+                             f"{name} {shape} of one domain differ in shape")
 
 
 def rewrite(graph, region, nodes, key):
@@ -250,14 +270,24 @@ def rewrite(graph, region, nodes, key):
             node = copy
         args.append(node)
     launch.args = (key, args)
-    fake = [_val(nodes[o]) for o in region.outputs]
+    # Outputs in memory order (a channels-last dx written [N, H, W, C]):
+    # permuted back to the node's dims, a view with the node's strides.
+    perms = region.output_perms
+    fake = [_val(nodes[o]).permute(p) for o, p in zip(region.outputs, perms)]
     launch.meta["val"] = [_contiguous_like(v) for v in fake]
     prev = launch
-    for k, name in enumerate(region.outputs):
+    for k, (name, perm) in enumerate(zip(region.outputs, perms)):
         with graph.inserting_after(prev):
             item = graph.call_function(operator.getitem, (launch, k))
         item.meta["val"] = launch.meta["val"][k]
         prev = item
+        if perm != list(range(len(perm))):
+            back = [perm.index(d) for d in range(len(perm))]
+            with graph.inserting_after(prev):
+                view = graph.call_function(torch.ops.aten.permute.default,
+                                           (item, back))
+            view.meta["val"] = item.meta["val"].permute(back)
+            item = prev = view
         old = nodes[name]
         old.replace_all_uses_with(
             item, delete_user_cb=lambda user: user.name not in compute)

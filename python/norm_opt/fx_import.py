@@ -61,6 +61,8 @@ VIEWS = ("aten.expand.default", "aten.unsqueeze.default",
          "aten._unsafe_view.default", "aten.permute.default",
          "aten.transpose.int", "aten.t.default", "aten.clone.default",
          "aten.alias.default")
+RESHAPES = ("aten.view.default", "aten.reshape.default",
+            "aten._unsafe_view.default")
 REDUCTIONS = ("aten.sum.dim_IntList", "aten.mean.dim")
 PERMUTES = ("aten.permute.default", "aten.transpose.int", "aten.t.default")
 
@@ -131,6 +133,58 @@ def broadcast_shape(shapes):
     return out
 
 
+def refinement(src, dst):
+    """The groups (src dims, dst dims) of a reshape of `src` into `dst`,
+    each with one dim on a side (a split or a merge) or the same dims; None
+    where a group would need dims of both sides cut (6x4 -> 4x6) or a
+    symbolic size is not matched by itself."""
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        a, b = [], []
+        while True:
+            pa = _product(a)
+            pb = _product(b)
+            if a and b and pa == pb and pa is not None:
+                break
+            if (pb is None or (pa is not None and pa < pb)) and i < len(src) \
+                    or j >= len(dst):
+                if i >= len(src):
+                    return None
+                a.append(src[i])
+                i += 1
+            else:
+                b.append(dst[j])
+                j += 1
+            if _product(a) is None or _product(b) is None:
+                # A symbolic size: alone, and the same on both sides.
+                if len(a) == 1 and len(b) == 1 and a == b:
+                    break
+                if len([d for d in a + b if isinstance(d, str)]) > 2 or \
+                        (a and b and (len(a) > 1 or len(b) > 1)):
+                    return None
+        while i < len(src) and src[i] == 1 and j >= len(dst):
+            a.append(src[i])
+            i += 1
+        if len(a) > 1 and len(b) > 1 and a != b:
+            return None
+        groups.append((a, b))
+    return groups
+
+
+def _product(dims):
+    p = 1
+    for d in dims:
+        if isinstance(d, str):
+            return None
+        p *= d
+    return p
+
+
+def _groups(groups):
+    return "[" + ", ".join("[" + ", ".join(str(k) for k in g) + "]"
+                           for g in groups) + "]"
+
+
 def _float_literal(v, dtype):
     if dtype in FLOATS:
         v = float(v)
@@ -156,6 +210,8 @@ class Importer:
         self.imported = []     # the nodes written as ops or views, in order
         self.located = []      # those written as an op located by its name
         self.arg_perms = {}    # argument -> its dims in memory order
+        self.users = {}        # node -> the nodes that read it
+        self.result_perms = {}  # result in memory order -> its dims there
 
     # -- SSA helpers --------------------------------------------------------
     def fresh(self, hint="v"):
@@ -214,7 +270,7 @@ class Importer:
     def run(self):
         nodes = self.graph["nodes"]
         self.by_name = {n["name"]: n for n in nodes}
-        users = {}
+        users = self.users = {}
         for n in nodes:
             for ref in _refs(n.get("args", [])) + _refs(n.get("kwargs", {})):
                 users.setdefault(ref, []).append(n)
@@ -252,6 +308,12 @@ class Importer:
             v = self.values[ref]
             if any(a[0] == v.ssa for a in self.args):
                 continue  # an argument handed straight back: not a result
+            perm = _permutation_of(v)
+            if perm is not None:  # channels last: returned in memory order
+                self.result_perms[ref] = perm
+                self.results.append((v.ssa, tensor_type(v.src_shape,
+                                                        v.dtype)))
+                continue
             self.results.append(self.materialize(v))
         return self.text()
 
@@ -285,9 +347,12 @@ class Importer:
         shape, dtype = n["shape"], DTYPES[n["dtype"]]
         if target in VIEWS:
             v = self.view(target, args, shape)
+            if v is None and target in RESHAPES and \
+                    not self.only_reshaped_argument(n):
+                v = self.reshape(args[0], shape)
             if v is None:
-                return f"{target}: a view that is not a permutation or a " \
-                       "change of unit dims"
+                return f"{target}: a view that is not a permutation, a " \
+                       "change of unit dims or a split / merge of dims"
             self.values[n["name"]] = Value(v.ssa, shape, v.dtype, v.src_shape,
                                            v.index)
             return None
@@ -339,6 +404,119 @@ class Importer:
         it = iter(s for _, s in kept)
         index = [None if d == 1 else next(it) for d in shape]
         return Value(v.ssa, shape, v.dtype, v.src_shape, index)
+
+    def only_reshaped_argument(self, n):
+        """Whether reshape n reads a function argument that nothing else
+        reads: then the reshape's result is the argument instead (one full
+        tensor of the domain's shape: a matmul's [B*S, N] output viewed as
+        [B, S, N]); an argument read both reshaped and not is one argument,
+        reshaped inside (GroupNorm's x)."""
+        ref = n["args"][0]
+        if not isinstance(ref, dict) or "node" not in ref:
+            return False
+        v = self.values.get(ref["node"])
+        if v is None or not any(a[0] == v.ssa for a in self.args):
+            return False
+        return len(self.users.get(ref["node"], [])) == 1
+
+    def reshape(self, v, shape):
+        """A reshape that splits and merges dims (GroupNorm's [N, C, H, W]
+        -> [N, G, C/G, H*W]): the tensor expanded to the reshape's common
+        refinement ([N, G, C/G, H, W]), then collapsed to `shape`. The
+        pass's reshape propagation takes every group to the refinement. A
+        permuted tensor (channels last, [N, H, W, C] in memory) is reshaped
+        in its memory order where each group's dims are adjacent there
+        ([N, H*W, G, C/G]), and read through a permutation as before."""
+        if not isinstance(v, Value):
+            return None
+        # Unit dims come and go as views (a split of C into [1, G, C/G]
+        # would make a loop of extent 1 everywhere it reaches).
+        kept = [k for k, d in enumerate(v.shape) if d != 1]
+        src = [v.shape[k] for k in kept]
+        dst = [d for d in shape if d != 1]
+        groups = refinement(src, dst)
+        if groups is None:
+            return None
+        placed = self.memory_order(v, kept, groups)
+        if placed is not None:  # reshaped in memory order, read permuted
+            order, offsets = placed
+            ssa, fine = self.refine(v.ssa, v.src_shape, v.dtype,
+                                    [groups[g] for g in order])
+            index, it = [], iter(range(len(dst)))
+            starts, at = [], 0
+            for a, b in groups:
+                starts.append(at)
+                at += len(b)
+            position = {}
+            for g, (a, b) in enumerate(groups):
+                for k in range(len(b)):
+                    position[starts[g] + k] = offsets[g] + k
+            index = [None if d == 1 else position[next(it)] for d in shape]
+            return Value(ssa, shape, v.dtype, fine, index)
+        v = Value(v.ssa, src, v.dtype, v.src_shape, [v.index[k] for k in kept])
+        ssa, _ = self.materialize(v)
+        ssa, _ = self.refine(ssa, src, v.dtype, groups)
+        it = iter(range(len(dst)))
+        return Value(ssa, shape, v.dtype, dst,
+                     [None if d == 1 else next(it) for d in shape])
+
+    @staticmethod
+    def memory_order(v, kept, groups):
+        """For a permuted view v (every source dim read by one logical dim,
+        none of extent 1): the groups in memory order and each one's first
+        result dim there, where every group's source dims are adjacent and
+        in order in memory; None otherwise."""
+        if not v.is_view() or len(v.src_shape) != len(kept) or \
+                any(d == 1 for d in v.src_shape) or \
+                any(v.index[k] is None for k in kept):
+            return None
+        pos = [v.index[k] for k in kept]
+        firsts, i = [], 0
+        for a, _ in groups:
+            dims = pos[i:i + len(a)]
+            i += len(a)
+            if dims != list(range(dims[0], dims[0] + len(a))):
+                return None
+            firsts.append(dims[0])
+        order = sorted(range(len(groups)), key=firsts.__getitem__)
+        offsets, at = [0] * len(groups), 0
+        for g in order:
+            offsets[g] = at
+            at += len(groups[g][1])
+        return order, offsets
+
+    def refine(self, ssa, src_shape, dtype, groups):
+        """Writes `ssa` (of `src_shape`) reshaped by `groups` (src dims, dst
+        dims): expanded to the refinement, then collapsed; returns the SSA
+        name and the result's shape."""
+        ty = tensor_type(src_shape, dtype)
+        fine, expand, collapse, dst = [], [], [], []
+        for src_dims, dst_dims in groups:
+            longer = dst_dims if len(dst_dims) > len(src_dims) else src_dims
+            start = len(fine)
+            fine += longer
+            dst += dst_dims
+            if len(dst_dims) > len(src_dims):  # one source dim: it splits
+                expand.append(list(range(start, len(fine))))
+                collapse += [[k] for k in range(start, len(fine))]
+            else:  # one result dim (or the same dims): a merge
+                expand += [[k] for k in range(start, len(fine))]
+                collapse.append(list(range(start, len(fine))))
+        if fine != list(src_shape):
+            out = self.fresh("x")
+            sizes = ", ".join(self.dim_value(d) if isinstance(d, str)
+                              else str(d) for d in fine)
+            self.emit(f"{out} = tensor.expand_shape {ssa} {_groups(expand)} "
+                      f"output_shape [{sizes}] : {ty} into "
+                      f"{tensor_type(fine, dtype)}")
+            ssa, ty = out, tensor_type(fine, dtype)
+        if fine != dst:
+            out = self.fresh("x")
+            self.emit(f"{out} = tensor.collapse_shape {ssa} "
+                      f"{_groups(collapse)} : {ty} into "
+                      f"{tensor_type(dst, dtype)}")
+            ssa = out
+        return ssa, dst
 
     def input_map(self, v, iter_dims, rank):
         """The affine result of Value v read at iteration dims `iter_dims`
@@ -436,11 +614,21 @@ class Importer:
                 return f"{n['target']}: the operands broadcast past the result"
         except ImportError_ as e:
             return str(e)
+        # Loops in the result's memory order (Inductor's recorded strides)
+        # where that is the order a full-size input is stored in and the
+        # logical order is not: a channels-last activation [N, C, H, W]
+        # written [N, H, W, C], GroupNorm's [N, G, C/G, H*W] view of it
+        # [N, H*W, G, C/G]. Other layouts Inductor picks for intermediates
+        # ([B, W, H, C] beside [B, H, W, C] inputs) stay in logical order.
+        perm = physical_order(shape, n.get("stride"))
+        if 1 in shape or not _reads_in_order(tensors, shape, perm):
+            perm = list(range(rank))
+        loop = [perm.index(i) for i in range(rank)]  # logical dim -> loop
         maps, ins = [], []
         for t in tensors:
             off = rank - len(t.shape)
             iter_dims = [None if (t.shape[i] == 1 and shape[off + i] != 1)
-                         else off + i for i in range(len(t.shape))]
+                         else loop[off + i] for i in range(len(t.shape))]
             maps.append(self.input_map(t, iter_dims, rank))
             ins.append(t)
         maps.append(self.identity(rank))
@@ -481,11 +669,12 @@ class Importer:
         else:
             raise AssertionError(kind)
         block.append(f"%out: {dtype}")
+        physical = [shape[p] for p in perm]
         ssa = self.generic(_ident(n["name"])[:12] + "_", maps,
-                           ['"parallel"'] * rank, ins, shape, dtype,
-                           self.empty(shape, dtype), block, body, r,
+                           ['"parallel"'] * rank, ins, physical, dtype,
+                           self.empty(physical, dtype), block, body, r,
                            node=n["name"])
-        self.values[n["name"]] = Value(ssa, shape, dtype)
+        self.values[n["name"]] = Value(ssa, shape, dtype, physical, loop)
         return None
 
     def reduction(self, n, target, args, kwargs, shape, dtype):
@@ -506,11 +695,19 @@ class Importer:
             else:
                 count *= x.shape[d]
         acc = dtype  # the recorded result dtype (f32 where the model upcasts)
-        iters = ['"reduction"' if k in dims else '"parallel"'
-                 for k in range(rank)]
-        in_map = self.input_map(x, list(range(rank)), rank)
-        out_exprs = [("0" if keepdim else None) if k in dims else f"d{k}"
-                     for k in range(rank)]
+        # Loops in x's memory order where x is a permuted view of all its
+        # source's dims (a channels-last activation); else x's dims.
+        # The kept dims stay in order: the result is written contiguous.
+        loop = list(range(rank))
+        if len(x.src_shape) == rank and None not in x.index:
+            kept = [x.index[k] for k in range(rank) if k not in dims]
+            if kept == sorted(kept):
+                loop = list(x.index)
+        iters = ['"reduction"' if loop.index(j) in dims else '"parallel"'
+                 for j in range(rank)]
+        in_map = self.input_map(x, loop, rank)
+        out_exprs = [("0" if keepdim else None) if k in dims else
+                     f"d{loop[k]}" for k in range(rank)]
         out_exprs = [e for e in out_exprs if e is not None]
         all_dims = ", ".join(f"d{k}" for k in range(rank))
         out_map = f"affine_map<({all_dims}) -> ({', '.join(out_exprs)})>"
@@ -544,18 +741,49 @@ def physical_order(shape, stride):
     rank = len(shape)
     identity = list(range(rank))
     if not stride or len(stride) != rank or not all(
-            isinstance(v, int) for v in list(shape) + list(stride)):
+            isinstance(v, int) for v in stride):
         return identity
     perm = sorted(identity, key=lambda d: (-stride[d], d))
+    # A run-time extent only outermost (a dynamic batch: [s0, H, W, C]).
+    if any(isinstance(shape[d], str) for d in perm[1:]):
+        return identity
     expected = 1
     for d in reversed(perm):
         if shape[d] != 1 and stride[d] != expected:
             return identity
-        expected *= shape[d]
+        expected *= 1 if isinstance(shape[d], str) else shape[d]
     moved = [d for d in perm if shape[d] != 1]
     if moved == sorted(moved):
         return identity
     return perm
+
+
+def _permutation_of(v):
+    """The logical dims of Value v in its tensor's order, where v reads
+    every dim of its tensor once in another order; else None."""
+    if not v.is_view() or len(v.src_shape) != len(v.shape) or \
+            None in v.index or sorted(v.index) != list(range(len(v.shape))):
+        return None
+    return [v.index.index(k) for k in range(len(v.shape))]
+
+
+def _reads_in_order(tensors, shape, perm):
+    """Whether loops in the order `perm` (of the result's logical dims) read
+    some full-size input (of the result's `shape`) in its stored order, and
+    the logical order reads none so."""
+    rank = len(shape)
+
+    def stored(order):
+        for t in tensors:
+            if list(t.shape) != list(shape) or len(t.src_shape) != rank or \
+                    None in t.index:
+                continue
+            dims = [t.index[d] for d in order]
+            if dims == sorted(dims):
+                return True
+        return False
+    identity = list(range(rank))
+    return perm != identity and stored(perm) and not stored(identity)
 
 
 def _ident(name):
@@ -580,6 +808,13 @@ def import_graph(graph, name=None):
         graph = json.loads(graph)
     imp = Importer(graph, name)
     return imp.run(), imp.remarks
+
+
+def import_region(graph, name=None):
+    """(MLIR text, per result returned in memory order: its node -> its
+    logical dims in that order) for a region's graph."""
+    imp = Importer(graph, name)
+    return imp.run(), imp.result_perms
 
 
 def main(argv=None):

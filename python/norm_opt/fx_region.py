@@ -40,9 +40,20 @@ class Region:
     """One region: its compute nodes, and the graph `subgraph` made of it
     (inputs, outputs: node names; mlir: the imported function)."""
 
-    def __init__(self, compute, inputs, outputs, graph, mlir, fused):
+    def __init__(self, compute, inputs, outputs, graph, mlir, fused,
+                 result_perms=None):
         self.compute, self.inputs, self.outputs = compute, inputs, outputs
         self.graph, self.mlir, self.fused = graph, mlir, fused
+        self.result_perms = result_perms or {}
+
+    @property
+    def output_perms(self):
+        """Per output: its dims in the order the launch writes them
+        (channels-last results in memory order; the identity for most)."""
+        by_name = {n["name"]: n for n in self.graph["nodes"]}
+        return [self.result_perms.get(
+                    o, list(range(len(by_name[o]["shape"]))))
+                for o in self.outputs]
 
     @property
     def input_perms(self):
@@ -224,8 +235,10 @@ def subgraph(graph, compute, name="region", copies=()):
 
     order = {n["name"]: i for i, n in enumerate(graph["nodes"])}
     inputs.sort(key=order.get)
-    outputs = [c for c in sorted(compute, key=order.get)
-               if escapes(c, set())]
+    outputs = [_through_reshape(c, by_name, users, compute_set, transparent,
+                                inputs)
+               for c in sorted(compute, key=order.get) if escapes(c, set())]
+    include.update(outputs)
     nodes = []
     largest = max((_numel(by_name[i].get("shape")) or 0 for i in inputs),
                   default=0)
@@ -252,6 +265,30 @@ def subgraph(graph, compute, name="region", copies=()):
     sub = {"format": fx_import.FORMAT, "name": name, "nodes": nodes}
     # Symbolic sizes a view reads are placeholders too, but not tensors.
     return sub, [i for i in inputs if "shape" in by_name[i]], outputs
+
+
+def _through_reshape(c, by_name, users, compute, transparent, inputs):
+    """The output standing for compute node c: c, or the one reshape all
+    that reads c outside the region goes through, where that reshape is
+    stored like one of the region's inputs and c is not (GroupNorm's dx,
+    computed [N, G, C/G, H*W] and read as x's [N, C, H, W]): the launch's
+    full tensors then have one shape."""
+    outside = [u for u in users.get(c, []) if u not in compute]
+    if len(outside) != 1 or outside[0] not in transparent or \
+            by_name[outside[0]].get("target") not in fx_import.RESHAPES:
+        return c
+    stored = {tuple(_stored_shape(by_name[i])) for i in inputs}
+    view = outside[0]
+    if tuple(_stored_shape(by_name[c])) in stored or \
+            tuple(_stored_shape(by_name[view])) not in stored:
+        return c
+    return view
+
+
+def _stored_shape(node):
+    shape = node.get("shape", [])
+    return [shape[p] for p in fx_import.physical_order(shape,
+                                                       node.get("stride"))]
 
 
 def _numel(shape):
@@ -299,6 +336,11 @@ def parse_fusion(text):
     return groups, left
 
 
+# What runs before recognition: GroupNorm's reshapes and two-level sums
+# (torch's decomposition) to the one domain the pass fuses.
+SPELLING_PASSES = ("--norm-propagate-reshapes", "--norm-merge-nested-sums")
+
+
 def fuse_with(norm_opt, row_only=True):
     """The oracle `refine` asks: runs `norm_opt` (a path) over an imported
     function; returns (groups, left, remarks, fused MLIR). Backward graphs
@@ -310,7 +352,8 @@ def fuse_with(norm_opt, row_only=True):
         " row-only=true" if row_only else "")
     def fuse(mlir):
         proc = subprocess.run(
-            [norm_opt, "-", f"--norm-fuse-mixed-reductions={option}",
+            [norm_opt, "-", *SPELLING_PASSES,
+             f"--norm-fuse-mixed-reductions={option}",
              "-mlir-print-debuginfo", "-mlir-print-local-scope",
              "-mlir-print-op-on-diagnostic=false"],
             input=mlir, capture_output=True, text=True)
@@ -348,8 +391,8 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
     def attempt(region, copies):
         sub, inputs, outputs = subgraph(graph, region,
                                         f"{name}{len(done)}", copies)
-        mlir, _ = fx_import.import_graph(sub)
-        return _Attempt(sub, inputs, outputs, mlir, *fuse(mlir))
+        mlir, perms = fx_import.import_region(sub)
+        return _Attempt(sub, inputs, outputs, mlir, *fuse(mlir), perms)
 
     while work and limit:
         limit -= 1
@@ -375,7 +418,8 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
                 if _transposing(other.remarks) < transposing:
                     tried, copies = other, copies + ((i, strides),)
                     transposing = _transposing(tried.remarks)
-        sub, inputs, outputs, mlir, groups, left, pass_remarks, fused = tried
+        (sub, inputs, outputs, mlir, groups, left, pass_remarks, fused,
+         perms) = tried
         members = [[m for m in g if m in key] for g in groups]
         if not members and key not in retried:
             # Not fused as a whole: once more without the ops whose tensors
@@ -397,7 +441,8 @@ def refine(graph, candidate, fuse, name="region", log=None, limit=16):
                                           "error" in r)[:400])
             continue
         if len(members) == 1 and not left:
-            done.append(Region(region, inputs, outputs, sub, mlir, fused))
+            done.append(Region(region, inputs, outputs, sub, mlir, fused,
+                               perms))
             continue
         if log and left:
             log(f"left to Inductor: {', '.join(left)}")
@@ -439,7 +484,8 @@ def _layouts(by_name, name, inputs):
 
 # One import of a region and the pass's answer on it (fuse_with's four).
 _Attempt = collections.namedtuple(
-    "_Attempt", "sub inputs outputs mlir groups left remarks fused")
+    "_Attempt",
+    "sub inputs outputs mlir groups left remarks fused output_perms")
 
 
 def _transposing(remarks):

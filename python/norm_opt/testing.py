@@ -258,6 +258,21 @@ class AdaLNBlock(nn.Module):
         return self.proj(h * (1 + scale[:, None]) + shift[:, None])
 
 
+class GroupNormBlock(nn.Module):
+    """A UNet / VAE ResNet block's norm (issue 42): conv, GroupNorm (G
+    groups, weight and bias), SiLU, conv; x [N, C, H, W] (channels last
+    when the module and x are)."""
+
+    def __init__(self, channels=320, groups=32):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.norm = nn.GroupNorm(groups, channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv2(torch.nn.functional.silu(self.norm(self.conv1(x))))
+
+
 class Block(nn.Module):
     """A residual block around one norm: x + down(norm(up(x))), the norm
     `norm(hidden)` (a class above or torch.nn's)."""

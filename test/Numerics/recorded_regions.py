@@ -24,6 +24,7 @@ Python 3.11 standard library only (PYTHONPATH=python:test/lib-python).
 """
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -64,6 +65,20 @@ def signature(text):
     return m.group(1), args, results
 
 
+def permuted(t, perm):
+    """fx_eval tensor t with its dims in the order `perm`."""
+    if perm == list(range(len(perm))):
+        return t
+    shape = [t.shape[p] for p in perm]
+    strides, acc = [0] * len(t.shape), 1
+    for d in reversed(range(len(t.shape))):
+        strides[d], acc = acc, acc * t.shape[d]
+    data = []
+    for idx in itertools.product(*(range(n) for n in shape)):
+        data.append(t.data[sum(i * strides[p] for i, p in zip(idx, perm))])
+    return fx_eval.T(shape, data)
+
+
 def check_region(region, args, work, libs, index):
     sub = region.graph
     by_name = {n["name"]: n for n in sub["nodes"]}
@@ -75,7 +90,7 @@ def check_region(region, args, work, libs, index):
     fused = region.fused.strip()
     body = fused[fused.index("{") + 1:fused.rindex("}")]
     fname, ptypes, rtypes = signature(body)
-    for name, ptype in zip(region.inputs, ptypes):
+    for name, ptype, perm in zip(region.inputs, ptypes, region.input_perms):
         node = by_name[name]
         shape = [sizes.get(d, d) for d in node["shape"]]
         dtype = fx_import.DTYPES[node["dtype"]]
@@ -83,8 +98,11 @@ def check_region(region, args, work, libs, index):
         positive = len(shape) >= 2 and shape[-1] == 1
         values = draw(rng, shape, dtype, positive)
         inputs[name] = fx_eval.T(shape, values)
-        call_args.append((ptype, shape, dtype, values))
+        # Passed in memory order (channels last), as the route passes it.
+        stored = permuted(inputs[name], perm)
+        call_args.append((ptype, stored.shape, dtype, stored.data))
     ref = fx_eval.evaluate(sub, inputs, sizes)
+    ref = [permuted(r, perm) for r, perm in zip(ref, region.output_perms)]
     if args.perturb:
         ref[0] = fx_eval.T(ref[0].shape, [v * (1 + 2e-2) for v in ref[0].data])
     results = [(t, r.shape) for t, r in zip(rtypes, ref)]

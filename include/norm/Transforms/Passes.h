@@ -24,6 +24,14 @@ namespace norm {
 /// own rewrites.
 void populateNormDecomposePatterns(RewritePatternSet &patterns);
 
+/// The rewrites of --norm-propagate-reshapes (generics over their
+/// reshapes' finer dims, with upstream's reshape folds).
+void populateNormPropagateReshapesPatterns(RewritePatternSet &patterns);
+
+/// The rewrite of --norm-merge-nested-sums (a value linear in sums as one
+/// sum over both sets of dims).
+void populateNormMergeNestedSumsPatterns(RewritePatternSet &patterns);
+
 #define GEN_PASS_REGISTRATION
 #include "norm/Transforms/Passes.h.inc"
 

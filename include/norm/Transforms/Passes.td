@@ -61,6 +61,69 @@ def NormDecompose : Pass<"norm-decompose"> {
   ];
 }
 
+def NormPropagateReshapes : Pass<"norm-propagate-reshapes"> {
+  let summary = "Rewrite the generics next to tensor.expand_shape / "
+                "tensor.collapse_shape over the reshapes' finer dims";
+  let description = [{
+    Front ends spell GroupNorm's backward with reshapes between its steps:
+    torch's decomposition (Inductor's, torch-mlir's) views x
+    `[N, C, H, W]` as `[N, G, C/G, H*W]` and its per-channel sums `[N, C]`
+    as `[N, G, C/G]`. This pass rewrites every `linalg.generic` (maps
+    projected permutations, no `linalg.index`) that reads a
+    `tensor.collapse_shape` or whose result a `tensor.expand_shape` reads
+    over the finer loops: a loop of extent C becomes loops G and C/G, a
+    reduction over H*W one over H and W. Its other operands go through
+    `tensor.expand_shape`; results the coarse users still read are
+    collapsed back. Upstream's reshape folds (expand of collapse, fill and
+    empty through reshapes) run with it, to a fixpoint. Afterwards the
+    steps of one norm share one domain (`[N, G, C/G, H, W]`), the form
+    `--norm-fuse-mixed-reductions` takes. Upstream's fusion by expansion
+    (`--linalg-fuse-elementwise-ops`) does the same for all-parallel
+    generics only and fuses them besides.
+
+    Before: `%v = tensor.collapse_shape %x [[0], [1], [2, 3]]` (`[N, 32,
+    8, 8]` to `[N, 32, 64]`) read by a sum over dim 2. After: the sum reads
+    `%x` over loops `(n, c, h, w)` with `h` and `w` reductions.
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def NormMergeNestedSums : Pass<"norm-merge-nested-sums"> {
+  let summary = "Rewrite a sum (or elementwise op) that is linear in other "
+                "sums as one sum over both sets of dims";
+  let description = [{
+    torch's GroupNorm backward sums `x * dy` and `dy` over H*W per channel
+    (`[N, C]`), then reduces those sums again: over each group's channels
+    for dx's two statistics (`[N, G]`), over N for dweight and dbias. Each
+    second-level value is linear in the first-level sums, so
+    `sum_D2 L(sum_D1 f) = sum_(D1 u D2) L(f)`. A `linalg.generic` C reading
+    first-level sums T_i (generics that yield `out + f` into a zero
+    `linalg.fill`, their result indexed by all their parallel loops; C
+    reads each over all its loops) whose payload is homogeneous linear in
+    the T_i (`addf`, `subf`, `negf`, and `mulf` / `divf` by values that do
+    not read them), yielded (C all parallel) or added into C's output (C a
+    sum), becomes one generic over the first sum's loops, C's reduction
+    loops added: it reads the sums' inputs and C's other inputs and
+    computes each f, then C's payload on them. Sums of several T_i need the
+    same reduction extents, static. Its location fuses C's and the sums'.
+    The float sums are reassociated, as any fused or tiled reduction
+    reassociates them. Run `--norm-propagate-reshapes` first where reshapes
+    separate the levels; together they give the form
+    `--norm-fuse-mixed-reductions` takes (`norm-opt compile` and the
+    torch.compile route run both).
+
+    Before (abridged): `%t = sum_(h, w) dy * x` `[N, C]`, then
+    `%s = sum_c %t * w[c]` `[N]`. After: `%s = sum_(c, h, w) dy * x * w[c]`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect"
+  ];
+}
+
 def NormFuseMixedReductions
     : Pass<"norm-fuse-mixed-reductions", "::mlir::func::FuncOp"> {
   let summary = "Find the row and column reductions of a norm backward and "
