@@ -20,9 +20,11 @@ with norm_opt.torch.enable_compile_routing(). Per model:
 
 LMs: 2 layers, hidden 2048, 8 x 1024 tokens. ViT-B/16 dims (2 layers),
 ConvNeXt-T whole, 32 images of 224 x 224 (channels-last for ConvNeXt).
+unet: Stable Diffusion's UNet at its 64 x 64 stage, 4 ResNet blocks (two
+GroupNorm(32, 320) each, SiLU, 3x3 convs; no time embedding), batch 8.
 
   PYTHONPATH=python NORM_OPT=... python3 bench/compile_models.py \\
-      [--models llama,gemma,gpt2,olmo,vit,convnext] [--json out.json]
+      [--models llama,gemma,gpt2,olmo,vit,convnext,unet] [--json out.json]
 """
 
 import argparse
@@ -90,6 +92,14 @@ def build(name):
         def loss(m, x):
             return F.cross_entropy(m(pixel_values=x).logits.float(), labels)
         return model, images, loss
+    if name == "unet":  # SD's 64 x 64 stage: 4 ResNet blocks, 320 ch
+        from norm_opt.testing import ResBlock
+        model = torch.nn.Sequential(*[ResBlock(320) for _ in range(4)])
+        x = torch.randn(8, 320, 64, 64, device="cuda", generator=g)
+
+        def loss(m, x):
+            return m(x).float().square().mean()
+        return model, x, loss
     if name == "convnext":
         import torchvision
         model = torchvision.models.convnext_tiny(stochastic_depth_prob=0.0)

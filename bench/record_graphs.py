@@ -49,6 +49,8 @@ def main():
         "group_norm_nhwc_bf16": GroupNormBlock(),
         "group_norm_nchw_f32": GroupNormBlock(),
         "group_norm_nhwc_f32": GroupNormBlock(),
+        "group_norm_static_cl_bf16": GroupNormBlock(),
+        "group_norm_static_cl_f32": GroupNormBlock(),
     }
     only = [m for m in args.only.split(",") if m]
     bundle = {}
@@ -61,13 +63,14 @@ def main():
             layout = (torch.channels_last if "nhwc" in name
                       else torch.contiguous_format)
             model = model.cuda().to(dtype).to(memory_format=layout)
-            x = torch.randn(4, 320, 32, 32, device="cuda", dtype=dtype)
+            x = torch.randn(2, 320, 8, 8, device="cuda", dtype=dtype)
             x = x.to(memory_format=layout).requires_grad_()
         else:
             model = model.cuda().to(dtype)
             x = torch.randn(8, 128, n, device="cuda", dtype=dtype,
                             requires_grad=True)
-        torch._dynamo.mark_dynamic(x, 0)
+        if "static" not in name:
+            torch._dynamo.mark_dynamic(x, 0)
         inputs = [x]
         if name == "dit_adaln":
             c = torch.randn(8, n, device="cuda", dtype=dtype)

@@ -16,7 +16,8 @@
 //      users that read the coarse form;
 //   3. upstream's reshape folds (expand of collapse, fill and empty through
 //      reshapes) clean up, and the patterns run to a fixpoint (every step
-//      makes a generic finer, so it ends).
+//      makes a generic finer, so it ends); CSE then merges the reshapes
+//      that are alike.
 // Upstream's fusion by expansion does the same for parallel generics only;
 // here reduction loops split too (a sum over H*W becomes one over H and W).
 //
@@ -31,6 +32,8 @@
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::norm {
@@ -246,6 +249,11 @@ struct NormPropagateReshapesPass
     populateNormPropagateReshapesPatterns(patterns);
     // Not converging leaves valid IR, only coarser than it could be.
     (void)applyPatternsGreedily(getOperation(), std::move(patterns));
+    // One tensor reshaped alike for several generics is one value again
+    // (otherwise the group would read it once per copy).
+    IRRewriter rewriter(ctx);
+    DominanceInfo dominance(getOperation());
+    eliminateCommonSubExpressions(rewriter, dominance, getOperation());
   }
 };
 

@@ -279,6 +279,10 @@ def _through_reshape(c, by_name, users, compute, transparent, inputs):
         return c
     stored = {tuple(_stored_shape(by_name[i])) for i in inputs}
     view = outside[0]
+    nonunit = [[d for d in by_name[n].get("shape", []) if d != 1]
+               for n in (c, view)]
+    if nonunit[0] == nonunit[1]:
+        return c  # unit dims only (a keepdim sum's [1, N] as [N])
     if tuple(_stored_shape(by_name[c])) in stored or \
             tuple(_stored_shape(by_name[view])) not in stored:
         return c

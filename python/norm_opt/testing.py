@@ -273,6 +273,23 @@ class GroupNormBlock(nn.Module):
         return self.conv2(torch.nn.functional.silu(self.norm(self.conv1(x))))
 
 
+class ResBlock(nn.Module):
+    """Stable Diffusion's UNet ResNet block without the time embedding:
+    x + conv(silu(gn(conv(silu(gn(x)))))), GroupNorm(32, C)."""
+
+    def __init__(self, channels=320, groups=32):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(groups, channels)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.norm2 = nn.GroupNorm(groups, channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        silu = torch.nn.functional.silu
+        h = self.conv1(silu(self.norm1(x)))
+        return x + self.conv2(silu(self.norm2(h)))
+
+
 class Block(nn.Module):
     """A residual block around one norm: x + down(norm(up(x))), the norm
     `norm(hidden)` (a class above or torch.nn's)."""
