@@ -54,6 +54,27 @@ namespace mlir::norm {
 using namespace mlir;
 using namespace mlir::norm;
 
+/// `v` expanded to `type` by `groups`, with the sizes of `like`. Where a
+/// group has two dynamic sizes, tensor.reshape instead: LLVM 22's
+/// expand-strided-metadata crashes on such a memref.expand_shape
+/// (llvm-project#186830; adaLN's [B, N] column results with both dynamic).
+static Value expandLike(OpBuilder &b, Location loc, Value v,
+                        RankedTensorType type,
+                        ArrayRef<ReassociationIndices> groups, Value like) {
+  bool manyDynamic = llvm::any_of(groups, [&](const ReassociationIndices &g) {
+    return llvm::count_if(g, [&](int64_t d) { return type.isDynamicDim(d); }) >
+           1;
+  });
+  if (!manyDynamic)
+    return tensor::ExpandShapeOp::create(b, loc, type, v, groups,
+                                         tensor::getMixedSizes(b, loc, like));
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    sizes.push_back(tensor::DimOp::create(b, loc, like, d).getResult());
+  Value shape = tensor::FromElementsOp::create(b, loc, sizes);
+  return tensor::ReshapeOp::create(b, loc, type, v, shape);
+}
+
 namespace {
 
 /// Builds the loop nest for one op. Full inputs/results are handled as 2-D
@@ -220,9 +241,8 @@ SmallVector<Value> LoopBuilder::build() {
     Value sums = finalReduction(forall.getResult(numFull + i),
                                 collapseAt(init, type.getRank()));
     if (sums.getType() != type)
-      sums = tensor::ExpandShapeOp::create(
-          b, loc, type, sums, splitGroups(type.getRank(), type.getRank()),
-          tensor::getMixedSizes(b, loc, init));
+      sums = expandLike(b, loc, sums, type,
+                        splitGroups(type.getRank(), type.getRank()), init);
     results.push_back(sums);
   }
   return results;
@@ -379,29 +399,8 @@ Value LoopBuilder::toDomainShape(Value v, RankedTensorType type) {
   // [M, L] back to [row dims..., summed dims...].
   SmallVector<ReassociationIndices> groups =
       splitGroups(type.getRank(), numRowDims);
-  bool manyDynamic = llvm::any_of(groups, [&](const ReassociationIndices &g) {
-    return llvm::count_if(g, [&](int64_t d) { return type.isDynamicDim(d); }) >
-           1;
-  });
-  if (manyDynamic) {
-    // tensor.reshape, not expand_shape: LLVM 22's expand-strided-metadata
-    // crashes on a memref.expand_shape with two dynamic sizes in one
-    // group (llvm-project#186830).
-    SmallVector<Value> sizes;
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      sizes.push_back(
-          isa<Value>(tensor::getMixedSize(b, loc, rowMajor.front(), d))
-              ? tensor::DimOp::create(b, loc, rowMajor.front(), d)
-                    .getResult()
-              : index(type.getDimSize(d)));
-    Value shape = tensor::FromElementsOp::create(b, loc, sizes);
-    return tensor::ReshapeOp::create(b, loc, type, v, shape);
-  }
-  if (int64_t(groups.size()) != type.getRank()) {
-    SmallVector<OpFoldResult> shape =
-        tensor::getMixedSizes(b, loc, rowMajor.front());
-    return tensor::ExpandShapeOp::create(b, loc, type, v, groups, shape);
-  }
+  if (int64_t(groups.size()) != type.getRank())
+    return expandLike(b, loc, v, type, groups, rowMajor.front());
   if (v.getType() != type)
     return tensor::CastOp::create(b, loc, type, v);
   return v;

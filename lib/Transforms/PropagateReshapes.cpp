@@ -16,8 +16,8 @@
 //      users that read the coarse form;
 //   3. upstream's reshape folds (expand of collapse, fill and empty through
 //      reshapes) clean up, and the patterns run to a fixpoint (every step
-//      makes a generic finer, so it ends); CSE then merges the reshapes
-//      that are alike.
+//      makes a generic finer, so it ends); reshapes that are alike are
+//      merged (mergeAlikeReshapes).
 // Upstream's fusion by expansion does the same for parallel generics only;
 // here reduction loops split too (a sum over H*W becomes one over H and W).
 //
@@ -33,7 +33,6 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Dominance.h"
-#include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::norm {
@@ -227,6 +226,12 @@ struct ExpandIntoExpandedResult : OpRewritePattern<tensor::ExpandShapeOp> {
     if (!op || !isExpandable(op))
       return failure();
     OpOperand &init = op.getDpsInitsMutable()[result.getResultNumber()];
+    // The generic moves nowhere: the expand's run-time sizes must be there
+    // before it (they are often taken after it).
+    DominanceInfo dominance(op->getParentOp());
+    for (Value size : expand.getOutputShape())
+      if (!dominance.properlyDominates(size, op))
+        return rewriter.notifyMatchFailure(expand, "a size comes later");
     std::optional<LoopSplit> split =
         planExpansion(op, init, expand.getReassociationIndices(),
                       expand.getMixedOutputShape());
@@ -244,16 +249,46 @@ struct ExpandIntoExpandedResult : OpRewritePattern<tensor::ExpandShapeOp> {
 struct NormPropagateReshapesPass
     : norm::impl::NormPropagateReshapesBase<NormPropagateReshapesPass> {
   void runOnOperation() override {
+    // Nothing to propagate: the IR stays exactly as it was.
+    if (!getOperation()
+             ->walk([](Operation *op) {
+               return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)
+                          ? WalkResult::interrupt()
+                          : WalkResult::advance();
+             })
+             .wasInterrupted())
+      return;
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
     populateNormPropagateReshapesPatterns(patterns);
     // Not converging leaves valid IR, only coarser than it could be.
     (void)applyPatternsGreedily(getOperation(), std::move(patterns));
-    // One tensor reshaped alike for several generics is one value again
-    // (otherwise the group would read it once per copy).
-    IRRewriter rewriter(ctx);
+    mergeAlikeReshapes();
+  }
+
+  /// One tensor reshaped alike for several generics is one value again
+  /// (otherwise a group would read it once per copy). Only reshapes: a
+  /// general CSE would also merge ops two norms share (adaLN's chain's
+  /// `1 + scale`), and with them the two groups.
+  void mergeAlikeReshapes() {
     DominanceInfo dominance(getOperation());
-    eliminateCommonSubExpressions(rewriter, dominance, getOperation());
+    SmallVector<Operation *> seen;
+    SmallVector<Operation *> dead;
+    getOperation()->walk([&](Operation *op) {
+      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
+        return;
+      for (Operation *earlier : seen)
+        if (OperationEquivalence::isEquivalentTo(
+                earlier, op, OperationEquivalence::IgnoreLocations) &&
+            dominance.properlyDominates(earlier, op)) {
+          op->replaceAllUsesWith(earlier);
+          dead.push_back(op);
+          return;
+        }
+      seen.push_back(op);
+    });
+    for (Operation *op : dead)
+      op->erase();
   }
 };
 

@@ -325,3 +325,4 @@ func.func @adaln_in_graph(%a: tensor<2x3x4xf32>, %bm: tensor<2x4x8xf32>, %x: ten
   } -> tensor<16xf32>
   return %out, %dscale, %dshift, %dx2, %dw2 : tensor<2x3x5xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<6x16xf32>, tensor<16xf32>
 }
+

@@ -363,16 +363,11 @@ MASK_MAX_ID = 3
 # group's N, was one until recognition told dynamic domains apart; both are
 # now generated always).
 #
-# "adaln-dynamic-b-and-n": an adaLN (MultiProgram) with B and N both
-# dynamic. Recognition fuses it, but --norm-lower-to-cpu crashes (SIGSEGV in
-# memref::ReinterpretCastOp::build under expand-strided-metadata): partial
-# accumulation brings the [B, N] column results back from [B * N] with
-# tensor.expand_shape [[0, 1]] output_shape [%b, %n], two dynamic sizes in
-# one group, which upstream expand-strided-metadata (LLVM 22) cannot lower
-# (`memref.expand_shape %m [[0, 1]] output_shape [%a, %b] : memref<?xf32>
-# into memref<?x?xf32>` alone crashes it). Without known_bugs such a draw
-# becomes "hidden" (S and N dynamic, B static).
-KNOWN_BUGS = ("adaln-dynamic-b-and-n",)
+# "adaln-dynamic-b-and-n" (an adaLN with B and N both dynamic) was one
+# until partial accumulation brought the [B, N] column results back with
+# tensor.reshape (two dynamic sizes in one expand_shape group crash LLVM
+# 22's expand-strided-metadata); it is generated always now.
+KNOWN_BUGS = ()
 
 
 def gen_program(index: int, seed, known_bugs=False,
@@ -2293,8 +2288,8 @@ def _emit_total_sum(fn, shape):
 # payloads); statistics given or recomputed (chained row reductions over the
 # slab; adaLN's given statistics [B, S] or keepdim [B, S, 1]); x in bf16 /
 # f16 / f32 (the parameter in x's type or f32), computed
-# in f32, column sums in f32; B, B and S or S and N (adaLN; B and N both
-# dynamic is a KNOWN_BUGS form), N or N and the spatial dims (GroupNorm)
+# in f32, column sums in f32; B, B and S, S and N or all three (adaLN), N
+# or N and the spatial dims (GroupNorm)
 # static or dynamic; parameters permuted, `ins` shuffled, commutative
 # operands swapped. The fused path must give one norm.mixed_reduction per
 # group, each multi-axis with the expected row_sum_dims / col_dims
@@ -2323,7 +2318,7 @@ class MultiProgram:
     sizes: tuple
     layout: str  # adaLN "bsn"; GroupNorm "nchw" | "nhwc"
     # adaLN: None | "batch" (B) | "rows" (B and S) | "hidden" (S and N) |
-    # "all" (B, S and N: KNOWN_BUGS, only with known_bugs);
+    # "all" (B, S and N);
     # GroupNorm: None | "batch" (N) | "all" (N and the spatial dims; G and
     # C/G stay static: C is static in the expand_shape).
     dynamic: str | None
@@ -2529,8 +2524,6 @@ def _draw_multi_kind(index, seed, rng, known_bugs):
     stats = "recomputed" if rng.random() < 0.25 else "given"
     if rng.random() < 0.45:
         dynamic = rng.choice((None, None, "batch", "rows", "all"))
-        if dynamic == "all" and not known_bugs:
-            dynamic = "hidden"  # (KNOWN_BUGS: adaln-dynamic-b-and-n)
         chain = rng.random() < 0.4
         while True:
             sizes = (rng.choice(ADALN_B), rng.choice(ADALN_S),

@@ -75,8 +75,9 @@ def NormPropagateReshapes : Pass<"norm-propagate-reshapes"> {
     reduction over H*W one over H and W. Its other operands go through
     `tensor.expand_shape`; results the coarse users still read are
     collapsed back. Upstream's reshape folds (expand of collapse, fill and
-    empty through reshapes) run with it, to a fixpoint, then CSE (one
-    tensor reshaped alike twice is one value). Afterwards the
+    empty through reshapes) run with it, to a fixpoint; then reshapes that
+    are alike are merged (one tensor reshaped alike twice is one value).
+    A function without reshapes is left exactly as it is. Afterwards the
     steps of one norm share one domain (`[N, G, C/G, H, W]`), the form
     `--norm-fuse-mixed-reductions` takes. Upstream's fusion by expansion
     (`--linalg-fuse-elementwise-ops`) does the same for all-parallel

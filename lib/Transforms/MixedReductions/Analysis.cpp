@@ -520,6 +520,16 @@ LogicalResult Analysis::checkNoCycle(const Group &group,
       });
     return def;
   };
+  // A column sum accumulated into a value (dW into the previous gradient)
+  // reads it before the group's results exist: not one of them (adaLN's
+  // chain of issue 193061 once CSE has merged its two groups' shared ops).
+  for (Operation *col : group.colReductions)
+    for (Value init : cast<DestinationStyleOpInterface>(col).getDpsInits()) {
+      Operation *def = init.getDefiningOp();
+      def = def ? block->findAncestorOpInBlock(*def) : nullptr;
+      if (def && (group.members.contains(def) || downstream.contains(def)))
+        return report(def);
+    }
   for (Operation *candidate : group.candidates) {
     const Slice &slice = slices.find(candidate)->second;
     for (auto &entry : slice.externals)
