@@ -77,7 +77,12 @@ def main():
              ("OLMo LN", OlmoLayerNorm, True),
              ("DiT adaLN", "adaln", True),
              ("GroupNorm", "group_norm", True),
-             ("GroupNorm NHWC", "group_norm_nhwc", True)]
+             # A module the user made channels last: torch's decomposition
+             # copies x to NCHW (aten.clone) and computes there, so the
+             # region would read its channels-last inputs through a
+             # transposing map; recognition refuses, Inductor keeps it
+             # (docs/embedding.md, "What the route does not take").
+             ("GroupNorm NHWC", "group_norm_nhwc", False)]
     only = os.environ.get("NORM_ROUTING_CASES")  # "OLMo LN,nn.RMSNorm"
     if only:
         cases = [c for c in cases if c[0] in only.split(",")]
