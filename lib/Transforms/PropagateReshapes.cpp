@@ -226,15 +226,25 @@ struct ExpandIntoExpandedResult : OpRewritePattern<tensor::ExpandShapeOp> {
     if (!op || !isExpandable(op))
       return failure();
     OpOperand &init = op.getDpsInitsMutable()[result.getResultNumber()];
-    // The generic moves nowhere: the expand's run-time sizes must be there
-    // before it (they are often taken after it).
+    // The generic moves nowhere: its new sizes must be there before it. An
+    // unsplit dim's is the init's; a split one's the expand's (often taken
+    // after the generic: then it stays).
+    rewriter.setInsertionPoint(op);
     DominanceInfo dominance(op->getParentOp());
-    for (Value size : expand.getOutputShape())
-      if (!dominance.properlyDominates(size, op))
-        return rewriter.notifyMatchFailure(expand, "a size comes later");
-    std::optional<LoopSplit> split =
-        planExpansion(op, init, expand.getReassociationIndices(),
-                      expand.getMixedOutputShape());
+    SmallVector<OpFoldResult> sizes = expand.getMixedOutputShape();
+    for (auto [t, group] : llvm::enumerate(expand.getReassociationIndices())) {
+      if (group.size() == 1) {
+        sizes[group.front()] =
+            tensor::getMixedSize(rewriter, expand.getLoc(), init.get(), t);
+        continue;
+      }
+      for (int64_t d : group)
+        if (auto size = dyn_cast<Value>(sizes[d]);
+            size && !dominance.properlyDominates(size, op))
+          return rewriter.notifyMatchFailure(expand, "a size comes later");
+    }
+    std::optional<LoopSplit> split = planExpansion(
+        op, init, expand.getReassociationIndices(), sizes);
     if (!split)
       return failure();
     linalg::GenericOp fine = expandGeneric(rewriter, op, *split);

@@ -92,18 +92,67 @@ class Import(unittest.TestCase):
             arg("x", [4, 8]),
             node("m", "aten.mean.dim", [ref("x"), [1], False], [4]),
             node("c", "aten.cumsum.default", [ref("x"), 1], [4, 8]),
-            node("r", "aten.view.default", [ref("x"), [32]], [32]),
+            node("r", "aten.view.default", [ref("x"), [6, 5]], [6, 5]),
             node("a", "aten.add.Tensor", [ref("c"), ref("x")], [4, 8], alpha=2),
-        ], ["m", "a"])
+        ], ["m", "a", "r"])
         text, remarks = fx_import.import_graph(g)
         self.assertEqual(remarks, [
             "c: boundary (aten.cumsum.default is not imported): a function argument",
-            "r: boundary (aten.view.default: a view that is not a permutation "
-            "or a change of unit dims): a function argument",
+            "r: boundary (aten.view.default: a view that is not a permutation, "
+            "a change of unit dims or a split / merge of dims): a function "
+            "argument",
             "a: boundary (aten.add.Tensor with alpha 2): a function argument"])
         # mean over a static extent divides by it.
         self.assertIn("arith.constant 8.00000000000000000e+00 : f32", text)
         self.assertIn("%c: tensor<4x8xf32>", text)
+
+    def test_reshapes(self):
+        # GroupNorm's view [N, C, H, W] -> [N, G, C/G, H*W] of a computed
+        # tensor: expanded to the common refinement, then collapsed.
+        g = graph([
+            arg("x", ["s0", 8, 2, 3]),
+            node("e", "aten.exp.default", [ref("x")], ["s0", 8, 2, 3]),
+            node("v", "aten.reshape.default", [ref("e"), [ref("s0"), 4, 2, 6]],
+                 ["s0", 4, 2, 6]),
+            node("s", "aten.sum.dim_IntList", [ref("v"), [2, 3]], ["s0", 4]),
+        ], ["s"])
+        text, remarks = fx_import.import_graph(g)
+        self.assertEqual(remarks, [])
+        self.assertIn("tensor.expand_shape %e_4 [[0], [1, 2], [3], [4]] "
+                      "output_shape [%dim1, 4, 2, 2, 3]", text)
+        self.assertIn("tensor<?x8x2x3xf32> into tensor<?x4x2x2x3xf32>", text)
+        self.assertIn("[[0], [1], [2], [3, 4]] : tensor<?x4x2x2x3xf32> into "
+                      "tensor<?x4x2x6xf32>", text)
+        # A reshape of an argument nothing else reads: the argument is the
+        # reshape's result (one full tensor of the domain's shape).
+        g = graph([
+            arg("mm", [12, 4]),
+            node("v", "aten.view.default", [ref("mm"), [3, 4, 4]], [3, 4, 4]),
+            node("s", "aten.sum.dim_IntList", [ref("v"), [2]], [3, 4]),
+        ], ["s"])
+        text, remarks = fx_import.import_graph(g)
+        self.assertIn("%v: tensor<3x4x4xf32>", text)
+        self.assertNotIn("expand_shape", text)
+        # Splits of both sides (6x4 -> 4x6) stay a boundary.
+        self.assertIsNone(fx_import.refinement([6, 4], [4, 6]))
+        self.assertEqual(fx_import.refinement(["s", 320, 32, 32],
+                                              ["s", 32, 10, 1024]),
+                         [(["s"], ["s"]), ([320], [32, 10]),
+                          ([32, 32], [1024])])
+
+    def test_channels_last_steps_in_memory_order(self):
+        # Inductor's channels-last activation: an elementwise step on it is
+        # written in memory order ([N, H, W, C]) and read back permuted.
+        g = graph([
+            dict(arg("x", [2, 4, 3, 3]), stride=[36, 1, 12, 4]),
+            dict(node("e", "aten.exp.default", [ref("x")], [2, 4, 3, 3]),
+                 stride=[36, 1, 12, 4]),
+            node("s", "aten.sum.dim_IntList", [ref("e"), [1, 2, 3]], [2]),
+        ], ["s"])
+        text, _ = fx_import.import_graph(g)
+        self.assertIn("%x: tensor<2x3x3x4xf32>", text)
+        self.assertIn("outs(%e1 : tensor<2x3x3x4xf32>)", text)
+        self.assertIn("ins(%x : tensor<2x3x3x4xf32>)", text)
 
     def test_mean_over_a_runtime_extent_is_a_boundary(self):
         g = graph([arg("x", [4, "s1"]),

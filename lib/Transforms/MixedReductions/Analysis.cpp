@@ -604,7 +604,8 @@ void Analysis::reportUnfused(ArrayRef<Operation *> order) {
     const View &view = *viewOf(op);
     // Skipped: fused, or claimed by a group that would fuse (a dry run's
     // "would fuse" remark said so).
-    if (erased.contains(op) || view.kind != Kind::Reduction ||
+    if (erased.contains(op) || reportedFused.contains(op) ||
+        view.kind != Kind::Reduction ||
         view.loops.size() < 2 ||
         (claimed.contains(op) && !whyNotFused.count(op)))
       continue;

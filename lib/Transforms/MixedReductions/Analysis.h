@@ -373,6 +373,8 @@ private:
   DenseMap<Operation *, Slice> slices;
   DenseMap<Operation *, unsigned> position; // walk order
   DenseSet<Operation *> erased;  // by fusing an earlier group
+  // Reported fused (kept alive by a later use): no "not fused" remark too.
+  DenseSet<Operation *> reportedFused;
   /// Taken by a group that would fuse but is only reported (a dry run, or
   /// multi-axis off): later pairings skip them.
   DenseSet<Operation *> claimed;

@@ -563,6 +563,8 @@ void Analysis::remarkFused(const Group &group, unsigned numStages) {
   };
   placeRemarks(group.rowReductions, "row");
   placeRemarks(group.colReductions, "column");
+  reportedFused.insert(group.rowReductions.begin(), group.rowReductions.end());
+  reportedFused.insert(group.colReductions.begin(), group.colReductions.end());
 }
 
 void Analysis::replaceGroup(Group &group, const FusionPlan &plan,
