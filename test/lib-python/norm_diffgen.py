@@ -2631,18 +2631,11 @@ def gen_multi_inputs(mp: MultiProgram) -> MultiInputs:
         x, dy = [0.0] * mp.size, [0.0] * mp.size
         mean, rstd = [], []
         for idx in members:
-            offset = rng.choice((-1.0, 1.0)) * rng.uniform(0.5, 2.0)
-            sc = rng.choice((rng.uniform(0.3, 0.7), rng.uniform(1.5, 3.0)))
-            z, vals = nn._draw_row(rng, dt, [offset] * len(idx), sc,
-                                   lambda v: abs(v) < 1e-3)
-            _, dvals = nn._draw_row(rng, dt, [1.0 + t for t in z], 1.0,
-                                    lambda v: abs(v) < 1e-3)
+            vals, dvals, m, r = nn.draw_norm_group(rng, dt, len(idx))
             for i, v, d in zip(idx, vals, dvals):
                 x[i], dy[i] = v, d
-            m = math.fsum(vals) / len(vals)
-            var = math.fsum((v - m) ** 2 for v in vals) / len(vals)
-            mean.append(f32.round(m))
-            rstd.append(f32.round(1.0 / math.sqrt(var + nn.RSTD_EPS)))
+            mean.append(m)
+            rstd.append(r)
         lns.append({"x": x, "dy": dy, "mean": mean, "rstd": rstd})
     inp = MultiInputs(w, lns)
     if mp.dy_k:

@@ -288,6 +288,24 @@ def _draw_row(rng, dtype: DType, base: list, scale: float, reject,
     return gs, vals
 
 
+
+def draw_norm_group(rng, dt, count):
+    """One normalised group of `count` elements (a GroupNorm slab, an
+    adaLN row): x around a random offset at a random scale and dy with it,
+    neither near zero, in type dt; and the group's f32 mean and rstd.
+    Returns (x, dy, mean, rstd)."""
+    offset = rng.choice((-1.0, 1.0)) * rng.uniform(0.5, 2.0)
+    scale = rng.choice((rng.uniform(0.3, 0.7), rng.uniform(1.5, 3.0)))
+    z, vals = _draw_row(rng, dt, [offset] * count, scale,
+                        lambda v: abs(v) < 1e-3)
+    _, dvals = _draw_row(rng, dt, [1.0 + t for t in z], 1.0,
+                         lambda v: abs(v) < 1e-3)
+    m = math.fsum(vals) / len(vals)
+    var = math.fsum((v - m) ** 2 for v in vals) / len(vals)
+    f32 = DTYPES["f32"]
+    return vals, dvals, f32.round(m), f32.round(1.0 / math.sqrt(var +
+                                                                RSTD_EPS))
+
 def gen_inputs(case: Case, seed) -> Inputs:
     """Seeded inputs for `case`, none of them zero.
 
