@@ -256,6 +256,22 @@ struct ExpandIntoExpandedResult : OpRewritePattern<tensor::ExpandShapeOp> {
   }
 };
 
+/// Two expand_shapes of one tensor into one type by one reassociation,
+/// with at most one run-time size per group: the same value, whatever
+/// tensor.dim their run-time sizes were taken from.
+bool sameExpansion(Operation *a, Operation *b) {
+  auto x = dyn_cast<tensor::ExpandShapeOp>(a);
+  auto y = dyn_cast<tensor::ExpandShapeOp>(b);
+  if (!x || !y || x.getSrc() != y.getSrc() || x.getType() != y.getType() ||
+      x.getReassociationIndices() != y.getReassociationIndices())
+    return false;
+  return llvm::all_of(x.getReassociationIndices(), [&](const auto &group) {
+    return llvm::count_if(group, [&](int64_t d) {
+             return x.getType().isDynamicDim(d);
+           }) <= 1;
+  });
+}
+
 struct NormPropagateReshapesPass
     : norm::impl::NormPropagateReshapesBase<NormPropagateReshapesPass> {
   void runOnOperation() override {
@@ -277,7 +293,8 @@ struct NormPropagateReshapesPass
   }
 
   /// One tensor reshaped alike for several generics is one value again
-  /// (otherwise a group would read it once per copy). Only reshapes: a
+  /// (otherwise a group would read it once per copy), with the sizes they
+  /// take (tensor.dim, index constants). Only these: a
   /// general CSE would also merge ops two norms share (adaLN's chain's
   /// `1 + scale`), and with them the two groups.
   void mergeAlikeReshapes() {
@@ -285,11 +302,14 @@ struct NormPropagateReshapesPass
     SmallVector<Operation *> seen;
     SmallVector<Operation *> dead;
     getOperation()->walk([&](Operation *op) {
-      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
+      // The sizes first (they come before the reshapes that read them).
+      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::DimOp,
+               arith::ConstantIndexOp>(op))
         return;
       for (Operation *earlier : seen)
-        if (OperationEquivalence::isEquivalentTo(
-                earlier, op, OperationEquivalence::IgnoreLocations) &&
+        if ((OperationEquivalence::isEquivalentTo(
+                 earlier, op, OperationEquivalence::IgnoreLocations) ||
+             sameExpansion(earlier, op)) &&
             dominance.properlyDominates(earlier, op)) {
           op->replaceAllUsesWith(earlier);
           dead.push_back(op);

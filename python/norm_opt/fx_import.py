@@ -614,15 +614,8 @@ class Importer:
                 return f"{n['target']}: the operands broadcast past the result"
         except ImportError_ as e:
             return str(e)
-        # Loops in the result's memory order (Inductor's recorded strides)
-        # where that is the order a full-size input is stored in and the
-        # logical order is not: a channels-last activation [N, C, H, W]
-        # written [N, H, W, C], GroupNorm's [N, G, C/G, H*W] view of it
-        # [N, H*W, G, C/G]. Other layouts Inductor picks for intermediates
-        # ([B, W, H, C] beside [B, H, W, C] inputs) stay in logical order.
-        perm = physical_order(shape, n.get("stride"))
-        if 1 in shape or not _reads_in_order(tensors, shape, perm):
-            perm = list(range(rank))
+        perm = list(range(rank)) if 1 in shape else _loop_order(
+            tensors, shape, physical_order(shape, n.get("stride")))
         loop = [perm.index(i) for i in range(rank)]  # logical dim -> loop
         maps, ins = [], []
         for t in tensors:
@@ -767,23 +760,37 @@ def _permutation_of(v):
     return [v.index.index(k) for k in range(len(v.shape))]
 
 
-def _reads_in_order(tensors, shape, perm):
-    """Whether loops in the order `perm` (of the result's logical dims) read
-    some full-size input (of the result's `shape`) in its stored order, and
-    the logical order reads none so."""
+def _loop_order(tensors, shape, recorded):
+    """The order of an elementwise step's loops (of its logical dims):
+      1. the logical order where a full-size input (of the result's
+         `shape`) is stored so (or there is none);
+      2. else the result's `recorded` memory order where that reads one in
+         its stored order (Inductor's channels-last activations [N, C, H, W]
+         written [N, H, W, C]; GroupNorm's [N, G, C/G, H*W] view of them
+         [N, H*W, G, C/G]);
+      3. else the stored order of the first full-size input stored as a
+         permutation (torch's decomposition copying a channels-last x to
+         NCHW for its kernels: the copy fuses away, the reads stay in
+         order).
+    Other layouts Inductor picks for intermediates ([B, W, H, C] beside
+    [B, H, W, C] inputs) keep the logical order by rule 1."""
     rank = len(shape)
-
-    def stored(order):
-        for t in tensors:
-            if list(t.shape) != list(shape) or len(t.src_shape) != rank or \
-                    None in t.index:
-                continue
-            dims = [t.index[d] for d in order]
-            if dims == sorted(dims):
-                return True
-        return False
     identity = list(range(rank))
-    return perm != identity and stored(perm) and not stored(identity)
+    full = [t for t in tensors if list(t.shape) == list(shape) and
+            len(t.src_shape) == rank and None not in t.index]
+
+    def in_order(t, order):
+        dims = [t.index[d] for d in order]
+        return dims == sorted(dims)
+
+    if not full or any(in_order(t, identity) for t in full):
+        return identity
+    if recorded != identity and any(in_order(t, recorded) for t in full):
+        return recorded
+    for t in full:
+        if sorted(t.index) == identity:
+            return [t.index.index(k) for k in range(rank)]
+    return identity
 
 
 def _ident(name):

@@ -277,14 +277,20 @@ def _through_reshape(c, by_name, users, compute, transparent, inputs):
     if len(outside) != 1 or outside[0] not in transparent or \
             by_name[outside[0]].get("target") not in fx_import.RESHAPES:
         return c
-    stored = {tuple(_stored_shape(by_name[i])) for i in inputs}
     view = outside[0]
     nonunit = [[d for d in by_name[n].get("shape", []) if d != 1]
                for n in (c, view)]
     if nonunit[0] == nonunit[1]:
         return c  # unit dims only (a keepdim sum's [1, N] as [N])
-    if tuple(_stored_shape(by_name[c])) in stored or \
-            tuple(_stored_shape(by_name[view])) not in stored:
+    # Compared as the inputs are stored and, for the torch decomposition's
+    # NCHW copies (which the importer writes in x's stored order), as they
+    # are shaped.
+    shapes = {tuple(_stored_shape(by_name[i])) for i in inputs} | \
+        {tuple(by_name[i].get("shape", [])) for i in inputs}
+    if tuple(_stored_shape(by_name[c])) in shapes or \
+            tuple(by_name[c].get("shape", [])) in shapes or \
+            (tuple(_stored_shape(by_name[view])) not in shapes and
+             tuple(by_name[view].get("shape", [])) not in shapes):
         return c
     return view
 

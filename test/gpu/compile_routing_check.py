@@ -78,11 +78,9 @@ def main():
              ("DiT adaLN", "adaln", True),
              ("GroupNorm", "group_norm", True),
              # A module the user made channels last: torch's decomposition
-             # copies x to NCHW (aten.clone) and computes there, so the
-             # region would read its channels-last inputs through a
-             # transposing map; recognition refuses, Inductor keeps it
-             # (docs/embedding.md, "What the route does not take").
-             ("GroupNorm NHWC", "group_norm_nhwc", False)]
+             # copies x to NCHW (aten.clone) for its kernels; the importer
+             # writes the steps in x's stored order, so the copy fuses away.
+             ("GroupNorm NHWC", "group_norm_nhwc", True)]
     only = os.environ.get("NORM_ROUTING_CASES")  # "OLMo LN,nn.RMSNorm"
     if only:
         cases = [c for c in cases if c[0] in only.split(",")]
