@@ -247,8 +247,9 @@ struct ExpandIntoExpandedResult : OpRewritePattern<tensor::ExpandShapeOp> {
         op, init, expand.getReassociationIndices(), sizes);
     if (!split)
       return failure();
+    unsigned number = result.getResultNumber(); // op is gone after this
     linalg::GenericOp fine = expandGeneric(rewriter, op, *split);
-    Value value = fine->getResult(result.getResultNumber());
+    Value value = fine->getResult(number);
     if (value.getType() != expand.getType())
       return failure(); // cannot happen: the split is the expand's own
     rewriter.replaceOp(expand, value);
