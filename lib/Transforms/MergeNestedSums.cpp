@@ -206,7 +206,8 @@ struct MergeNestedSum : OpRewritePattern<linalg::GenericOp> {
       return failure();
     SmallVector<linalg::GenericOp> sums;
     SmallVector<OpOperand *> reads;
-    twice.clear();
+    // Inputs of C that read a sum C already reads (same map): (this, first).
+    SmallVector<std::pair<OpOperand *, OpOperand *>> twice;
     llvm::SmallPtrSet<Value, 4> vars;
     for (OpOperand *in : consumer.getDpsInputOperands()) {
       linalg::GenericOp sum = matchSum(in->get());
@@ -267,12 +268,9 @@ struct MergeNestedSum : OpRewritePattern<linalg::GenericOp> {
     std::optional<MergedDomain> domain = planDomain(consumer, sums, reads);
     if (!domain)
       return failure();
-    buildMerged(rewriter, consumer, sums, reads, *domain, linear);
+    buildMerged(rewriter, consumer, sums, reads, twice, *domain, linear);
     return success();
   }
-
-  /// Inputs of C that read a sum C already reads (same map): (this, first).
-  mutable SmallVector<std::pair<OpOperand *, OpOperand *>> twice;
 
   /// Whether every value of the all-parallel `op` ends in a reduction:
   /// every user a generic that reduces, or is all-parallel and does too.
@@ -293,6 +291,7 @@ struct MergeNestedSum : OpRewritePattern<linalg::GenericOp> {
   /// Step 4.
   void buildMerged(PatternRewriter &rewriter, linalg::GenericOp consumer,
                    ArrayRef<linalg::GenericOp> sums, ArrayRef<OpOperand *> reads,
+                   ArrayRef<std::pair<OpOperand *, OpOperand *>> twice,
                    const MergedDomain &domain, Value linear) const {
     Location loc = consumer.getLoc();
     unsigned numLoops = domain.iterators.size();

@@ -442,16 +442,12 @@ class Importer:
             order, offsets = placed
             ssa, fine = self.refine(v.ssa, v.src_shape, v.dtype,
                                     [groups[g] for g in order])
-            index, it = [], iter(range(len(dst)))
-            starts, at = [], 0
-            for a, b in groups:
-                starts.append(at)
-                at += len(b)
-            position = {}
-            for g, (a, b) in enumerate(groups):
-                for k in range(len(b)):
-                    position[starts[g] + k] = offsets[g] + k
-            index = [None if d == 1 else position[next(it)] for d in shape]
+            # Result dim j (of the non-unit dims, in order) -> its dim in
+            # memory order: the groups' result dims, each at its offset.
+            position = [offsets[g] + k for g, (_, b) in enumerate(groups)
+                        for k in range(len(b))]
+            it = iter(position)
+            index = [None if d == 1 else next(it) for d in shape]
             return Value(ssa, shape, v.dtype, fine, index)
         v = Value(v.ssa, src, v.dtype, v.src_shape, [v.index[k] for k in kept])
         ssa, _ = self.materialize(v)

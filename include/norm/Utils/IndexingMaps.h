@@ -9,6 +9,7 @@
 #define NORM_UTILS_INDEXINGMAPS_H
 
 #include "mlir/IR/AffineMap.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 namespace mlir::norm {
 
