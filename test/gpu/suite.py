@@ -122,6 +122,12 @@ CHECKS = [
           installed=True),
     Check("ddp", ["test/gpu/ddp_check.py"], gpus=2, timeout=1200,
           what="data and sequence parallel over NCCL"),
+    Check("jax", ["test/gpu/jax_check.py", "--cmdbuf", "{work}"],
+          quick=["--quick"], timeout=900,
+          what="norm_opt.jax: jit, grad, vmap, shard_map, command buffers, "
+               "Flax, against float64"),
+    Check("jax-sharded", ["test/gpu/jax_check.py", "--shard-only"], gpus=2,
+          timeout=600, what="norm_opt.jax: rows sharded over 2 GPUs"),
 ]
 
 # Each self-check's run: its harness on a few cases (harness.py's INJECT).
@@ -149,6 +155,7 @@ INJECTED = {
     "train": (["test/gpu/train_check.py", "--steps", "2", "--modes",
                "eager", "--dtypes", "f32"], {}),
     "ddp": (["test/gpu/ddp_check.py", "--steps", "2"], {}),
+    "jax": (["test/gpu/jax_check.py", "--tiny"], {}),
 }
 INJECT_WHAT = {"nan": "a result poisoned with NaN", "empty": "nothing "
                "compared"}
