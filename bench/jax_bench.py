@@ -25,30 +25,35 @@ with Qwen3 / OLMo2's QK-norm (an RMSNorm of every head's q and k, N = 128
 over 131072 rows), where the norms are a larger share of the step.
 
   python3 bench/jax_bench.py [--dtypes bf16,f32] [--quick] [--step]
-      [--json out.json]
+      [--step-profile] [--no-ops] [--json out.json]
+  python3 bench/jax_bench.py --report a.json [b.json ...] [--png out.png]
 """
 
 import argparse
 import glob
 import gzip
 import json
+import math
 import os
 import statistics
 import tempfile
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+try:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
 
-import norm_opt.jax as nj
+    import norm_opt.jax as nj
+    DT = {"bf16": jnp.bfloat16, "f16": jnp.float16, "f32": jnp.float32}
+except ImportError:  # --report needs none of them
+    jax = None
 
 SHAPES = [(4096, 1024), (8192, 2048), (8192, 4096), (16384, 4096),
           (4096, 8192), (8192, 8192), (2048, 16384), (4096, 12288),
           (32768, 1024), (65536, 768), (16384, 5120), (1024, 32768),
           (576000, 384), (29, 17389), (512, 1024), (131072, 128),
           (262144, 64)]
-DT = {"bf16": jnp.bfloat16, "f16": jnp.float16, "f32": jnp.float32}
 
 
 def wall(fn, arg_sets, calls):
@@ -295,8 +300,73 @@ def step_table(calls, rounds=3, profile=False):
     return rows
 
 
+def report(paths, png=None):
+    """The markdown table (and the PNG) of one or more --json files."""
+    ops, steps = [], []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        ops += data.get("ops", [])
+        steps += data.get("step", [])
+    lines = ["| kind | dtype | M x N | floor | ours | XLA | XLA / ours | "
+             "ours SOL | XLA SOL | rel. L2 dx ours / XLA |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in ops:
+        lines.append(
+            f"| {r['kind']} | {r['dtype']} | {r['m']}x{r['n']} | "
+            f"{r['floor_us']:.1f} | {r['ours_us']:.1f} | {r['xla_us']:.1f} | "
+            f"**{r['speedup']:.2f}** | {r['floor_us'] / r['ours_us']:.2f} | "
+            f"{r['floor_us'] / r['xla_us']:.2f} | {r['ours_err']:.1e} / "
+            f"{r['xla_err']:.1e} |")
+    for dtype in sorted({r["dtype"] for r in ops}):
+        ten = [r["speedup"] for r in ops if r["dtype"] == dtype
+               and r["floor_us"] >= 10]
+        if ten:
+            gm = math.exp(sum(map(math.log, ten)) / len(ten))
+            lines.append(f"\n{dtype}, floor >= 10 us: XLA / ours from "
+                         f"{min(ten):.2f} to {max(ten):.2f}, geomean "
+                         f"{gm:.2f} ({len(ten)} points)")
+    if steps:
+        lines += ["", "| model step | XLA's norm backward (GPU / wall) | "
+                  "ours (GPU / wall) | ours / XLA (GPU) |", "|---|---|---|---|"]
+        for model in dict.fromkeys(s.get("model", "llama") for s in steps):
+            by = {s["norms"]: s for s in steps
+                  if s.get("model", "llama") == model}
+            x, o = by["xla"], by["ours"]
+            lines.append(f"| {model} | {x['gpu_ms']:.3f} / {x['wall_ms']:.3f}"
+                         f" ms | {o['gpu_ms']:.3f} / {o['wall_ms']:.3f} ms | "
+                         f"{o['gpu_ms'] / x['gpu_ms']:.3f} |")
+    if png:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        groups = [(k, d) for d in dict.fromkeys(r["dtype"] for r in ops)
+                  for k in ("layer", "rms")]
+        fig, axes = plt.subplots(len(groups), 1,
+                                 figsize=(11, 2.6 * len(groups)))
+        for ax, (kind, dtype) in zip(list(axes), groups):
+            rows = [r for r in ops if r["kind"] == kind and r["dtype"] == dtype]
+            xs = range(len(rows))
+            ax.bar([i - 0.2 for i in xs], [r["floor_us"] / r["ours_us"]
+                                           for r in rows], 0.4, label="ours")
+            ax.bar([i + 0.2 for i in xs], [r["floor_us"] / r["xla_us"]
+                                           for r in rows], 0.4, label="XLA")
+            ax.set_xticks(list(xs), [f"{r['m']}x{r['n']}" for r in rows],
+                          rotation=30, fontsize=7)
+            ax.set_ylabel("floor / time")
+            ax.set_title(f"{kind} {dtype}: backward from JAX (GPU time)",
+                         fontsize=9)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(png, dpi=90)
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--report", nargs="+", metavar="JSON",
+                    help="print the table of earlier runs (no JAX needed)")
+    ap.add_argument("--png")
     ap.add_argument("--dtypes", default="bf16,f32")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--step", action="store_true")
@@ -306,6 +376,9 @@ def main():
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.report:
+        print(report(args.report, args.png))
+        return
     bw = copy_bandwidth(args.calls)
     print(f"device {jax.devices()[0].device_kind}; elementwise copy "
           f"{bw / 1e12:.2f} TB/s", flush=True)
