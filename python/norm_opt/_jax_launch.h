@@ -18,6 +18,8 @@
 #ifndef NORM_OPT_JAX_LAUNCH_H
 #define NORM_OPT_JAX_LAUNCH_H
 
+#include "_launchers.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,18 +28,10 @@ namespace norm_opt_jax {
 
 enum class Kind { Layer = 0, Rms = 1 };
 
-// The C ABI of the launchers (docs/compile.md): the inputs', then the
-// results' pointers, rows, cols, a row stride per [rows, cols] tensor (dy,
-// x, dx), the stream; 0 or a normrt_status.
-using LayerLauncher = int (*)(const void *, const void *, const void *,
-                              const void *, const void *, const void *,
-                              void *, void *, void *, int64_t, int64_t,
-                              int64_t, int64_t, int64_t, void *);
-using RmsLauncher = int (*)(const void *, const void *, const void *,
-                            const void *, void *, void *, int64_t, int64_t,
-                            int64_t, int64_t, int64_t, void *);
-using SetWorkspaceFn = int (*)(void *, void *, size_t);
-using LastErrorFn = const char *(*)();
+using norm_opt_launchers::LastErrorFn;
+using norm_opt_launchers::LayerLauncher;
+using norm_opt_launchers::RmsLauncher;
+using norm_opt_launchers::SetWorkspaceFn;
 
 // One compiled kernel, as norm_opt.jax registered it.
 struct Kernel {

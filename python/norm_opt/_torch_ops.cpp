@@ -14,6 +14,8 @@
 // allocator each library is given (normrt_set_capture_allocator), so a call
 // needs no capture check of its own.
 
+#include "_launchers.h"
+
 #include <torch/extension.h>
 
 #include <ATen/cuda/EmptyTensor.h>
@@ -32,19 +34,12 @@
 
 namespace {
 
-// The C ABI of the launchers (docs/compile.md): pointers of the arguments,
-// then of the results, rows, cols, one row stride per [rows, cols] tensor
-// (dy, x, dx), the stream; 0 or a normrt_status.
-using LayerLauncher = int (*)(const void *, const void *, const void *,
-                              const void *, const void *, const void *,
-                              void *, void *, void *, int64_t, int64_t,
-                              int64_t, int64_t, int64_t, void *);
-using RmsLauncher = int (*)(const void *, const void *, const void *,
-                            const void *, void *, void *, int64_t, int64_t,
-                            int64_t, int64_t, int64_t, void *);
+// The C ABI of the launchers (_launchers.h).
+using norm_opt_launchers::LayerLauncher;
+using norm_opt_launchers::RmsLauncher;
 using CaptureAllocFn = int (*)(void *, void *, size_t, void **);
 using SetCaptureAllocatorFn = int (*)(CaptureAllocFn, void *);
-using LastErrorFn = const char *(*)();
+using norm_opt_launchers::LastErrorFn;
 
 struct Kernel {
   void *launcher = nullptr;

@@ -46,6 +46,31 @@ def _out_dtype(module, x, *params):
     return jnp.result_type(x, *[p for p in params if p is not None])
 
 
+def _linen_call(module, kind, x, mask, flax_call):
+    """A Linen module's call: Flax's parameters (same names, inits and
+    dtypes), our function; Flax's own call where ours does not apply."""
+    if not _covered(module, x, mask):
+        return flax_call(x, mask=mask)
+    n = x.shape[-1]
+    scale = (module.param("scale", module.scale_init, (n,),
+                          module.param_dtype) if module.use_scale else None)
+    bias = (module.param("bias", module.bias_init, (n,), module.param_dtype)
+            if kind == "layer" and module.use_bias else None)
+    return _apply(kind, x, scale, bias, module.epsilon,
+                  _out_dtype(module, x, scale, bias), module.param_dtype)
+
+
+def _nnx_call(module, kind, x, mask, flax_call):
+    """An NNX module's call: its own parameters, our function."""
+    if not _covered(module, x, mask):
+        return flax_call(x, mask=mask)
+    scale = None if module.scale is None else module.scale[...]
+    bias = getattr(module, "bias", None) if kind == "layer" else None
+    bias = None if bias is None else bias[...]
+    return _apply(kind, x, scale, bias, module.epsilon,
+                  _out_dtype(module, x, scale, bias), module.param_dtype)
+
+
 class _Linen:
     """norm_opt.flax.linen: LayerNorm and RMSNorm."""
 
@@ -55,30 +80,12 @@ class _Linen:
         class LayerNorm(nn.LayerNorm):
             @nn.compact
             def __call__(self, x, *, mask=None):
-                if not _covered(self, x, mask):
-                    return super().__call__(x, mask=mask)
-                n = x.shape[-1]
-                scale = (self.param("scale", self.scale_init, (n,),
-                                    self.param_dtype)
-                         if self.use_scale else None)
-                bias = (self.param("bias", self.bias_init, (n,),
-                                   self.param_dtype)
-                        if self.use_bias else None)
-                return _apply("layer", x, scale, bias, self.epsilon,
-                              _out_dtype(self, x, scale, bias),
-                              self.param_dtype)
+                return _linen_call(self, "layer", x, mask, super().__call__)
 
         class RMSNorm(nn.RMSNorm):
             @nn.compact
             def __call__(self, x, *, mask=None):
-                if not _covered(self, x, mask):
-                    return super().__call__(x, mask=mask)
-                n = x.shape[-1]
-                scale = (self.param("scale", self.scale_init, (n,),
-                                    self.param_dtype)
-                         if self.use_scale else None)
-                return _apply("rms", x, scale, None, self.epsilon,
-                              _out_dtype(self, x, scale), self.param_dtype)
+                return _linen_call(self, "rms", x, mask, super().__call__)
 
         self.LayerNorm, self.RMSNorm = LayerNorm, RMSNorm
 
@@ -89,25 +96,13 @@ class _Nnx:
     def __init__(self):
         from flax import nnx
 
-        def value(p):
-            return None if p is None else p[...]
-
         class LayerNorm(nnx.LayerNorm):
             def __call__(self, x, *, mask=None):
-                if not _covered(self, x, mask):
-                    return super().__call__(x, mask=mask)
-                scale, bias = value(self.scale), value(self.bias)
-                return _apply("layer", x, scale, bias, self.epsilon,
-                              _out_dtype(self, x, scale, bias),
-                              self.param_dtype)
+                return _nnx_call(self, "layer", x, mask, super().__call__)
 
         class RMSNorm(nnx.RMSNorm):
             def __call__(self, x, *, mask=None):
-                if not _covered(self, x, mask):
-                    return super().__call__(x, mask=mask)
-                scale = value(self.scale)
-                return _apply("rms", x, scale, None, self.epsilon,
-                              _out_dtype(self, x, scale), self.param_dtype)
+                return _nnx_call(self, "rms", x, mask, super().__call__)
 
         self.LayerNorm, self.RMSNorm = LayerNorm, RMSNorm
 

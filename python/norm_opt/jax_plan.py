@@ -29,7 +29,7 @@ TARGETS = {"layer": "norm_opt_layer_norm_backward",
 SYMBOLS = {"layer": "NormOptLayerNormBackward",
            "rms": "NormOptRmsNormBackward"}
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
-SOURCES = ("_jax_ffi.cc", "_jax_launch.h")
+SOURCES = ("_jax_ffi.cc", "_jax_launch.h", "_launchers.h")
 
 
 def dtype_name(dtype):
