@@ -10,7 +10,8 @@ XLA's command buffers.
   Outputs are poisoned: XLA's allocator is first handed NaN-filled buffers
   of the results' sizes, freed just before the call, so an element the
   kernel leaves unwritten reads NaN.
-- **Bitwise determinism**: the same step twice gives identical bits.
+- **Bitwise determinism**: the same step twice gives identical bits, and
+  so does a step that donates its inputs (donate_argnums).
 - **jax.test_util.check_grads** (f32, small shapes) of the custom_vjp.
 - **vmap**: per-example gradients (vmap of grad, w shared), each against
   its own float64 reference.
@@ -272,6 +273,20 @@ def main():
             checks.require(f"check_grads {kind}", True)
         except AssertionError as e:
             checks.require(f"check_grads {kind}", False, str(e)[:300])
+
+    # Donation: a step that donates x (and w) gets the same gradients;
+    # XLA may reuse the donated buffers for the step's results, never for
+    # an operand our call still reads.
+    x, dy, w, b = inputs((256, 1024), jnp.bfloat16, jnp.bfloat16)
+    f = lambda x, w, b: jnp.vdot(nj.layer_norm(x, w, b).astype(jnp.float32),
+                                 dy.astype(jnp.float32))
+    plain = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(x, w, b)
+    donated = jax.jit(jax.grad(f, argnums=(0, 1, 2)),
+                      donate_argnums=(0, 1))(jnp.copy(x), jnp.copy(w), b)
+    checks.require("donated inputs: bitwise equal gradients",
+                   all(np.array_equal(np.asarray(p).view(np.uint8),
+                                      np.asarray(q).view(np.uint8))
+                       for p, q in zip(plain, donated)), "they differ")
 
     # vmap of grad: per-example gradients of a shared weight.
     B, shape = 3, (64, 512)
