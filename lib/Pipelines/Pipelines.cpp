@@ -16,7 +16,11 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -95,6 +99,31 @@ void norm::buildNormFusePipeline(OpPassManager &pm) {
   addUpstream(pm, "canonicalize,cse");
 }
 
+/// The CUDA toolkit whose nvvm/libdevice upstream's serializer links into
+/// the GPU module (math.rsqrt of a recomputed statistic becomes a call of
+/// __nv_rsqrtf, which ptxas cannot resolve alone). Upstream looks only at
+/// $CUDA_ROOT, $CUDA_HOME and $CUDA_PATH (its build's default is empty in
+/// Debian's packages); a training machine often sets none. So: those, then
+/// the toolkit norm-opt was built against, then /usr/local/cuda -- the
+/// first that has libdevice, else "" (upstream's own search).
+static std::string findLibdeviceToolkit() {
+  auto hasLibdevice = [](llvm::StringRef dir) {
+    if (dir.empty())
+      return false;
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, "nvvm", "libdevice", "libdevice.10.bc");
+    return llvm::sys::fs::exists(path);
+  };
+  for (const char *env : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *dir = std::getenv(env); dir && hasLibdevice(dir))
+      return dir;
+  for (llvm::StringRef dir : {llvm::StringRef(NORM_BUILD_CUDA_TOOLKIT),
+                              llvm::StringRef("/usr/local/cuda")})
+    if (hasLibdevice(dir))
+      return dir.str();
+  return "";
+}
+
 void norm::buildNormGPUToBinaryPipeline(OpPassManager &pm,
                                         const NormGpuOptions &options) {
   pm.addPass(createConvertNormToGPU(options));
@@ -107,7 +136,12 @@ void norm::buildNormGPUToBinaryPipeline(OpPassManager &pm,
   addUpstream(pm, "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,"
                   "convert-nvvm-to-llvm,canonicalize,cse,"
                   "reconcile-unrealized-casts)");
-  addUpstream(pm, "gpu-module-to-binary{format=isa}");
+  std::string toolkit = findLibdeviceToolkit();
+  // Pass options end at a space; such a path is left to upstream's search.
+  if (toolkit.find(' ') != std::string::npos)
+    toolkit.clear();
+  addUpstream(pm, "gpu-module-to-binary{format=isa" +
+                      (toolkit.empty() ? "" : " toolkit=" + toolkit) + "}");
 }
 
 norm::NormGpuOptions norm::NormGPUPipelineOptions::getOptions() const {
