@@ -15,7 +15,9 @@ PYTHONPATH=python:test/lib-python; two steps (the GPU machine has no MLIR):
       shape-only tensors through the launchers' argument checks
       (norm_opt.Library), DIR/manifest.json (seed + index regenerate a
       program). A program that does not compile or whose calls do not fit
-      fails by name (the manifest lists it, the run fails on it): exit 1.
+      fails by name (the manifest lists it, the run fails on it): exit 1,
+      unless the failure is one of KNOWN_GPU_GAPS (forms the GPU path
+      refuses with a diagnostic: listed by name as GAP lines, not run).
   run (GPU):    gpu_multi_random_check.py run --dir DIR [--limit N] [--tiny]
                    [--mutant NAME] [--inject nan|empty]
       gen_multi_inputs' inputs (the program's sizes are the run-time sizes
@@ -56,6 +58,36 @@ MUTANTS = sorted(set(dg.MULTI_MUTANTS) | set(dg.MULTI_CORE_MUTANTS)
 KINDS = dg.MULTI_KINDS + ("group_norm",)
 DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
 _TYPE = re.compile(r"tensor<([^>]*)>")
+
+# Forms the CPU pipeline fuses but the GPU path refuses, each with a located
+# diagnostic or a refused call (never a wrong result): open gaps of issue
+# 42, listed by name in every build and run, not failures. Any other build
+# failure fails. (name, what the failure says, why)
+KNOWN_GPU_GAPS = [
+    ("slab-runtime-spatial",
+     "neither a constant nor computed from the domain's sizes",
+     "GroupNorm with two or more run-time spatial dims: the slab kernel "
+     "knows only their product, and the payload's count H * C/G * W is "
+     "built from tensor.dim of x as stored"),
+    ("chain-outline-dynamic",
+     "cannot outline the fused group",
+     "adaLN chain with every dim at run time: outlining the second group "
+     "meets a size it cannot pass"),
+    ("group-norm-no-spatial",
+     "no fused norm group in the input",
+     "GroupNorm of x [N, C] (no spatial dims): the GPU fuse pipeline "
+     "leaves it unfused (the CPU pipeline fuses it)"),
+    ("slab-unit-domain-weight",
+     "must start with the samples",
+     "GroupNorm whose N and spatial dims are all 1: the weight reads as a "
+     "full operand and the signature's batched-rows check refuses it"),
+]
+
+
+def known_gap(error):
+    """The KNOWN_GPU_GAPS name `error` is an instance of, else None."""
+    return next((name for name, text, _ in KNOWN_GPU_GAPS if text in error),
+                None)
 
 
 def program(seed, index):
@@ -299,6 +331,12 @@ def cmd_build(args):
                      library=p.name + ".so", functions=functions,
                      host=p.name + ".host.mlir", size=p.size,
                      outputs=[o[0] for o in p.outputs()])
+        gap = known_gap(problem) if problem else None
+        if gap:
+            manifest.setdefault("gaps", []).append(dict(entry, gap=gap,
+                                                        error=problem))
+            print(f"GAP {gap} {p.name} {p.describe()}")
+            continue
         if problem:
             manifest["failed"].append(dict(entry, error=problem))
             print(f"FAIL {p.name} {p.describe()}: {problem}")
@@ -314,7 +352,17 @@ def cmd_build(args):
           f"({time.time() - t0:.0f} s); {len(failed)} failed"
           + (": " + ", ".join(failed) if failed else ""))
     print("KINDS " + ", ".join(f"{k}: {n}" for k, n in kinds.items()))
+    print_gaps(manifest)
     return 1 if failed or not manifest["programs"] else 0
+
+
+def print_gaps(manifest):
+    """The known GPU gaps the programs met, one line each."""
+    for name, _, why in KNOWN_GPU_GAPS:
+        hit = [e["name"] for e in manifest.get("gaps", [])
+               if e["gap"] == name]
+        if hit:
+            print(f"GAP {name} ({len(hit)}: {', '.join(hit)}): {why}")
 
 
 # --------------------------------------------------------------------------
@@ -411,6 +459,7 @@ def cmd_run(args):
               f"{errs}" + (f"  [{'; '.join(problems)}]" if problems else ""),
               flush=True)
     worst.print()
+    print_gaps(manifest)
     print(f"MULTI {len(todo)} programs ({time.time() - t0:.0f} s): "
           + ", ".join(f"{k}: {n}" for k, n in kinds.items()))
     if not mutants:
