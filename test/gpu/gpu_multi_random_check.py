@@ -64,11 +64,6 @@ _TYPE = re.compile(r"tensor<([^>]*)>")
 # 42, listed by name in every build and run, not failures. Any other build
 # failure fails. (name, what the failure says, why)
 KNOWN_GPU_GAPS = [
-    ("slab-runtime-spatial",
-     "neither a constant nor computed from the domain's sizes",
-     "GroupNorm with two or more run-time spatial dims: the slab kernel "
-     "knows only their product, and the payload's count H * C/G * W is "
-     "built from tensor.dim of x as stored"),
     ("chain-outline-dynamic",
      "cannot outline the fused group",
      "adaLN chain with every dim at run time: outlining the second group "

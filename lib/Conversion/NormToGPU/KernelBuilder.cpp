@@ -129,10 +129,14 @@ LogicalResult KernelBuilderBase::cloneCaptured(Value v,
                                       elementBytes(v.getType())));
     return success();
   }
+  if (isa<arith::MulIOp>(def) && succeeded(cloneDimProduct(v, sources)))
+    return success();
   if (auto dim = dyn_cast<tensor::DimOp>(def)) {
     std::optional<int64_t> index = dim.getConstantIndex();
     auto type = dyn_cast<RankedTensorType>(dim.getSource().getType());
-    if (!index || !type || type.getRank() != domainRank)
+    if (type && type.getRank() != domainRank)
+      return cloneDimProduct(v, sources);
+    if (!index || !type)
       return failure();
     Value size = sources.dimSizes.lookup(*index);
     int64_t colsDim = sources.colsDim >= 0 ? sources.colsDim : domainRank - 1;
@@ -154,6 +158,60 @@ LogicalResult KernelBuilderBase::cloneCaptured(Value v,
       return failure();
   Operation *clone = b.clone(*def, above);
   above.map(def->getResults(), clone->getResults());
+  return success();
+}
+
+LogicalResult KernelBuilderBase::cloneDimProduct(Value v,
+                                                 const CaptureSources &sources) {
+  // The leaves: a constant factor and the domain dims multiplied.
+  int64_t factor = 1;
+  SmallVector<int64_t> dims;
+  std::function<bool(Value)> collect = [&](Value x) {
+    APInt value;
+    if (matchPattern(x, m_ConstantInt(&value))) {
+      factor *= value.getSExtValue();
+      return true;
+    }
+    if (auto mul = x.getDefiningOp<arith::MulIOp>())
+      return collect(mul.getLhs()) && collect(mul.getRhs());
+    auto dim = x.getDefiningOp<tensor::DimOp>();
+    std::optional<int64_t> index = dim ? dim.getConstantIndex() : std::nullopt;
+    if (!index)
+      return false;
+    auto type = cast<RankedTensorType>(dim.getSource().getType());
+    if (type.getRank() == sources.domainRank) {
+      dims.push_back(*index);
+      return true;
+    }
+    auto it = sources.expandedSources.find(dim.getSource());
+    if (it == sources.expandedSources.end() ||
+        *index >= static_cast<int64_t>(it->second.size()))
+      return false;
+    llvm::append_range(dims, it->second[*index]);
+    return true;
+  };
+  if (!collect(v))
+    return failure();
+  // Each dim's size where the kernel knows it; the rest must make up one
+  // of the products it knows.
+  Value product = c64(factor);
+  SmallVector<int64_t> unknown;
+  for (int64_t d : dims) {
+    if (Value size = sources.dimSizes.lookup(d))
+      product = arith::MulIOp::create(b, loc, product, size);
+    else
+      unknown.push_back(d);
+  }
+  if (!unknown.empty()) {
+    llvm::sort(unknown);
+    auto known = llvm::find_if(sources.dimProducts, [&](const auto &entry) {
+      return ArrayRef<int64_t>(entry.first) == ArrayRef<int64_t>(unknown);
+    });
+    if (known == sources.dimProducts.end())
+      return failure();
+    product = arith::MulIOp::create(b, loc, product, known->second);
+  }
+  above.map(v, arith::IndexCastUIOp::create(b, loc, v.getType(), product));
   return success();
 }
 

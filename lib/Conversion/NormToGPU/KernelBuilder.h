@@ -47,6 +47,13 @@ struct CaptureSources {
   Value rows, cols;     // i64 sizes for a captured tensor.dim, if known
   /// Sizes of other domain dims, where the kernel knows them (i64).
   DenseMap<int64_t, Value> dimSizes;
+  /// Products the kernel knows of run-time domain dims it does not know one
+  /// by one (a slab's spatial dims: only their product), by sorted dims.
+  SmallVector<std::pair<SmallVector<int64_t>, Value>> dimProducts;
+  /// Tensors the op reads through a tensor.expand_shape to the domain (x
+  /// as stored): each dim's domain dims, so that a tensor.dim of one is the
+  /// product of their sizes.
+  DenseMap<Value, SmallVector<ReassociationIndices>> expandedSources;
   /// Captured 0-d tensor reads -> the kernel pointers that hold them.
   DenseMap<Value, Value> scalarPointers;
 };
@@ -180,6 +187,10 @@ protected:
 
 private:
   LogicalResult cloneCaptured(Value v, const CaptureSources &sources);
+  /// A captured index built of tensor.dim and constants by arith.muli (a
+  /// GroupNorm's element count H * C/G * W from x as stored): the product
+  /// of the domain sizes it names, from dimSizes and dimProducts.
+  LogicalResult cloneDimProduct(Value v, const CaptureSources &sources);
   /// The column reduction's steps (ColumnReduction.cpp).
   struct SliceShape {
     Value slices;   // S: programs per column are split into S slices

@@ -97,8 +97,11 @@ public:
 private:
   SlabArgs unpackArguments();
   SlabPlace placeSlab(const SlabArgs &args);
-  DenseMap<int64_t, Value> dimSizes(const SlabArgs &args,
-                                    const SlabPlace &at);
+  /// `products`: those of two or more run-time dims of a run, known only
+  /// together.
+  DenseMap<int64_t, Value>
+  dimSizes(const SlabArgs &args, const SlabPlace &at,
+           SmallVector<std::pair<SmallVector<int64_t>, Value>> &products);
   /// The col inputs of channels [c, c + count) (count 1: one channel for
   /// all V elements).
   ColumnValues loadColumnInputs(const SlabArgs &args, const SlabPlace &at,
@@ -529,25 +532,32 @@ void SlabKernelBuilder::sumRunsPerChannel(const SlabArgs &args,
 
 /// The domain dims a payload may read (the element count of a GroupNorm's
 /// mean): the static ones, and the one run-time dim of the R dims (from the
-/// samples M / A) and of the D dims (from a channel's elements D).
-DenseMap<int64_t, Value> SlabKernelBuilder::dimSizes(const SlabArgs &args,
-                                                     const SlabPlace &at) {
+/// samples M / A) and of the D dims (from a channel's elements D); where a
+/// run has several run-time dims, their product instead (H x W at run time:
+/// the count H * C/G * W is still known).
+DenseMap<int64_t, Value> SlabKernelBuilder::dimSizes(
+    const SlabArgs &args, const SlabPlace &at,
+    SmallVector<std::pair<SmallVector<int64_t>, Value>> &products) {
   ArrayRef<int64_t> domain = op.getDomainShape();
   auto runOf = [&](int64_t first, int64_t count, Value total) {
     DenseMap<int64_t, Value> sizes;
-    int64_t dynamic = -1, known = 1;
+    SmallVector<int64_t> dynamic;
+    int64_t known = 1;
     for (int64_t d = first; d < first + count; ++d) {
       if (!ShapedType::isDynamic(domain[d])) {
         sizes[d] = c64(domain[d]);
         known *= domain[d];
-      } else if (dynamic >= 0) {
-        return sizes; // two run-time dims: neither is known
       } else {
-        dynamic = d;
+        dynamic.push_back(d);
       }
     }
-    if (dynamic >= 0)
-      sizes[dynamic] = arith::DivUIOp::create(b, loc, total, c64(known));
+    Value rest = dynamic.empty()
+                     ? Value()
+                     : arith::DivUIOp::create(b, loc, total, c64(known));
+    if (dynamic.size() == 1)
+      sizes[dynamic.front()] = rest;
+    else if (dynamic.size() > 1) // only their product is known
+      products.emplace_back(dynamic, rest);
     return sizes;
   };
   Value samples = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
@@ -569,7 +579,11 @@ LogicalResult SlabKernelBuilder::build() {
   for (auto [extract, pointer] : llvm::zip(getCapturedScalars(op),
                                            args.scalars))
     sources.scalarPointers[extract.getResult()] = pointer;
-  sources.dimSizes = dimSizes(args, at);
+  sources.dimSizes = dimSizes(args, at, sources.dimProducts);
+  for (Value full : op.getFull())
+    if (auto expand = full.getDefiningOp<tensor::ExpandShapeOp>())
+      sources.expandedSources[expand.getSrc()] =
+          expand.getReassociationIndices();
   // Any other dim is refused by cloneCapturedValues (a located error).
   if (failed(cloneCapturedValues(op, sources)))
     return failure();
