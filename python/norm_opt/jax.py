@@ -29,7 +29,6 @@ What happens on first use (docs/jax.md):
 import ctypes
 import functools
 import os
-import pathlib
 import subprocess
 import tempfile
 import threading
