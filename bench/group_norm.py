@@ -116,6 +116,23 @@ def benchmark(args):
                         lambda: compiled(dy, x, mean, rstd, w, cl)),
                     "copy": timer.graph_time(lambda: dst.copy_(src)),
                 }
+                # The same function built with other plan options (A/B in
+                # one run), checked like ours.
+                for vdir in args.variants:
+                    vlib = os.path.join(vdir, f"lib{name}.so")
+                    if not os.path.exists(vlib):
+                        continue
+                    vfn = getattr(Library(vlib), name)
+                    vout = [torch.full_like(t, float("nan"))
+                            for t in (dx, dw, db)]
+                    vfn(*ins, *vout)
+                    torch.cuda.synchronize()
+                    verr = worst(rel_l2(a, r) for a, r in zip(vout, ref))
+                    if not verr <= 1e-2:
+                        raise SystemExit(f"variant {vdir}: {name} error "
+                                         f"{verr}")
+                    times[f"ours[{os.path.basename(vdir)}]"] = \
+                        timer.graph_time(lambda: vfn(*ins, *vout))
                 if liger is not None:
                     times["liger"] = timer.graph_time(
                         lambda: liger_bwd(dy, x, mean, rstd, w, b, cl))
@@ -143,6 +160,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".carry/gn")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--variants", metavar="DIR", nargs="*", default=[],
+                    help="library dirs of the same functions (or some of "
+                         "them) built with other plan options or compilers: "
+                         "timed beside ours (A/B)")
     ap.add_argument("--liger", metavar="DIR",
                     help="a copy of Liger-Kernel (bench/vendor_liger.py "
                          "--out DIR): its GroupNorm backward as a peer")

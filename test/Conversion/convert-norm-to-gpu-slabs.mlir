@@ -1,6 +1,7 @@
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu | FileCheck %s
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=remarks=true -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=LAUNCH
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=max-cluster-ctas=1 | FileCheck %s --check-prefix=NOSPLIT
 
 // GroupNorm (issue 42): its multi-axis group is a slab domain
 // ([N, G, C/G, HW], or [N, HW, G, C/G] channels last), and runs the slab
@@ -8,19 +9,49 @@
 // column sums per channel into one partial row per sample, then the final
 // kernel over the G x C/G column slots of the N partial rows.
 
-// REMARK: remark: GPU kernels group_norm_nchw_0: GroupNorm slabs: a CTA of 512 threads per slab
+// REMARK: remark: GPU kernels group_norm_nchw_0: GroupNorm slabs: a CTA of 512 threads per slab, column sums per channel in the CTA, split kernels of 2 CTAs (a cluster) per slab for few slabs
 // REMARK: remark: GPU kernels group_norm_nhwc_dynamic_0: GroupNorm slabs
 // CHECK-LABEL: func.func @group_norm_nchw
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "group_norm_nchw_0"
+// CHECK-SAME:      split_column_groups = 2
 // CHECK-SAME:      slab_rows = true
 // CHECK:         gpu.func @group_norm_nchw_0_main_scalar(
+// CHECK-NOT:       nvvm.cluster
+// CHECK:         gpu.return
+
+// The split kernels (few slabs): a cluster of Q = 2 CTAs per slab, CTA q
+// takes part q of the spatial extent; the CTA's row sums go to its shared
+// slots, and after the cluster barrier every CTA adds the Q slots in rank
+// order through distributed shared memory; it leaves after a second
+// cluster barrier, when its peers have read its slots.
+// CHECK:         gpu.func @group_norm_nchw_0_main_split_scalar({{.*}} nvvm.cluster_dim = array<i32: 2, 1, 1>
+// CHECK:           llvm.mlir.addressof @group_norm_nchw_0_main_split_scalar_cluster_sums
+// CHECK:           nvvm.cluster.arrive {aligned}
+// CHECK-NEXT:      nvvm.cluster.wait {aligned}
+// CHECK:           nvvm.mapa {{.*}}, %c0_i32
+// CHECK:           nvvm.mapa {{.*}}, %c1_i32
+// CHECK:           nvvm.cluster.arrive.relaxed {aligned}
+// CHECK:           nvvm.cluster.wait {aligned}
+// CHECK-NEXT:      gpu.return
 // CHECK:         gpu.func @group_norm_nchw_0_final(
 
-// The host: N x G = 8 slabs of C/G x H x W = 2 x 16 elements; the final
-// kernel's P = N = 2 partial rows of G x C/G = 8 columns.
+// The host: N x G = 8 slabs of C/G x H x W = 2 x 16 elements; fewer slabs
+// than SMs take the split kernels (grid 2 x 8), and the final kernel's
+// P = N x 2 = 4 (else N = 2) partial rows of G x C/G = 8 columns.
 // LAUNCH-LABEL: func.func @group_norm_nchw
-// LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_main_scalar blocks in (%c8, %c1, %c1) threads in (%c512, %c1, %c1) {{.*}} %c8_i64 : i64, %c32_i64 : i64,
-// LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_final blocks in (%c1, %c1, %c1) {{.*}} %c2_i64 : i64, %c8_i64 : i64)
+// LAUNCH:         %[[SMS:.*]] = call @normrt_ir_sm_count()
+// LAUNCH:         %[[FEW:.*]] = arith.cmpi sgt, %[[SMS]], %c8_i64
+// LAUNCH:         %[[P:.*]] = arith.select %[[FEW]], %c4_i64, %c2_i64
+// LAUNCH:         %[[GRID:.*]] = arith.select %[[FEW]], %c16_i64, %c8_i64
+// LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_main_scalar blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1) {{.*}} %c8_i64 : i64, %c32_i64 : i64,
+// LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_main_split_scalar blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1)
+// LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_final blocks in (%c1, %c1, %c1) {{.*}} %[[P]] : i64, %c8_i64 : i64)
+
+// max-cluster-ctas=1: no split kernels.
+// NOSPLIT-LABEL: func.func @group_norm_nchw
+// NOSPLIT:         split_column_groups = 0,
+// NOSPLIT:         gpu.func @group_norm_nchw_0_main_scalar(
+// NOSPLIT-NOT:     _main_split
 func.func @group_norm_nchw(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, %mean: tensor<2x4xf32>, %rstd: tensor<2x4xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>) {
   %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd weight(%w : tensor<8xf32>) bias(%b : tensor<8xf32>) {groups = 4 : i64} : tensor<2x8x4x4xbf16>, tensor<2x4xf32> -> tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>
   return %dx, %dw, %db : tensor<2x8x4x4xbf16>, tensor<8xf32>, tensor<8xf32>

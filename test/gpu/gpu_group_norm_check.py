@@ -43,7 +43,10 @@ FUNCTIONS = [
     ("gn_nhwc_f32_c6_s7", 6, (7,), 1, "f32", "f32", True),
     ("gn_nchw_f32_c8_s3x3", 8, (3, 3), 8, "f32", "f32", False),
 ]
-BATCHES = {"full": (1, 2, 8), "quick": (2,), "tiny": (2, 1)}
+# N: few slabs (fewer than the SMs: the split kernels on sm_90+, a cluster
+# of CTAs per slab) and many (a CTA per slab): 8 x 32 slabs, and 160 for
+# the tiny shapes.
+BATCHES = {"full": (1, 2, 8), "quick": (2,), "tiny": (2, 1, 160)}
 # Shapes too large for compute-sanitizer: skipped with --tiny.
 TINY_MAX_ELEMENTS = 1 << 16
 

@@ -327,3 +327,19 @@ void KernelBuilderBase::gridBarrier(Value counter) {
   });
   gpu::BarrierOp::create(b, loc);
 }
+
+Value KernelBuilderBase::staticSharedF32Array(gpu::GPUFuncOp func,
+                                              StringRef suffix,
+                                              int64_t count) {
+  auto module = func->getParentOfType<gpu::GPUModuleOp>();
+  std::string name = (func.getName() + suffix).str();
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(f32, count),
+                           /*isConstant=*/false, LLVM::Linkage::Internal, name,
+                           Attribute(), kSharedAlignment, /*addrSpace=*/3);
+  }
+  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  return LLVM::AddressOfOp::create(b, loc, ptr3, name);
+}

@@ -134,6 +134,12 @@ protected:
     return split(loadRaw(base, elem, index, count), count);
   }
   void store(Value base, Type elem, Value index, ValueRange values);
+  /// A static shared f32 array of `count` floats, kSharedAlignment-aligned,
+  /// named `func`'s name + `suffix` (an LLVM global in the kernel's module):
+  /// its address (addrspace 3), which `nvvm.mapa` can map to a cluster
+  /// peer's copy.
+  Value staticSharedF32Array(gpu::GPUFuncOp func, StringRef suffix,
+                             int64_t count);
   /// The i32 mask of a whole warp (bar.warp.sync, shfl.sync).
   Value allLanes() {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1));
@@ -209,11 +215,12 @@ private:
 };
 
 /// The slab kernel of a GroupNorm-like op (plan.slabRows; SlabKernel.cpp)
-/// of `vector` elements per access: its body, in `func` (mainKernelParams'
+/// of `vector` elements per access and `parts` CTAs (a cluster of `func`'s
+/// cluster shape) per slab: its body, in `func` (mainKernelParams'
 /// parameters, a workgroup buffer of slabSharedFloats floats).
 LogicalResult buildSlabKernel(OpBuilder &b, MixedReductionOp op,
                               const KernelPlan &plan, int64_t vector,
-                              gpu::GPUFuncOp func);
+                              int64_t parts, gpu::GPUFuncOp func);
 /// The f32 slots of a slab kernel's reductions.
 int64_t slabSharedFloats(MixedReductionOp op, const KernelPlan &plan,
                          int64_t vector);

@@ -89,6 +89,10 @@ constexpr int64_t kMinRingLanes = 16;
 /// warps (512 threads) takes 16 / W tiles at once.
 /// The slab kernel's threads per CTA (one CTA per GroupNorm slab).
 constexpr int64_t kSlabThreads = 512;
+/// The slab plan's split kernels: CTAs (a cluster) per slab, where slabs
+/// are fewer than the SMs (perf-notes, "GroupNorm slabs": 4 measured
+/// slower than 2, a CTA per SM at ~120 registers takes two waves).
+constexpr int64_t kSlabSplitCtas = 2;
 constexpr int64_t kStridedColumnsPerWarp = 12;
 constexpr int64_t kStridedWarpsPerCTA = 16;
 constexpr int64_t kStridedRowsPerLane = 4;
@@ -120,7 +124,8 @@ public:
 private:
   /// A slab domain (GroupNorm, checkSupportedOnGpu): one CTA per slab,
   /// 16-byte accesses where the slabs allow (channels last: V channels of
-  /// a run, V dividing C/G), two launches. NCHW: a warp per channel, as
+  /// a run, V dividing C/G), two launches; on sm_90+ also the split
+  /// kernels for few slabs (kSlabSplitCtas CTAs of a cluster per slab). NCHW: a warp per channel, as
   /// many warps as give each the same number of channels, at most
   /// kSlabThreads / 32 (a warp per channel at C/G = 10 of SD's 320 / 32);
   /// channels last: kSlabThreads, or 1024 for runs of over 512 threads.
@@ -151,6 +156,14 @@ private:
           plan.threadsPerRow, llvm::alignTo(slab.cSize / plan.vector, 32));
     plan.rowsPerCta = 1;
     plan.columnGroups = 1;
+    // Few slabs: the split kernels, a cluster of CTAs per slab exchanging
+    // the row sums through distributed shared memory.
+    if (target.hasClusters &&
+        ptxVersionOf(options.features, target) >= kClusterMinPTXVersion)
+      plan.splitColumnGroups =
+          std::min<int64_t>(kSlabSplitCtas, options.maxClusterCTAs);
+    if (plan.splitColumnGroups == 1)
+      plan.splitColumnGroups = 0;
     plan.programsPerSm = options.programsPerSM;
     plan.estimatedRegisters = 64;
     return plan;

@@ -110,6 +110,9 @@ struct ConvertNormToGPUPass
     if (plan.slabRows) {
       os << "GroupNorm slabs: a CTA of " << plan.block()
          << " threads per slab, column sums per channel in the CTA";
+      if (plan.splitColumnGroups > 1)
+        os << ", split kernels of " << plan.splitColumnGroups
+           << " CTAs (a cluster) per slab for few slabs";
       return text;
     }
     if (plan.stridedRows) {
@@ -280,7 +283,8 @@ struct ConvertNormToGPUPass
 
   /// The main kernels of a slab plan (GroupNorm; SlabKernel.cpp): the
   /// vector kernel (16-byte accesses where the slabs allow) and the scalar
-  /// one, each with the slots of its reductions.
+  /// one, each with the slots of its reductions; with split column groups
+  /// Q, also the split pair: a cluster of Q CTAs per slab.
   LogicalResult emitSlabKernel(OpBuilder &b, gpu::GPUModuleOp gpuModule,
                                SymbolTable &symbols, MixedReductionOp op,
                                const KernelPlan &plan, StringRef prefix,
@@ -291,7 +295,11 @@ struct ConvertNormToGPUPass
           b, gpuModule, symbols, op.getLoc(), kernel.name,
           mainKernelParameterTypes(op), plan.block(),
           {workgroupBuffer(b, slabSharedFloats(op, plan, kernel.vector))});
-      if (failed(buildSlabKernel(b, op, plan, kernel.vector, fn)) ||
+      int64_t parts = kernel.split ? plan.splitColumnGroups : 1;
+      if (parts > 1)
+        fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                    b.getDenseI32ArrayAttr({int32_t(parts), 1, 1}));
+      if (failed(buildSlabKernel(b, op, plan, kernel.vector, parts, fn)) ||
           failed(checkKernelResources(op, fn, 0, target)))
         return failure();
     }

@@ -158,17 +158,7 @@ Value MainKernelBuilder::clusterBarrierAt(Value barriers, Value set) {
 }
 
 Value MainKernelBuilder::sharedF32Array(StringRef suffix, int64_t count) {
-  auto module = func->getParentOfType<gpu::GPUModuleOp>();
-  std::string name = (func.getName() + suffix).str();
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(f32, count),
-                           /*isConstant=*/false, LLVM::Linkage::Internal, name,
-                           Attribute(), kSharedAlignment, /*addrSpace=*/3);
-  }
-  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  return LLVM::AddressOfOp::create(b, loc, ptr3, name);
+  return staticSharedF32Array(func, suffix, count);
 }
 
 void MainKernelBuilder::clusterBarrier() {

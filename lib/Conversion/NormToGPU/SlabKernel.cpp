@@ -10,6 +10,16 @@
 //                                              base + c x cStride +
 //                                              d x dStride)
 //
+// Where slabs are fewer than the SMs the launcher takes the split kernels
+// (plan.splitColumnGroups = Q > 1, a thread-block cluster of Q CTAs per
+// slab): CTA q of slab r walks part q of the spatial extent D (whole
+// vectors), the row sums are the cluster's (each CTA's totals in its shared
+// slots, a cluster barrier, the Q slots read in rank order through
+// distributed shared memory: every CTA adds them alike), and part q's
+// column sums go to partial row n x Q + q.
+//
+//   r = blockIdx.x / Q; q = blockIdx.x % Q   (Q = 1: r = blockIdx.x, q = 0)
+//
 // The threads walk the slab (SlabWalk), V elements per access (a channel
 // walk issues the loads of kSlabAccessesInFlight accesses before it uses
 // the first, then the rest one at a time):
@@ -29,10 +39,13 @@
 //     at each channel's end; PositionRuns: per thread over the slab, then
 //     each channel's threads in order through shared memory); one writer
 //     per (k, n, a x C + c) slot of the partial rows
+//   each pass walks the other way from the one before (channels and
+//     positions descending): it starts on what that one read last, most
+//     likely still in L2
 //
-// The final kernel (ColumnReduction.cpp) then reduces the P = N partial
-// rows of A x C columns in a fixed order: every result is bitwise equal
-// between runs.
+// The final kernel (ColumnReduction.cpp) then reduces the P = N x Q
+// partial rows of A x C columns in a fixed order: every result is bitwise
+// equal between runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +53,7 @@
 
 #include "norm/Dialect/Norm/IR/GroupBoundary.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -61,10 +75,12 @@ struct SlabArgs {
 /// Where the CTA's slab lies.
 struct SlabPlace {
   Value row;        // r: the slab, and the row inputs' index
-  Value sample;     // n: the partial row it writes
+  Value sample;     // n
+  Value partialRow; // n x Q + q: the partial row it writes
   Value group;      // a: its column slots start at a x C
   Value base;       // the slab's first element
   Value spatial;    // D = L / C: elements per channel
+  Value dBegin, dEnd; // the CTA's part [dBegin, dEnd) of D
   Value cStride, dStride;
 };
 
@@ -77,10 +93,10 @@ using ColumnValues = SmallVector<SmallVector<Value>>;
 class SlabKernelBuilder : public KernelBuilderBase {
 public:
   SlabKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
-                    const SlabDomain &slab, int64_t vector,
+                    const SlabDomain &slab, int64_t vector, int64_t parts,
                     gpu::GPUFuncOp func)
       : KernelBuilderBase(b, op.getLoc()), op(op), slab(slab), func(func),
-        T(plan.block()), W(plan.block() / 32), V(vector),
+        T(plan.block()), W(plan.block() / 32), V(vector), Q(parts),
         numCol(op.getColResults().size()),
         walk(slabWalk(slab, plan.block() / 32)) {}
 
@@ -122,9 +138,15 @@ private:
       const ColumnValues &colVals, ValueRange carried)>;
   using ChannelEndFn =
       function_ref<SmallVector<Value>(Value c, ValueRange carried)>;
+  /// `backward`: every walk in the reverse order (channels and positions
+  /// descending), so that the elementwise pass first reads what the row
+  /// stage read last, most likely still in L2.
   SmallVector<Value> walkSlab(const SlabArgs &args, const SlabPlace &at,
                               ValueRange init, AccessFn perAccess,
-                              ChannelEndFn endChannel);
+                              ChannelEndFn endChannel, bool backward);
+  /// first + last of the positions first, first + step, ... below end
+  /// (position p is taken as mirror - p: the same positions, descending).
+  Value mirrorOf(Value first, Value step, Value end);
   /// The accesses `step` apart from `first` up to `end` (at base +
   /// position x stride): `inFlight` loaded before the first is used while
   /// a whole group fits, then one at a time.
@@ -132,12 +154,13 @@ private:
                                      Value step, Value end, Value stride,
                                      Value base, const ColumnValues &colVals,
                                      ValueRange carried, int64_t inFlight,
-                                     AccessFn perAccess);
+                                     AccessFn perAccess, bool backward);
   SmallVector<Value> walkChannels(const SlabArgs &args, const SlabPlace &at,
                                   ValueRange init, Value firstChannel,
                                   Value channelStep, Value firstElement,
                                   Value elementStep, AccessFn perAccess,
-                                  ChannelEndFn endChannel);
+                                  ChannelEndFn endChannel,
+                                  bool backward);
   /// PositionRuns: the thread's first channel and first position, and the
   /// positions' step (threads past the last whole run take none).
   struct Runs {
@@ -162,6 +185,10 @@ private:
   SmallVector<Value> reduceAcrossCta(ArrayRef<Value> sums);
   /// The warp butterfly: every lane gets the warp's totals.
   SmallVector<Value> reduceAcrossWarp(ArrayRef<Value> sums);
+  /// Sums across the Q CTAs of the slab's cluster (row stage `stage`):
+  /// every CTA gets the same totals, added in rank order.
+  SmallVector<Value> reduceAcrossCluster(ArrayRef<Value> totals,
+                                         int64_t stage);
   /// Partial row slot (k, n, a x C + c) of [numCol, P = N, A x C].
   void storePartial(const SlabArgs &args, const SlabPlace &at, Value k,
                     Value c, Value v);
@@ -170,9 +197,12 @@ private:
   SlabDomain slab;
   gpu::GPUFuncOp func;
   const int64_t T, W, V;
+  const int64_t Q; // CTAs (a cluster) per slab
   const unsigned numCol;
   const SlabWalk walk;
   Value tid, lane, warp, slots;
+  Value clusterSums; // Q > 1: [row stage][sum] of this CTA's totals
+  int64_t maxStageSums = 1;
 };
 
 } // namespace
@@ -201,10 +231,28 @@ SlabArgs SlabKernelBuilder::unpackArguments() {
 SlabPlace SlabKernelBuilder::placeSlab(const SlabArgs &args) {
   SlabPlace at;
   Value A = c64(slab.aSize), C = c64(slab.cSize);
-  at.row = blockId();
+  Value id = blockId();
+  at.row = Q > 1 ? arith::DivUIOp::create(b, loc, id, c64(Q)).getResult() : id;
+  Value part =
+      Q > 1 ? arith::RemUIOp::create(b, loc, id, c64(Q)).getResult() : c64(0);
   at.sample = arith::DivUIOp::create(b, loc, at.row, A);
   at.group = arith::RemUIOp::create(b, loc, at.row, A);
+  at.partialRow = add(mul(at.sample, c64(Q)), part);
   at.spatial = arith::DivUIOp::create(b, loc, args.cols, C);
+  // Part q: ceil(D / Q) positions, whole vectors where the walk's accesses
+  // run along D (the vector kernel's D is a multiple of V).
+  at.dBegin = c64(0);
+  at.dEnd = at.spatial;
+  if (Q > 1) {
+    int64_t unit = walk == SlabWalk::PositionRuns ? 1 : V;
+    Value units = arith::DivUIOp::create(b, loc, add(at.spatial, c64(unit - 1)),
+                                         c64(unit));
+    Value per = mul(arith::DivUIOp::create(b, loc, add(units, c64(Q - 1)),
+                                           c64(Q)),
+                    c64(unit));
+    at.dBegin = minU(mul(part, per), at.spatial);
+    at.dEnd = minU(add(at.dBegin, per), at.spatial);
+  }
   if (!slab.channelsLast) {
     // [R, A, C, D]: the slab is contiguous.
     at.base = mul(at.row, args.cols);
@@ -257,14 +305,18 @@ SmallVector<Value> SlabKernelBuilder::regionArgs(
 SmallVector<Value> SlabKernelBuilder::stridedAccesses(
     const SlabArgs &args, Value first, Value step, Value end, Value stride,
     Value base, const ColumnValues &colVals, ValueRange carried,
-    int64_t inFlight, AccessFn perAccess) {
+    int64_t inFlight, AccessFn perAccess, bool backward) {
   Value always = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+  Value mirror = backward ? mirrorOf(first, step, end) : Value();
   // `count` accesses from `at`, all inside: loaded, then used in order.
   auto accesses = [&](Value at, int64_t count, ValueRange state) {
     SmallVector<Value> indices;
     SmallVector<SmallVector<SmallVector<Value>>> loaded;
     for (int64_t u = 0; u < count; ++u) {
-      indices.push_back(add(base, mul(add(at, mul(step, c64(u))), stride)));
+      Value position = add(at, mul(step, c64(u)));
+      if (mirror)
+        position = arith::SubIOp::create(b, loc, mirror, position);
+      indices.push_back(add(base, mul(position, stride)));
       loaded.push_back(loadFull(args, indices.back()));
     }
     SmallVector<Value> next(state);
@@ -305,15 +357,21 @@ SmallVector<Value> SlabKernelBuilder::stridedAccesses(
 SmallVector<Value> SlabKernelBuilder::walkChannels(
     const SlabArgs &args, const SlabPlace &at, ValueRange init,
     Value firstChannel, Value channelStep, Value firstElement,
-    Value elementStep, AccessFn perAccess, ChannelEndFn endChannel) {
+    Value elementStep, AccessFn perAccess, ChannelEndFn endChannel,
+    bool backward) {
+  Value mirror =
+      backward ? mirrorOf(firstChannel, channelStep, c64(slab.cSize)) : Value();
   auto channels = scf::ForOp::create(
       b, loc, firstChannel, c64(slab.cSize), channelStep, init,
       [&](OpBuilder &, Location, Value c, ValueRange carried) {
+        if (mirror)
+          c = arith::SubIOp::create(b, loc, mirror, c);
         ColumnValues colVals = loadColumnInputs(args, at, c, 1);
         Value channelBase = add(at.base, mul(c, at.cStride));
         SmallVector<Value> elements = stridedAccesses(
-            args, firstElement, elementStep, at.spatial, at.dStride,
-            channelBase, colVals, carried, kSlabAccessesInFlight, perAccess);
+            args, add(at.dBegin, firstElement), elementStep, at.dEnd,
+            at.dStride, channelBase, colVals, carried, kSlabAccessesInFlight,
+            perAccess, backward);
         scf::YieldOp::create(b, loc, endChannel(c, elements));
       });
   return channels.getResults();
@@ -330,31 +388,43 @@ SlabKernelBuilder::Runs SlabKernelBuilder::positionRuns(const SlabPlace &at) {
   Value first = arith::DivUIOp::create(b, loc, tid, c64(perPosition));
   // Threads past the last whole run start past the end.
   runs.position = arith::SelectOp::create(
-      b, loc, ult(first, c64(positions)), first, at.spatial);
+      b, loc, ult(first, c64(positions)), add(at.dBegin, first), at.dEnd);
   runs.step = c64(positions);
   return runs;
+}
+
+Value SlabKernelBuilder::mirrorOf(Value first, Value step, Value end) {
+  // last = first + (K - 1) x step, K = ceil((end - first) / step); only
+  // used inside a loop that runs, so K >= 1 there.
+  Value span = arith::SubIOp::create(b, loc, end, first);
+  Value k = arith::DivUIOp::create(
+      b, loc, add(span, arith::SubIOp::create(b, loc, step, c64(1))), step);
+  Value last = add(first, mul(arith::SubIOp::create(b, loc, k, c64(1)), step));
+  return add(first, last);
 }
 
 SmallVector<Value> SlabKernelBuilder::walkSlab(const SlabArgs &args,
                                                const SlabPlace &at,
                                                ValueRange init,
                                                AccessFn perAccess,
-                                               ChannelEndFn endChannel) {
+                                               ChannelEndFn endChannel,
+                                               bool backward) {
   switch (walk) {
   case SlabWalk::WarpPerChannel:
     return walkChannels(args, at, init, warp, c64(W), mul(lane, c64(V)),
-                        c64(32 * V), perAccess, endChannel);
+                        c64(32 * V), perAccess, endChannel, backward);
   case SlabWalk::CtaPerChannel:
     return walkChannels(args, at, init, c64(0), c64(1), mul(tid, c64(V)),
-                        c64(T * V), perAccess, endChannel);
+                        c64(T * V), perAccess, endChannel, backward);
   case SlabWalk::PositionRuns: {
     Runs runs = positionRuns(at);
     ColumnValues colVals = loadColumnInputs(args, at, runs.channel, V);
     Value runBase = add(at.base, runs.channel);
     // One access at a time: measured slower with four in flight (runs of
     // 20-80 bytes, C elements apart; perf-notes, "GroupNorm slabs").
-    return stridedAccesses(args, runs.position, runs.step, at.spatial,
-                           at.dStride, runBase, colVals, init, 1, perAccess);
+    return stridedAccesses(args, runs.position, runs.step, at.dEnd,
+                           at.dStride, runBase, colVals, init, 1, perAccess,
+                           backward);
   }
   }
   llvm_unreachable("unknown slab walk");
@@ -396,11 +466,44 @@ SmallVector<Value> SlabKernelBuilder::reduceAcrossCta(ArrayRef<Value> sums) {
   return totals;
 }
 
+SmallVector<Value>
+SlabKernelBuilder::reduceAcrossCluster(ArrayRef<Value> totals, int64_t stage) {
+  // Each stage has its own slots, so no stage's writes race a peer's reads
+  // of the one before; the barrier at the kernel's end keeps every CTA's
+  // slots alive until its peers have read them.
+  Type ptr7 = LLVM::LLVMPointerType::get(b.getContext(), 7);
+  auto slot = [&](unsigned j) -> Value {
+    return LLVM::GEPOp::create(b, loc, clusterSums.getType(), f32, clusterSums,
+                               ValueRange{c64(stage * maxStageSums + j)});
+  };
+  ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c64(0)),
+         [&] {
+           for (auto [j, t] : llvm::enumerate(totals))
+             LLVM::StoreOp::create(b, loc, t, slot(j), /*alignment=*/4);
+         });
+  // Arrive (release) and wait (acquire): every CTA's slots are written.
+  NVVM::ClusterArriveOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+  NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+  SmallVector<Value> sums;
+  for (unsigned j = 0; j < totals.size(); ++j) {
+    Value total;
+    for (int64_t r = 0; r < Q; ++r) {
+      Value peer = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(r));
+      Value remote = NVVM::MapaOp::create(b, loc, ptr7, slot(j), peer);
+      Value part = LLVM::LoadOp::create(b, loc, f32, remote, /*alignment=*/4);
+      total = total ? arith::AddFOp::create(b, loc, total, part).getResult()
+                    : part;
+    }
+    sums.push_back(total);
+  }
+  return sums;
+}
+
 SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
                                                       const SlabPlace &at,
                                                       ArrayRef<Value> rowIn) {
   SmallVector<Value> rowResults;
-  for (Region &stage : op.getRowStages()) {
+  for (auto [stageIndex, stage] : llvm::enumerate(op.getRowStages())) {
     TypeRange yields = stage.front().getTerminator()->getOperandTypes();
     SmallVector<Value> zeros(yields.size(), zeroF32());
     SmallVector<Value> sums = walkSlab(
@@ -420,8 +523,12 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
         },
         [&](Value, ValueRange carried) {
           return SmallVector<Value>(carried);
-        });
-    for (auto [total, type] : llvm::zip(reduceAcrossCta(sums), yields))
+        },
+        /*backward=*/stageIndex % 2 == 1);
+    SmallVector<Value> totals = reduceAcrossCta(sums);
+    if (Q > 1)
+      totals = reduceAcrossCluster(totals, stageIndex);
+    for (auto [total, type] : llvm::zip(totals, yields))
       rowResults.push_back(fromF32(total, type));
   }
   return rowResults;
@@ -429,9 +536,10 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
 
 void SlabKernelBuilder::storePartial(const SlabArgs &args, const SlabPlace &at,
                                      Value k, Value c, Value v) {
-  Value P = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
+  Value P =
+      mul(arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize)), c64(Q));
   Value slot = add(mul(at.group, c64(slab.cSize)), c);
-  Value index = add(mul(add(mul(k, P), at.sample),
+  Value index = add(mul(add(mul(k, P), at.partialRow),
                         c64(slab.aSize * slab.cSize)),
                     slot);
   store(args.partial, f32, index, {v});
@@ -488,7 +596,10 @@ void SlabKernelBuilder::elementwisePass(const SlabArgs &args,
                    storePartial(args, at, c64(k), c, v);
                });
         return SmallVector<Value>(zeros);
-      });
+      },
+      // Each pass walks the other way from the one before: it starts on
+      // what that one read last (perf-notes, "GroupNorm slabs").
+      /*backward=*/op.getRowStages().size() % 2 == 1);
   if (runs && numCol > 0)
     sumRunsPerChannel(args, at, accumulators);
 }
@@ -591,11 +702,24 @@ LogicalResult SlabKernelBuilder::build() {
   lane = arith::RemUIOp::create(b, loc, tid, c64(32));
   warp = arith::DivUIOp::create(b, loc, tid, c64(32));
   slots = func.getWorkgroupAttributions().front();
+  if (Q > 1) {
+    for (Region &stage : op.getRowStages())
+      maxStageSums = std::max<int64_t>(
+          maxStageSums, stage.front().getTerminator()->getNumOperands());
+    clusterSums = staticSharedF32Array(
+        func, "_cluster_sums", op.getRowStages().size() * maxStageSums);
+  }
   SmallVector<Value> rowIn;
   for (auto [ptrArg, v] : llvm::zip(args.rowIn, op.getRow()))
     rowIn.push_back(load(ptrArg, elementTypeOf(v), at.row, 1)[0]);
   SmallVector<Value> rowResults = reduceRowStages(args, at, rowIn);
+  // Q > 1: this CTA has read its peers' slots; it leaves only when every
+  // peer has read its own (a CTA's shared memory ends with it).
+  if (Q > 1)
+    NVVM::ClusterArriveRelaxedOp::create(b, loc, /*aligned=*/b.getUnitAttr());
   elementwisePass(args, at, rowIn, rowResults);
+  if (Q > 1)
+    NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
   gpu::ReturnOp::create(b, loc);
   return success();
 }
@@ -617,10 +741,10 @@ int64_t mlir::norm::slabSharedFloats(MixedReductionOp op,
 
 LogicalResult mlir::norm::buildSlabKernel(OpBuilder &b, MixedReductionOp op,
                                           const KernelPlan &plan,
-                                          int64_t vector,
+                                          int64_t vector, int64_t parts,
                                           gpu::GPUFuncOp func) {
   std::optional<SlabDomain> slab = op.getSlabDomain();
   if (!slab)
     return op.emitError("convert-norm-to-gpu: not a slab domain");
-  return SlabKernelBuilder(b, op, plan, *slab, vector, func).build();
+  return SlabKernelBuilder(b, op, plan, *slab, vector, parts, func).build();
 }

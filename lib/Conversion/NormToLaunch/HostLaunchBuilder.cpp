@@ -683,7 +683,7 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
                                    Value stream) {
   const int64_t numCol = plan.numColumnResults;
   if (k.slabRows)
-    return launchSlabs(plan, k, ops, flags, stream);
+    return launchSlabs(plan, k, ops, flags, sms, stream);
   KernelChoice choice = chooseKernel(k, flags, ops.rows, sms);
   Grid grid = persistentGrid(plan, k, choice, ops, flags, sms);
   Arith m{b, loc};
@@ -703,16 +703,25 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
 void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
                                     const KernelLaunch &k,
                                     const GroupLaunchOperands &ops,
-                                    const Flags &flags, Value stream) {
+                                    const Flags &flags, Value sms,
+                                    Value stream) {
   Arith m{b, loc};
   const int64_t numCol = plan.numColumnResults;
   MixedReductionOp op = ops.op;
   std::optional<SlabDomain> slab = op.getSlabDomain();
-  // N partial rows (a sample each) of A x C column slots.
-  Value programs = m.div(ops.rows, m.i64(slab->aSize));
+  // Fewer slabs than SMs: the split kernels, a cluster of Q CTAs per slab.
+  const int64_t Q = std::max<int64_t>(1, k.splitColumnGroups);
+  Value split = m.i1(false);
+  if (Q > 1)
+    split = m.cmp(Arith::P::slt, ops.rows, sms);
+  // N x Q partial rows (a sample's part each; N with one CTA per slab) of
+  // A x C column slots; the workspace holds the most.
+  Value samples = m.div(ops.rows, m.i64(slab->aSize));
+  Value programs = m.select(split, m.mul(samples, m.i64(Q)), samples);
   GroupLaunchOperands columns = ops;
   columns.cols = m.i64(slab->aSize * slab->cSize);
-  Value ws = numCol > 0 ? workspace(numCol, programs, columns.cols, stream)
+  Value ws = numCol > 0 ? workspace(numCol, m.mul(samples, m.i64(Q)),
+                                    columns.cols, stream)
                         : null();
   auto mainIf = scf::IfOp::create(
       b, loc,
@@ -726,20 +735,32 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
         mainKernelParams(ops.op), ops, {ws, null(), m.i64(0), Value()});
     // The vector kernel where every pointer is 16-byte aligned and, with
     // slabs contiguous, a channel's D elements are whole vectors.
-    SmallVector<std::string> kernels = {k.prefix +
-                                        kMainScalarKernelSuffix.str()};
-    Value which = m.i64(0);
+    Value vec = m.i1(false);
     if (k.alignedKernel) {
-      Value vec = flags.vec;
+      vec = flags.vec;
       if (!slab->channelsLast) {
         Value spatial = m.div(ops.cols, m.i64(slab->cSize));
         vec = m.both(vec, m.cmp(Arith::P::eq,
                                 m.rem(spatial, m.i64(k.vector)), m.i64(0)));
       }
-      kernels.push_back(k.prefix + kMainKernelSuffix.str());
-      which = m.select(vec, m.i64(1), m.i64(0));
     }
-    launch(kernels, which, ops.rows, k.block(), m.i64(0), args);
+    // The split kernels where slabs are few, the vector ones where aligned.
+    SmallVector<std::string> kernels = {k.prefix +
+                                        kMainScalarKernelSuffix.str()};
+    Value which = m.i64(0);
+    auto candidate = [&](StringRef suffix, Value when) {
+      kernels.push_back(k.prefix + suffix.str());
+      which = m.select(when, m.i64(kernels.size() - 1), which);
+    };
+    if (k.alignedKernel)
+      candidate(kMainKernelSuffix, vec);
+    if (Q > 1) {
+      candidate(kMainSplitScalarKernelSuffix, split);
+      if (k.alignedKernel)
+        candidate(kMainSplitKernelSuffix, m.both(split, vec));
+    }
+    launch(kernels, which, m.select(split, m.mul(ops.rows, m.i64(Q)), ops.rows),
+           k.block(), m.i64(0), args);
   }
   if (numCol > 0)
     launchFinal(plan, k, columns, ws, programs, m.i64(0));

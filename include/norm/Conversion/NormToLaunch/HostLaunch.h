@@ -171,11 +171,12 @@ private:
   void launchFinal(const GroupLaunchPlan &plan, const KernelLaunch &k,
                    const GroupLaunchOperands &operands, Value ws,
                    Value programs, Value finalize);
-  /// A slab plan's launches (GroupNorm): a CTA per slab, then the final
-  /// kernel over the A x C column slots of N partial rows.
+  /// A slab plan's launches (GroupNorm): a CTA per slab (fewer slabs than
+  /// `sms`: the split kernels, a cluster of Q CTAs per slab), then the
+  /// final kernel over the A x C column slots of N (N x Q) partial rows.
   void launchSlabs(const GroupLaunchPlan &plan, const KernelLaunch &k,
                    const GroupLaunchOperands &operands, const Flags &flags,
-                   Value stream);
+                   Value sms, Value stream);
   Value query(ArrayRef<std::string> kernels, Value which, int32_t kind,
               int64_t cluster, Value grid, int64_t block, Value smem);
   /// `samples`: the grid's y extent (batched rows), else 1.
