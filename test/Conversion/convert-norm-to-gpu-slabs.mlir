@@ -23,24 +23,26 @@
 // takes part q of the spatial extent; the CTA's row sums go to its shared
 // slots, and after the cluster barrier every CTA adds the Q slots in rank
 // order through distributed shared memory; it leaves after a second
-// cluster barrier, when its peers have read its slots.
+// cluster barrier (its arrive a release, after its remote loads), when
+// its peers have read its slots.
 // CHECK:         gpu.func @group_norm_nchw_0_main_split_scalar({{.*}} nvvm.cluster_dim = array<i32: 2, 1, 1>
 // CHECK:           llvm.mlir.addressof @group_norm_nchw_0_main_split_scalar_cluster_sums
 // CHECK:           nvvm.cluster.arrive {aligned}
 // CHECK-NEXT:      nvvm.cluster.wait {aligned}
 // CHECK:           nvvm.mapa {{.*}}, %c0_i32
 // CHECK:           nvvm.mapa {{.*}}, %c1_i32
-// CHECK:           nvvm.cluster.arrive.relaxed {aligned}
+// CHECK:           nvvm.cluster.arrive {aligned}
 // CHECK:           nvvm.cluster.wait {aligned}
 // CHECK-NEXT:      gpu.return
 // CHECK:         gpu.func @group_norm_nchw_0_final(
 
-// The host: N x G = 8 slabs of C/G x H x W = 2 x 16 elements; fewer slabs
-// than SMs take the split kernels (grid 2 x 8), and the final kernel's
-// P = N x 2 = 4 (else N = 2) partial rows of G x C/G = 8 columns.
+// The host: N x G = 8 slabs of C/G x H x W = 2 x 16 elements; at most
+// half as many slabs as SMs take the split kernels (grid 2 x 8), and the
+// final kernel's P = N x 2 = 4 (else N = 2) partial rows of G x C/G = 8
+// columns.
 // LAUNCH-LABEL: func.func @group_norm_nchw
 // LAUNCH:         %[[SMS:.*]] = call @normrt_ir_sm_count()
-// LAUNCH:         %[[FEW:.*]] = arith.cmpi sgt, %[[SMS]], %c8_i64
+// LAUNCH:         %[[FEW:.*]] = arith.cmpi sge, %[[SMS]], %c16_i64
 // LAUNCH:         %[[P:.*]] = arith.select %[[FEW]], %c4_i64, %c2_i64
 // LAUNCH:         %[[GRID:.*]] = arith.select %[[FEW]], %c16_i64, %c8_i64
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_main_scalar blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1) {{.*}} %c8_i64 : i64, %c32_i64 : i64,
@@ -60,9 +62,12 @@ func.func @group_norm_nchw(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, 
 // -----
 
 // Channels last, N and the spatial dims at run time: the slabs and their
-// elements come from the tensors' dims.
+// elements come from the tensors' dims. Runs of C/G = 2 bf16 (4 bytes):
+// a CTA takes all 4 groups of a sample (16 bytes, no 128), a thread 2
+// channels of one group; clusters of 8 CTAs for few units.
 // CHECK-LABEL: func.func @group_norm_nhwc_dynamic
-// CHECK:         slab_rows = true
+// CHECK:         split_column_groups = 8
+// CHECK-SAME:    slab_rows = true, slab_groups = 4
 // CHECK:         gpu.func @group_norm_nhwc_dynamic_0_main_scalar(
 // LAUNCH-LABEL: func.func @group_norm_nhwc_dynamic
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nhwc_dynamic_0_main_scalar

@@ -41,6 +41,10 @@ FUNCTIONS = [
 ] + [
     ("gn_nchw_bf16w32_c12_s5x3", 12, (5, 3), 4, "bf16", "f32", False),
     ("gn_nhwc_f32_c6_s7", 6, (7,), 1, "f32", "f32", True),
+    # channels last with several groups per CTA (plan slab_groups: 8 and
+    # 4 adjacent groups, runs of 2 and 10 channels)
+    ("gn_nhwc_bf16_c16_s4x4", 16, (4, 4), 8, "bf16", "bf16", True),
+    ("gn_nhwc_f32_c40_s3x5", 40, (3, 5), 4, "f32", "f32", True),
     ("gn_nchw_f32_c8_s3x3", 8, (3, 3), 8, "f32", "f32", False),
 ]
 # N: few slabs (fewer than the SMs: the split kernels on sm_90+, a cluster

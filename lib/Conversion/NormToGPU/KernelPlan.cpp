@@ -90,9 +90,15 @@ constexpr int64_t kMinRingLanes = 16;
 /// The slab kernel's threads per CTA (one CTA per GroupNorm slab).
 constexpr int64_t kSlabThreads = 512;
 /// The slab plan's split kernels: CTAs (a cluster) per slab, where slabs
-/// are fewer than the SMs (perf-notes, "GroupNorm slabs": 4 measured
-/// slower than 2, a CTA per SM at ~120 registers takes two waves).
+/// are fewer than the SMs (perf-notes, "GroupNorm slabs": NCHW 4 measured
+/// slower than 2, a CTA per SM at ~120 registers takes two waves; channels
+/// last takes several groups per CTA, so fewer CTAs per sample, and more
+/// per cluster).
 constexpr int64_t kSlabSplitCtas = 2;
+constexpr int64_t kSlabSplitCtasChannelsLast = 8;
+/// Channels last: a CTA takes adjacent groups whose runs of a position
+/// together make at least this many contiguous bytes.
+constexpr int64_t kSlabRunBytes = 128;
 constexpr int64_t kStridedColumnsPerWarp = 12;
 constexpr int64_t kStridedWarpsPerCTA = 16;
 constexpr int64_t kStridedRowsPerLane = 4;
@@ -124,8 +130,9 @@ public:
 private:
   /// A slab domain (GroupNorm, checkSupportedOnGpu): one CTA per slab,
   /// 16-byte accesses where the slabs allow (channels last: V channels of
-  /// a run, V dividing C/G), two launches; on sm_90+ also the split
-  /// kernels for few slabs (kSlabSplitCtas CTAs of a cluster per slab). NCHW: a warp per channel, as
+  /// a run, V dividing C/G, and K adjacent groups per CTA), two launches;
+  /// on sm_90+ also the split kernels for few slabs (a cluster of CTAs per
+  /// slab). NCHW: a warp per channel, as
   /// many warps as give each the same number of channels, at most
   /// kSlabThreads / 32 (a warp per channel at C/G = 10 of SD's 320 / 32);
   /// channels last: kSlabThreads, or 1024 for runs of over 512 threads.
@@ -149,19 +156,32 @@ private:
     }
     plan.threadsPerRow =
         options.threadsPerRow >= 32 ? options.threadsPerRow : 32 * warps;
-    // Channels last: a position's run needs its C/G / V threads (also
-    // under a smaller threads-per-row).
-    if (slab.channelsLast)
+    // Channels last: the fewest adjacent groups (dividing G) whose runs
+    // make kSlabRunBytes, while a position's runs fit the CTA; a
+    // position's runs need their K x C/G / V threads (also under a smaller
+    // threads-per-row).
+    if (slab.channelsLast) {
+      int64_t runBytes = slab.cSize * widest;
+      for (int64_t k = 1; k <= slab.aSize; ++k) {
+        if (slab.aSize % k != 0 || k * slab.cSize / plan.vector > 1024)
+          continue;
+        plan.slabGroups = k;
+        if (k * runBytes >= kSlabRunBytes)
+          break;
+      }
       plan.threadsPerRow = std::max<int64_t>(
-          plan.threadsPerRow, llvm::alignTo(slab.cSize / plan.vector, 32));
+          plan.threadsPerRow,
+          llvm::alignTo(plan.slabGroups * slab.cSize / plan.vector, 32));
+    }
     plan.rowsPerCta = 1;
     plan.columnGroups = 1;
     // Few slabs: the split kernels, a cluster of CTAs per slab exchanging
     // the row sums through distributed shared memory.
     if (target.hasClusters &&
         ptxVersionOf(options.features, target) >= kClusterMinPTXVersion)
-      plan.splitColumnGroups =
-          std::min<int64_t>(kSlabSplitCtas, options.maxClusterCTAs);
+      plan.splitColumnGroups = std::min<int64_t>(
+          slab.channelsLast ? kSlabSplitCtasChannelsLast : kSlabSplitCtas,
+          options.maxClusterCTAs);
     if (plan.splitColumnGroups == 1)
       plan.splitColumnGroups = 0;
     plan.programsPerSm = options.programsPerSM;

@@ -27,9 +27,13 @@
 //     its lanes stride over the channel's D contiguous elements
 //   CtaPerChannel (NCHW, few channels): every thread strides over each
 //     channel in turn
-//   PositionRuns (channels last): a thread keeps V channels [c0, c0 + V)
-//     of a run and strides over the spatial positions (C / V threads per
-//     position read its C contiguous elements)
+//   PositionRuns (channels last): a CTA takes K adjacent slabs (groups
+//     a0 .. a0 + K - 1 of a sample, plan.slabGroups: their runs of a
+//     position are one contiguous run of K x C elements); a thread keeps
+//     V channels [c0, c0 + V) of one group's run and strides over the
+//     spatial positions (K x C / V threads per position); its row sums
+//     are its group's (each group's threads' sums in thread order through
+//     shared memory)
 //
 //   per row stage: the walk's contributions -> per-thread sums -> a CTA
 //     reduction (warp butterfly, the warps' slots in warp order): every
@@ -74,8 +78,10 @@ struct SlabArgs {
 
 /// Where the CTA's slab lies.
 struct SlabPlace {
-  Value row;        // r: the slab, and the row inputs' index
+  Value row;        // r: the slab, and the row inputs' index (the
+                    // thread's group's where a CTA takes K > 1)
   Value sample;     // n
+  Value firstGroup; // a0: the CTA's first group (K > 1), else a
   Value partialRow; // n x Q + q: the partial row it writes
   Value group;      // a: its column slots start at a x C
   Value base;       // the slab's first element
@@ -97,6 +103,7 @@ public:
                     gpu::GPUFuncOp func)
       : KernelBuilderBase(b, op.getLoc()), op(op), slab(slab), func(func),
         T(plan.block()), W(plan.block() / 32), V(vector), Q(parts),
+        K(plan.slabGroups), runThreads(K * slab.cSize / vector),
         numCol(op.getColResults().size()),
         walk(slabWalk(slab, plan.block() / 32)) {}
 
@@ -183,21 +190,31 @@ private:
   /// Sums across the CTA (warp butterfly, then the warps' slots in warp
   /// order): every thread gets the same totals.
   SmallVector<Value> reduceAcrossCta(ArrayRef<Value> sums);
+  /// PositionRuns with K > 1: each group's threads' sums in thread order
+  /// (through shared memory): every thread gets its group's totals.
+  SmallVector<Value> reduceAcrossGroups(const SlabPlace &at,
+                                        ArrayRef<Value> sums);
+  /// The CTA's group of thread `t` (PositionRuns: (t % runThreads) x V /
+  /// C; 0 for the channel walks).
+  Value groupOfThread(Value t);
   /// The warp butterfly: every lane gets the warp's totals.
   SmallVector<Value> reduceAcrossWarp(ArrayRef<Value> sums);
   /// Sums across the Q CTAs of the slab's cluster (row stage `stage`):
   /// every CTA gets the same totals, added in rank order.
   SmallVector<Value> reduceAcrossCluster(ArrayRef<Value> totals,
                                          int64_t stage);
-  /// Partial row slot (k, n, a x C + c) of [numCol, P = N, A x C].
+  /// Partial row slot (k, n x Q + q, `slot`) of [numCol, P = N x Q,
+  /// A x C].
   void storePartial(const SlabArgs &args, const SlabPlace &at, Value k,
-                    Value c, Value v);
+                    Value slot, Value v);
 
   MixedReductionOp op;
   SlabDomain slab;
   gpu::GPUFuncOp func;
   const int64_t T, W, V;
   const int64_t Q; // CTAs (a cluster) per slab
+  const int64_t K; // PositionRuns: slabs (adjacent groups) per CTA
+  const int64_t runThreads; // PositionRuns: threads per position
   const unsigned numCol;
   const SlabWalk walk;
   Value tid, lane, warp, slots;
@@ -232,11 +249,17 @@ SlabPlace SlabKernelBuilder::placeSlab(const SlabArgs &args) {
   SlabPlace at;
   Value A = c64(slab.aSize), C = c64(slab.cSize);
   Value id = blockId();
-  at.row = Q > 1 ? arith::DivUIOp::create(b, loc, id, c64(Q)).getResult() : id;
+  // The CTA's unit: K slabs (groups a0 .. a0 + K - 1 of sample n).
+  Value unit =
+      Q > 1 ? arith::DivUIOp::create(b, loc, id, c64(Q)).getResult() : id;
   Value part =
       Q > 1 ? arith::RemUIOp::create(b, loc, id, c64(Q)).getResult() : c64(0);
-  at.sample = arith::DivUIOp::create(b, loc, at.row, A);
-  at.group = arith::RemUIOp::create(b, loc, at.row, A);
+  Value units = c64(slab.aSize / K);
+  at.sample = arith::DivUIOp::create(b, loc, unit, units);
+  at.firstGroup =
+      mul(arith::RemUIOp::create(b, loc, unit, units).getResult(), c64(K));
+  at.group = K > 1 ? add(at.firstGroup, groupOfThread(tid)) : at.firstGroup;
+  at.row = add(mul(at.sample, A), at.group);
   at.partialRow = add(mul(at.sample, c64(Q)), part);
   at.spatial = arith::DivUIOp::create(b, loc, args.cols, C);
   // Part q: ceil(D / Q) positions, whole vectors where the walk's accesses
@@ -378,14 +401,16 @@ SmallVector<Value> SlabKernelBuilder::walkChannels(
 }
 
 SlabKernelBuilder::Runs SlabKernelBuilder::positionRuns(const SlabPlace &at) {
-  // G' = C / V threads per position; the CTA's whole runs cover
-  // floor(T / G') positions at a time.
-  int64_t perPosition = slab.cSize / V;
-  int64_t positions = T / perPosition;
+  // G' = K x C / V threads per position; the CTA's whole runs cover
+  // floor(T / G') positions at a time; a thread's V channels are in its
+  // group's run.
+  int64_t positions = T / runThreads;
   Runs runs;
-  runs.channel = mul(arith::RemUIOp::create(b, loc, tid, c64(perPosition)),
-                     c64(V));
-  Value first = arith::DivUIOp::create(b, loc, tid, c64(perPosition));
+  runs.channel = arith::RemUIOp::create(
+      b, loc,
+      mul(arith::RemUIOp::create(b, loc, tid, c64(runThreads)), c64(V)),
+      c64(slab.cSize));
+  Value first = arith::DivUIOp::create(b, loc, tid, c64(runThreads));
   // Threads past the last whole run start past the end.
   runs.position = arith::SelectOp::create(
       b, loc, ult(first, c64(positions)), add(at.dBegin, first), at.dEnd);
@@ -472,15 +497,30 @@ SlabKernelBuilder::reduceAcrossCluster(ArrayRef<Value> totals, int64_t stage) {
   // of the one before; the barrier at the kernel's end keeps every CTA's
   // slots alive until its peers have read them.
   Type ptr7 = LLVM::LLVMPointerType::get(b.getContext(), 7);
+  // Slots [stage][group][sum]; a group's first thread writes its totals.
+  Value group = K > 1 ? groupOfThread(tid) : c64(0);
   auto slot = [&](unsigned j) -> Value {
+    Value index = add(mul(add(c64(stage * K), group), c64(maxStageSums)),
+                      c64(j));
     return LLVM::GEPOp::create(b, loc, clusterSums.getType(), f32, clusterSums,
-                               ValueRange{c64(stage * maxStageSums + j)});
+                               ValueRange{index});
   };
-  ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c64(0)),
-         [&] {
-           for (auto [j, t] : llvm::enumerate(totals))
-             LLVM::StoreOp::create(b, loc, t, slot(j), /*alignment=*/4);
-         });
+  Value writer =
+      K > 1 ? arith::AndIOp::create(
+                  b, loc, ult(tid, c64(runThreads)),
+                  arith::CmpIOp::create(
+                      b, loc, arith::CmpIPredicate::eq,
+                      arith::RemUIOp::create(b, loc, mul(tid, c64(V)),
+                                             c64(slab.cSize)),
+                      c64(0)))
+                  .getResult()
+            : arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                                    c64(0))
+                  .getResult();
+  ifThen(writer, [&] {
+    for (auto [j, t] : llvm::enumerate(totals))
+      LLVM::StoreOp::create(b, loc, t, slot(j), /*alignment=*/4);
+  });
   // Arrive (release) and wait (acquire): every CTA's slots are written.
   NVVM::ClusterArriveOp::create(b, loc, /*aligned=*/b.getUnitAttr());
   NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
@@ -497,6 +537,54 @@ SlabKernelBuilder::reduceAcrossCluster(ArrayRef<Value> totals, int64_t stage) {
     sums.push_back(total);
   }
   return sums;
+}
+
+Value SlabKernelBuilder::groupOfThread(Value t) {
+  return arith::DivUIOp::create(
+      b, loc,
+      mul(arith::RemUIOp::create(b, loc, t, c64(runThreads)), c64(V)),
+      c64(slab.cSize));
+}
+
+SmallVector<Value> SlabKernelBuilder::reduceAcrossGroups(const SlabPlace &at,
+                                                         ArrayRef<Value> sums) {
+  // slots[j x T + t]: thread t's sum j; then slots[J x T + g x J + j]:
+  // group g's total, by thread g x J + j over the group's threads of the
+  // whole runs (positions p, its C / V threads of each) in order.
+  const int64_t J = sums.size();
+  for (auto [j, s] : llvm::enumerate(sums))
+    memref::StoreOp::create(
+        b, loc, s, slots, ValueRange{toIndex(add(c64(j * T), tid))});
+  gpu::BarrierOp::create(b, loc);
+  const int64_t positions = T / runThreads, perGroup = slab.cSize / V;
+  ifThen(ult(tid, c64(K * J)), [&] {
+    Value g = arith::DivUIOp::create(b, loc, tid, c64(J));
+    Value j = arith::RemUIOp::create(b, loc, tid, c64(J));
+    Value first = add(mul(j, c64(T)), mul(g, c64(perGroup)));
+    auto total = scf::ForOp::create(
+        b, loc, c64(0), c64(positions), c64(1), ValueRange{zeroF32()},
+        [&](OpBuilder &, Location, Value p, ValueRange acc) {
+          Value rowStart = add(first, mul(p, c64(runThreads)));
+          Value sum = acc[0];
+          for (int64_t v = 0; v < perGroup; ++v)
+            sum = arith::AddFOp::create(
+                b, loc, sum,
+                memref::LoadOp::create(
+                    b, loc, slots,
+                    ValueRange{toIndex(add(rowStart, c64(v)))}));
+          scf::YieldOp::create(b, loc, ValueRange{sum});
+        });
+    memref::StoreOp::create(b, loc, total.getResult(0), slots,
+                            ValueRange{toIndex(add(c64(J * T), tid))});
+  });
+  gpu::BarrierOp::create(b, loc);
+  Value mine = add(c64(J * T), mul(groupOfThread(tid), c64(J)));
+  SmallVector<Value> totals;
+  for (int64_t j = 0; j < J; ++j)
+    totals.push_back(memref::LoadOp::create(
+        b, loc, slots, ValueRange{toIndex(add(mine, c64(j)))}));
+  gpu::BarrierOp::create(b, loc); // the slots are reused
+  return totals;
 }
 
 SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
@@ -525,7 +613,8 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
           return SmallVector<Value>(carried);
         },
         /*backward=*/stageIndex % 2 == 1);
-    SmallVector<Value> totals = reduceAcrossCta(sums);
+    SmallVector<Value> totals =
+        K > 1 ? reduceAcrossGroups(at, sums) : reduceAcrossCta(sums);
     if (Q > 1)
       totals = reduceAcrossCluster(totals, stageIndex);
     for (auto [total, type] : llvm::zip(totals, yields))
@@ -535,10 +624,9 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
 }
 
 void SlabKernelBuilder::storePartial(const SlabArgs &args, const SlabPlace &at,
-                                     Value k, Value c, Value v) {
+                                     Value k, Value slot, Value v) {
   Value P =
       mul(arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize)), c64(Q));
-  Value slot = add(mul(at.group, c64(slab.cSize)), c);
   Value index = add(mul(add(mul(k, P), at.partialRow),
                         c64(slab.aSize * slab.cSize)),
                     slot);
@@ -593,7 +681,8 @@ void SlabKernelBuilder::elementwisePass(const SlabArgs &args,
                                      c64(0)),
                [&] {
                  for (auto [k, v] : llvm::enumerate(totals))
-                   storePartial(args, at, c64(k), c, v);
+                   storePartial(args, at, c64(k),
+                                add(mul(at.group, c64(slab.cSize)), c), v);
                });
         return SmallVector<Value>(zeros);
       },
@@ -614,19 +703,20 @@ void SlabKernelBuilder::sumRunsPerChannel(const SlabArgs &args,
           b, loc, accumulators[k * V + e], slots,
           ValueRange{toIndex(add(mul(add(c64(k * T), tid), c64(V)), c64(e)))});
   gpu::BarrierOp::create(b, loc);
-  // Slot (k, c): the threads t = c / V, c / V + G', ... of the whole runs,
-  // in order.
-  int64_t perPosition = slab.cSize / V;
-  int64_t active = T / perPosition * perPosition;
+  // Slot (k, c) of the CTA's K x C channels: the threads t = c / V,
+  // c / V + G', ... of the whole runs, in order.
+  int64_t channels = K * slab.cSize;
+  int64_t active = T / runThreads * runThreads;
+  Value firstSlot = mul(at.firstGroup, c64(slab.cSize));
   scf::ForOp::create(
-      b, loc, tid, c64(numCol * slab.cSize), c64(T), ValueRange{},
+      b, loc, tid, c64(numCol * channels), c64(T), ValueRange{},
       [&](OpBuilder &, Location, Value j, ValueRange) {
-        Value k = arith::DivUIOp::create(b, loc, j, c64(slab.cSize));
-        Value c = arith::RemUIOp::create(b, loc, j, c64(slab.cSize));
+        Value k = arith::DivUIOp::create(b, loc, j, c64(channels));
+        Value c = arith::RemUIOp::create(b, loc, j, c64(channels));
         Value first = arith::DivUIOp::create(b, loc, c, c64(V));
         Value e = arith::RemUIOp::create(b, loc, c, c64(V));
         auto sum = scf::ForOp::create(
-            b, loc, first, c64(active), c64(perPosition),
+            b, loc, first, c64(active), c64(runThreads),
             ValueRange{zeroF32()},
             [&](OpBuilder &, Location, Value t, ValueRange total) {
               Value at = add(mul(add(mul(k, c64(T)), t), c64(V)), e);
@@ -636,7 +726,7 @@ void SlabKernelBuilder::sumRunsPerChannel(const SlabArgs &args,
                   b, loc,
                   ValueRange{arith::AddFOp::create(b, loc, total[0], part)});
             });
-        storePartial(args, at, k, c, sum.getResult(0));
+        storePartial(args, at, k, add(firstSlot, c), sum.getResult(0));
         scf::YieldOp::create(b, loc);
       });
 }
@@ -684,6 +774,9 @@ LogicalResult SlabKernelBuilder::build() {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   SlabArgs args = unpackArguments();
+  tid = threadId();
+  lane = arith::RemUIOp::create(b, loc, tid, c64(32));
+  warp = arith::DivUIOp::create(b, loc, tid, c64(32));
   SlabPlace at = placeSlab(args);
   CaptureSources sources;
   sources.domainRank = op.getDomainShape().size();
@@ -698,25 +791,25 @@ LogicalResult SlabKernelBuilder::build() {
   // Any other dim is refused by cloneCapturedValues (a located error).
   if (failed(cloneCapturedValues(op, sources)))
     return failure();
-  tid = threadId();
-  lane = arith::RemUIOp::create(b, loc, tid, c64(32));
-  warp = arith::DivUIOp::create(b, loc, tid, c64(32));
   slots = func.getWorkgroupAttributions().front();
   if (Q > 1) {
     for (Region &stage : op.getRowStages())
       maxStageSums = std::max<int64_t>(
           maxStageSums, stage.front().getTerminator()->getNumOperands());
     clusterSums = staticSharedF32Array(
-        func, "_cluster_sums", op.getRowStages().size() * maxStageSums);
+        func, "_cluster_sums", op.getRowStages().size() * K * maxStageSums);
   }
   SmallVector<Value> rowIn;
   for (auto [ptrArg, v] : llvm::zip(args.rowIn, op.getRow()))
     rowIn.push_back(load(ptrArg, elementTypeOf(v), at.row, 1)[0]);
   SmallVector<Value> rowResults = reduceRowStages(args, at, rowIn);
   // Q > 1: this CTA has read its peers' slots; it leaves only when every
-  // peer has read its own (a CTA's shared memory ends with it).
+  // peer has read its own (a CTA's shared memory ends with it). The arrive
+  // releases: a relaxed one let a CTA leave while a peer's remote load of
+  // its slots was still in flight (an unspecified launch failure, one
+  // call in a few hundred).
   if (Q > 1)
-    NVVM::ClusterArriveRelaxedOp::create(b, loc, /*aligned=*/b.getUnitAttr());
+    NVVM::ClusterArriveOp::create(b, loc, /*aligned=*/b.getUnitAttr());
   elementwisePass(args, at, rowIn, rowResults);
   if (Q > 1)
     NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
@@ -735,7 +828,9 @@ int64_t mlir::norm::slabSharedFloats(MixedReductionOp op,
   if (slab && SlabKernelBuilder::slabWalk(*slab, plan.block() / 32) ==
                   SlabWalk::PositionRuns)
     floats = std::max<int64_t>(
-        floats, op.getColResults().size() * plan.block() * vector);
+        {floats, int64_t(op.getColResults().size()) * plan.block() * vector,
+         // reduceAcrossGroups: a slot per thread and sum, then the groups'
+         maxSums * (plan.block() + plan.slabGroups)});
   return floats;
 }
 

@@ -709,11 +709,15 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
   const int64_t numCol = plan.numColumnResults;
   MixedReductionOp op = ops.op;
   std::optional<SlabDomain> slab = op.getSlabDomain();
-  // Fewer slabs than SMs: the split kernels, a cluster of Q CTAs per slab.
+  // A CTA per K slabs (channels last: K adjacent groups); at most half as
+  // many such units as SMs: the split kernels, a cluster of Q CTAs per
+  // unit (perf-notes, "GroupNorm slabs": 128 units of 8 CTAs each were
+  // slower than 128 CTAs).
   const int64_t Q = std::max<int64_t>(1, k.splitColumnGroups);
+  Value units = m.div(ops.rows, m.i64(k.slabGroups));
   Value split = m.i1(false);
   if (Q > 1)
-    split = m.cmp(Arith::P::slt, ops.rows, sms);
+    split = m.cmp(Arith::P::sle, m.mul(units, m.i64(2)), sms);
   // N x Q partial rows (a sample's part each; N with one CTA per slab) of
   // A x C column slots; the workspace holds the most.
   Value samples = m.div(ops.rows, m.i64(slab->aSize));
@@ -759,7 +763,7 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
       if (k.alignedKernel)
         candidate(kMainSplitKernelSuffix, m.both(split, vec));
     }
-    launch(kernels, which, m.select(split, m.mul(ops.rows, m.i64(Q)), ops.rows),
+    launch(kernels, which, m.select(split, m.mul(units, m.i64(Q)), units),
            k.block(), m.i64(0), args);
   }
   if (numCol > 0)

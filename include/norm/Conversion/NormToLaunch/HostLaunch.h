@@ -171,9 +171,10 @@ private:
   void launchFinal(const GroupLaunchPlan &plan, const KernelLaunch &k,
                    const GroupLaunchOperands &operands, Value ws,
                    Value programs, Value finalize);
-  /// A slab plan's launches (GroupNorm): a CTA per slab (fewer slabs than
-  /// `sms`: the split kernels, a cluster of Q CTAs per slab), then the
-  /// final kernel over the A x C column slots of N (N x Q) partial rows.
+  /// A slab plan's launches (GroupNorm): a CTA per K slabs (at most
+  /// `sms` / 2 such units: the split kernels, a cluster of Q CTAs per
+  /// unit), then the final kernel over the A x C column slots of N (N x Q)
+  /// partial rows.
   void launchSlabs(const GroupLaunchPlan &plan, const KernelLaunch &k,
                    const GroupLaunchOperands &operands, const Flags &flags,
                    Value sms, Value stream);

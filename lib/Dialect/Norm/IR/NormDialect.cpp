@@ -113,7 +113,8 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool twoCtasPerSm, int64_t asyncRingOffset,
                        bool ringRowInputs, int64_t bulkRingOffset,
                        bool clusterSumsAhead, bool stridedRows,
-                       bool slabRows, ArrayAttr tiers) {
+                       bool slabRows, int64_t slabGroups,
+                       ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -155,6 +156,9 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "kernel_plan: cluster_sums_ahead needs a cluster "
                           "(cluster_ctas > 1) and a cp.async ring of at "
                           "least 3 rows";
+  if (slabGroups < 1 || (slabGroups > 1 && !slabRows))
+    return emitError() << "kernel_plan: slab_groups must be at least 1, and "
+                          "1 unless slab_rows";
   if (bulkStages < 0 || bulkStages == 1)
     return emitError() << "kernel_plan: bulk_stages must be 0 (none) or at "
                           "least 2, got "

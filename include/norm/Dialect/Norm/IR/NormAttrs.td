@@ -155,8 +155,15 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     none; `rows_per_cta` groups whose partials the CTA combines) and
     `slab_rows` (a GroupNorm-like multi-axis op's slab kernel: a CTA of
     `threads_per_row` threads per slab, its column sums reduced per channel
-    in the CTA, one partial row per sample); each printed only when not
-    false / 0.
+    in the CTA, one partial row per sample; with `split_column_groups` Q,
+    the `_main_split` kernels for few slabs: a thread-block cluster of Q
+    CTAs per slab, each over 1 / Q of its spatial extent, exchanging the
+    row sums through distributed shared memory, a partial row per sample
+    and CTA) and `slab_groups` (channels last, printed only when not 1:
+    each CTA takes that many adjacent groups of a sample, so that a
+    position's runs of C/G channels make one contiguous run of at least
+    128 bytes; a thread's channels are all in one group); each printed only
+    when not false / 0.
 
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
@@ -198,6 +205,7 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     DefaultPlanField<"bool", "false", "cluster: the row sums a row ahead">:$cluster_sums_ahead,
     DefaultPlanField<"bool", "false", "channels-first: the strided kernel">:$strided_rows,
     DefaultPlanField<"bool", "false", "GroupNorm: the slab kernel, a CTA per slab">:$slab_rows,
+    DefaultPlanField<"int64_t", "1", "GroupNorm channels last: groups (slabs) per CTA">:$slab_groups,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
