@@ -90,6 +90,8 @@ def benchmark(args):
             esize = 4 if dt == "f32" else 2
             for n, c, hw in SHAPES:
                 name = f"gn_{'nhwc' if cl else 'nchw'}_{dt}_c{c}_s{hw}"
+                if args.only and args.only not in name:
+                    continue
                 fn = getattr(Library(os.path.join(args.dir, f"lib{name}.so")),
                              name)
                 gen = torch.Generator(device="cuda")
@@ -160,6 +162,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".carry/gn")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--only", metavar="TEXT",
+                    help="only the functions whose name contains TEXT "
+                         "(e.g. nhwc, f32, c512)")
     ap.add_argument("--variants", metavar="DIR", nargs="*", default=[],
                     help="library dirs of the same functions (or some of "
                          "them) built with other plan options or compilers: "

@@ -178,7 +178,9 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "the row; 16-bit vector rows only where the looped kernel's bulk "
            "ring does not hold them or they take 48 KiB or more, in parts "
            "of at most 128 lanes); 1, 2, 4 or 8, and 1 for none (the looped "
-           "variant)">,
+           "variant). Also caps the CTAs per cluster of GroupNorm's split "
+           "slab kernels (2 NCHW, 8 channels last: few slabs share each "
+           "slab among a cluster's CTAs; 1: none)">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];
