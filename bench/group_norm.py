@@ -69,6 +69,9 @@ def benchmark(args):
             dyv, xv, mean.to(x.dtype), rstd.to(x.dtype), w, n, c,
             xv.shape[2] * xv.shape[3], GROUPS, [True, True, True])
 
+    # One compiled graph per point (16 of them): past dynamo's default
+    # recompile limit (8) torch.compile would fall back to eager.
+    torch._dynamo.config.recompile_limit = 64
     compiled = torch.compile(math, dynamic=False)
     liger = None
     if args.liger:
