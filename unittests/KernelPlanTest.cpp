@@ -658,3 +658,97 @@ TEST(KernelPlanChannelsFirst, PlansAndRoundTrips) {
     expectSameForBuilders(*read, decided);
   }
 }
+
+namespace {
+/// GroupNorm's backward (weight and bias, G = 32, N at run time) over
+/// x [N, C, H, W], or [N, H, W, C] channels last.
+std::string groupNormSource(int64_t c, int64_t hw, const char *elem,
+                            bool channelsLast) {
+  std::string s = std::to_string(hw), cs = std::to_string(c);
+  std::string t = channelsLast
+                      ? "tensor<?x" + s + "x" + s + "x" + cs + "x" + elem + ">"
+                      : "tensor<?x" + cs + "x" + s + "x" + s + "x" + elem + ">";
+  std::string r = "tensor<?x32xf32>";
+  std::string w = "tensor<" + cs + "x" + elem + ">";
+  return "func.func @f(%dy: " + t + ", %x: " + t + ", %m: " + r +
+         ", %rs: " + r + ", %w: " + w + ", %b: " + w + ") -> (" + t + ", " +
+         w + ", " + w + ") {\n  %dx, %dw, %db = norm.group_norm_grad %dy, %x, "
+         "%m, %rs weight(%w : " + w + ") bias(%b : " + w +
+         ") {groups = 32 : i64" + (channelsLast ? ", channels_last" : "") +
+         "} : " + t + ", " + r + " -> " + t + ", " + w + ", " + w +
+         "\n  return %dx, %dw, %db : " + t + ", " + w + ", " + w + "\n}\n";
+}
+} // namespace
+
+// GroupNorm slab plans (planSlabRows): channels last takes the fewest
+// adjacent groups whose runs make 128 bytes; on sm_90a the split kernels
+// (a cluster per unit: 2 CTAs NCHW, 8 channels last) unless
+// max-cluster-ctas is 1; none on sm_80. The plan round-trips through the
+// attribute.
+TEST(KernelPlanSlabs, GroupsPerCtaAndSplitKernels) {
+  MLIRContext context;
+  DialectRegistry registry;
+  registerNormDialect(registry);
+  registry.insert<func::FuncDialect>();
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  struct {
+    int64_t c, hw;
+    const char *elem;
+    bool channelsLast;
+    const char *chip;
+    int64_t maxCluster;
+    int64_t vector, groups, split;
+  } cases[] = {
+      // NCHW: one slab per CTA, 16-byte accesses, clusters of 2.
+      {320, 64, "bf16", false, "sm_90a", 8, 8, 1, 2},
+      {512, 128, "f32", false, "sm_90a", 8, 4, 1, 2},
+      {320, 64, "bf16", false, "sm_80", 8, 8, 1, 0},
+      {320, 64, "bf16", false, "sm_90a", 1, 8, 1, 0},
+      // Channels last: C/G = 10 (V = 2: 20 / 40-byte runs, 8 / 4 groups),
+      // 16 bf16 (32 bytes: 4), 40 bf16 (80 bytes: 2), 40 f32 (160: 1).
+      {320, 64, "bf16", true, "sm_90a", 8, 2, 8, 8},
+      {320, 64, "f32", true, "sm_90a", 8, 2, 4, 8},
+      {512, 128, "bf16", true, "sm_90a", 8, 8, 4, 8},
+      {1280, 16, "bf16", true, "sm_90a", 8, 8, 2, 8},
+      {1280, 16, "f32", true, "sm_90a", 8, 4, 1, 8},
+      {512, 128, "bf16", true, "sm_90a", 4, 8, 4, 4},
+      {512, 128, "bf16", true, "sm_80", 8, 8, 4, 0},
+  };
+  for (const auto &c : cases) {
+    std::string label = std::to_string(c.c) + "x" + std::to_string(c.hw) +
+                        " " + c.elem + (c.channelsLast ? " NHWC " : " NCHW ") +
+                        c.chip + " max " + std::to_string(c.maxCluster);
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+        groupNormSource(c.c, c.hw, c.elem, c.channelsLast), &context);
+    ASSERT_TRUE(module) << label;
+    PassManager pm(&context);
+    pm.addPass(createNormDecompose());
+    NormFuseMixedReductionsOptions fuse;
+    fuse.multiAxis = "gpu";
+    pm.nest<func::FuncOp>().addPass(createNormFuseMixedReductions(fuse));
+    ASSERT_TRUE(succeeded(pm.run(*module))) << label;
+    MixedReductionOp op;
+    module->walk([&](MixedReductionOp found) { op = found; });
+    ASSERT_TRUE(op) << label;
+    KernelPlanOptions options;
+    options.maxClusterCTAs = c.maxCluster;
+    KernelPlan decided = planKernel(op, options, *lookupGpuTarget(c.chip));
+    KernelPlanAttr attr = kernelPlanAttr(&context, "f_0", decided);
+    EXPECT_TRUE(attr.getSlabRows()) << label;
+    EXPECT_EQ(attr.getVector(), c.vector) << label;
+    EXPECT_EQ(attr.getSlabGroups(), c.groups) << label;
+    EXPECT_EQ(attr.getSplitColumnGroups(), c.split) << label;
+    // A position's runs fit the CTA.
+    EXPECT_LE(c.groups * (c.c / 32) / c.vector, attr.getBlock()) << label;
+    op->setAttr(kKernelPlanAttrName, attr);
+    FailureOr<KernelPlan> read = readKernelPlan(op);
+    ASSERT_TRUE(succeeded(read)) << label;
+    expectSameForBuilders(*read, decided);
+    // The split pair is among the main kernels exactly with a split.
+    bool hasSplit = false;
+    for (const MainKernel &k : mainKernels(*read, "f_0"))
+      hasSplit |= k.split;
+    EXPECT_EQ(hasSplit, c.split > 0) << label;
+  }
+}

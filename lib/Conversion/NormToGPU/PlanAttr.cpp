@@ -47,7 +47,9 @@ FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
                         "did not run)");
   KernelPlan plan;
   readFields(attr, plan);
-  if (!ShapedType::isDynamic(op.getStaticCols()))
+  // (A slab plan's row is a slab, not the domain's last dim: no static N,
+  // as the planner leaves it.)
+  if (!plan.slabRows && !ShapedType::isDynamic(op.getStaticCols()))
     plan.staticCols = op.getStaticCols();
   if (StringRef field = derivedFieldMismatch(attr, plan); !field.empty())
     return op.emitError("kernel plan: ")
