@@ -2,23 +2,25 @@
 //
 // Part of norm-opt. A multi-axis op whose domain is a slab domain
 // (norm::slabDomainOf: GroupNorm's [N, G, C/G, HW] or channels last
-// [N, HW, G, C/G]; docs/gpu.md, "GroupNorm slabs") runs one CTA per slab
-// (n, g), a row of the op: C/G x HW elements.
+// [N, HW, G, C/G]; docs/gpu.md, "GroupNorm slabs") runs the slab kernel:
+// a slab (n, g) is a row of the op, C/G x HW elements.
 //
-//   r = blockIdx.x; n = r / A; a = r % A      (A = G, C = C/G static)
+//   r = n x A + a                             (A = G, C = C/G static)
 //   base = n x rStride + a x aStride          (element (c, d) at
 //                                              base + c x cStride +
 //                                              d x dStride)
 //
-// Where slabs are fewer than the SMs the launcher takes the split kernels
+// A CTA's unit is a slab, or K adjacent slabs channels last (below). Where
+// the units are at most half the SMs the launcher takes the split kernels
 // (plan.splitColumnGroups = Q > 1, a thread-block cluster of Q CTAs per
-// slab): CTA q of slab r walks part q of the spatial extent D (whole
-// vectors), the row sums are the cluster's (each CTA's totals in its shared
-// slots, a cluster barrier, the Q slots read in rank order through
-// distributed shared memory: every CTA adds them alike), and part q's
-// column sums go to partial row n x Q + q.
+// unit): CTA q walks part q of the spatial extent D (whole vectors), the
+// row sums are the cluster's (each CTA's totals in its shared slots, a
+// cluster barrier, the Q slots read in rank order through distributed
+// shared memory: every CTA adds them alike), and part q's column sums go
+// to partial row n x Q + q.
 //
-//   r = blockIdx.x / Q; q = blockIdx.x % Q   (Q = 1: r = blockIdx.x, q = 0)
+//   u = blockIdx.x / Q; q = blockIdx.x % Q   (Q = 1: u = blockIdx.x, q = 0)
+//   n = u / (A / K); a0 = (u % (A / K)) x K
 //
 // The threads walk the slab (SlabWalk), V elements per access (a channel
 // walk issues the loads of kSlabAccessesInFlight accesses before it uses
@@ -76,7 +78,7 @@ struct SlabArgs {
   Value partial, rows, cols;
 };
 
-/// Where the CTA's slab lies.
+/// Where the CTA's slab (the thread's, K > 1) and its part lie.
 struct SlabPlace {
   Value row;        // r: the slab, and the row inputs' index (the
                     // thread's group's where a CTA takes K > 1)
@@ -267,12 +269,12 @@ SlabPlace SlabKernelBuilder::placeSlab(const SlabArgs &args) {
   at.dBegin = c64(0);
   at.dEnd = at.spatial;
   if (Q > 1) {
-    int64_t unit = walk == SlabWalk::PositionRuns ? 1 : V;
-    Value units = arith::DivUIOp::create(b, loc, add(at.spatial, c64(unit - 1)),
-                                         c64(unit));
-    Value per = mul(arith::DivUIOp::create(b, loc, add(units, c64(Q - 1)),
+    int64_t grain = walk == SlabWalk::PositionRuns ? 1 : V;
+    Value grains = arith::DivUIOp::create(
+        b, loc, add(at.spatial, c64(grain - 1)), c64(grain));
+    Value per = mul(arith::DivUIOp::create(b, loc, add(grains, c64(Q - 1)),
                                            c64(Q)),
-                    c64(unit));
+                    c64(grain));
     at.dBegin = minU(mul(part, per), at.spatial);
     at.dEnd = minU(add(at.dBegin, per), at.spatial);
   }
