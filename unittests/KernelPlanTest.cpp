@@ -27,6 +27,15 @@ using namespace mlir::norm;
 
 namespace {
 
+/// The norm dialect and func, loaded into `context`.
+void loadNormDialects(MLIRContext &context) {
+  DialectRegistry registry;
+  registerNormDialect(registry);
+  registry.insert<func::FuncDialect>();
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+}
+
 struct Expected {
   int64_t vector, threadsPerRow, rowsPerCta, chunksPerThread, asyncStages;
   bool prefetch, combineInCta, singleLaunch;
@@ -138,13 +147,7 @@ std::string source(const Case &c) {
 
 class KernelPlanTest : public ::testing::TestWithParam<Case> {
 protected:
-  KernelPlanTest() {
-    DialectRegistry registry;
-    registerNormDialect(registry);
-    registry.insert<func::FuncDialect>();
-    context.appendDialectRegistry(registry);
-    context.loadAllAvailableDialects();
-  }
+  KernelPlanTest() { loadNormDialects(context); }
 
   /// The fused op of `c`'s function, as the pipeline leaves it.
   MixedReductionOp fused(const Case &c) {
@@ -624,11 +627,7 @@ std::string channelsFirstSource(int64_t c, const char *elem) {
 // they are), and the plan round-trips through the attribute.
 TEST(KernelPlanChannelsFirst, PlansAndRoundTrips) {
   MLIRContext context;
-  DialectRegistry registry;
-  registerNormDialect(registry);
-  registry.insert<func::FuncDialect>();
-  context.appendDialectRegistry(registry);
-  context.loadAllAvailableDialects();
+  loadNormDialects(context);
   struct {
     int64_t c;
     const char *elem;
@@ -687,11 +686,7 @@ std::string groupNormSource(int64_t c, int64_t hw, const char *elem,
 // attribute.
 TEST(KernelPlanSlabs, GroupsPerCtaAndSplitKernels) {
   MLIRContext context;
-  DialectRegistry registry;
-  registerNormDialect(registry);
-  registry.insert<func::FuncDialect>();
-  context.appendDialectRegistry(registry);
-  context.loadAllAvailableDialects();
+  loadNormDialects(context);
   struct {
     int64_t c, hw;
     const char *elem;
