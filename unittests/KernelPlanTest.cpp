@@ -745,5 +745,19 @@ TEST(KernelPlanSlabs, GroupsPerCtaAndSplitKernels) {
     for (const MainKernel &k : mainKernels(*read, "f_0"))
       hasSplit |= k.split;
     EXPECT_EQ(hasSplit, c.split > 0) << label;
+    // A hand-written plan whose groups per CTA do not divide G (or are not
+    // channels last) is a located error, not a kernel over the wrong slabs.
+    KernelPlan wrong = decided;
+    wrong.slabGroups = 3;
+    op->setAttr(kKernelPlanAttrName, kernelPlanAttr(&context, "f_0", wrong));
+    std::string error;
+    ScopedDiagnosticHandler capture(&context, [&](Diagnostic &d) {
+      error = d.str();
+      return success();
+    });
+    EXPECT_TRUE(failed(readKernelPlan(op))) << label;
+    EXPECT_NE(error.find("slab_groups (3) needs a channels-last slab domain"),
+              std::string::npos)
+        << label << ": " << error;
   }
 }

@@ -54,6 +54,18 @@ FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
   if (StringRef field = derivedFieldMismatch(attr, plan); !field.empty())
     return op.emitError("kernel plan: ")
            << field << " disagrees with threads_per_row x rows_per_cta";
+  // Several slabs per CTA: channels last only, whole units of the groups,
+  // and a position's K runs within the CTA (the slab kernel's walk).
+  if (plan.slabGroups > 1) {
+    std::optional<SlabDomain> slab = op.getSlabDomain();
+    if (!plan.slabRows || !slab || !slab->channelsLast ||
+        slab->aSize % plan.slabGroups != 0 ||
+        plan.slabGroups * slab->cSize > plan.block() * plan.vector)
+      return op.emitError("kernel plan: slab_groups (")
+             << plan.slabGroups
+             << ") needs a channels-last slab domain whose groups it divides "
+                "and whose runs of a position fit the CTA";
+  }
   if (ArrayAttr tiers = attr.getTiers()) {
     if (plan.staticCols)
       return op.emitError("resident tiers in the kernel plan of an op with a "

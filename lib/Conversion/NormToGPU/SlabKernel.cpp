@@ -194,8 +194,7 @@ private:
   SmallVector<Value> reduceAcrossCta(ArrayRef<Value> sums);
   /// PositionRuns with K > 1: each group's threads' sums in thread order
   /// (through shared memory): every thread gets its group's totals.
-  SmallVector<Value> reduceAcrossGroups(const SlabPlace &at,
-                                        ArrayRef<Value> sums);
+  SmallVector<Value> reduceAcrossGroups(ArrayRef<Value> sums);
   /// The CTA's group of thread `t` (PositionRuns: (t % runThreads) x V /
   /// C; 0 for the channel walks).
   Value groupOfThread(Value t);
@@ -549,8 +548,8 @@ Value SlabKernelBuilder::groupOfThread(Value t) {
       c64(slab.cSize));
 }
 
-SmallVector<Value> SlabKernelBuilder::reduceAcrossGroups(const SlabPlace &at,
-                                                         ArrayRef<Value> sums) {
+SmallVector<Value>
+SlabKernelBuilder::reduceAcrossGroups(ArrayRef<Value> sums) {
   // slots[j x T + t]: thread t's sum j; then slots[J x T + g x J + j]:
   // group g's total, by thread g x J + j over the group's threads of the
   // whole runs (positions p, its C / V threads of each) in order.
@@ -617,7 +616,7 @@ SmallVector<Value> SlabKernelBuilder::reduceRowStages(const SlabArgs &args,
         },
         /*backward=*/stageIndex % 2 == 1);
     SmallVector<Value> totals =
-        K > 1 ? reduceAcrossGroups(at, sums) : reduceAcrossCta(sums);
+        K > 1 ? reduceAcrossGroups(sums) : reduceAcrossCta(sums);
     if (Q > 1)
       totals = reduceAcrossCluster(totals, stageIndex);
     for (auto [total, type] : llvm::zip(totals, yields))

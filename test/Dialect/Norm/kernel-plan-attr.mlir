@@ -258,3 +258,27 @@ func.func @cluster_sums_ahead_two_stages() attributes {norm.gpu = #norm.kernel_p
 func.func @cluster_sums_ahead_no_cluster() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 163840, cluster_sums_ahead = true>} {
   return
 }
+
+// -----
+
+// A slab plan taking several groups per CTA (channels last) round-trips;
+// slab_groups is at least 1, and more only with slab_rows.
+// CHECK-LABEL: func.func @slab_groups
+// CHECK: split_column_groups = 8, {{.*}} slab_rows = true, slab_groups = 4>
+func.func @slab_groups() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 2, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 8, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, slab_rows = true, slab_groups = 4>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: slab_groups must be at least 1, and 1 unless slab_rows}}
+func.func @slab_groups_zero() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 2, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, slab_rows = true, slab_groups = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: slab_groups must be at least 1, and 1 unless slab_rows}}
+func.func @slab_groups_without_slabs() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 2, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, slab_groups = 2>} {
+  return
+}
