@@ -441,6 +441,21 @@ void HostLaunchBuilder::launch(ArrayRef<std::string> kernels, Value which,
 }
 
 
+HostLaunchBuilder::KernelChoice
+HostLaunchBuilder::scalarKernelChoice(const KernelLaunch &k) {
+  KernelChoice c;
+  c.kernels.push_back(k.prefix + kMainScalarKernelSuffix.str());
+  c.which = constant(0);
+  return c;
+}
+
+void HostLaunchBuilder::offerKernel(KernelChoice &c, const KernelLaunch &k,
+                                    StringRef suffix, Value when) {
+  Arith m{b, loc};
+  c.kernels.push_back(k.prefix + suffix.str());
+  c.which = m.select(when, m.i64(c.kernels.size() - 1), c.which);
+}
+
 /// The main kernel: the split kernels (too few rows to fill the SMs share
 /// each row among more CTAs), else the vector kernel of aligned rows, the
 /// peeled one, else the scalar one; with its shared memory, column groups
@@ -449,17 +464,11 @@ HostLaunchBuilder::KernelChoice
 HostLaunchBuilder::chooseKernel(const KernelLaunch &k, const Flags &flags,
                                 Value rows, Value sms) {
   Arith m{b, loc};
-  KernelChoice c;
-  c.kernels.push_back(k.prefix + kMainScalarKernelSuffix.str());
-  c.which = m.i64(0);
-  auto candidate = [&](StringRef suffix, Value when) {
-    c.kernels.push_back(k.prefix + suffix.str());
-    c.which = m.select(when, m.i64(c.kernels.size() - 1), c.which);
-  };
+  KernelChoice c = scalarKernelChoice(k);
   if (k.peelKernel)
-    candidate(kMainPeelKernelSuffix, flags.vecPeel);
+    offerKernel(c, k, kMainPeelKernelSuffix, flags.vecPeel);
   if (k.alignedKernel)
-    candidate(kMainKernelSuffix, flags.vec);
+    offerKernel(c, k, kMainKernelSuffix, flags.vec);
   c.smem = m.i64(k.dynamicSharedBytes);
   c.cg = m.i64(k.columnGroups);
   c.single = m.i1(k.singleLaunch);
@@ -749,22 +758,17 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
       }
     }
     // The split kernels where slabs are few, the vector ones where aligned.
-    SmallVector<std::string> kernels = {k.prefix +
-                                        kMainScalarKernelSuffix.str()};
-    Value which = m.i64(0);
-    auto candidate = [&](StringRef suffix, Value when) {
-      kernels.push_back(k.prefix + suffix.str());
-      which = m.select(when, m.i64(kernels.size() - 1), which);
-    };
+    KernelChoice c = scalarKernelChoice(k);
     if (k.alignedKernel)
-      candidate(kMainKernelSuffix, vec);
+      offerKernel(c, k, kMainKernelSuffix, vec);
     if (Q > 1) {
-      candidate(kMainSplitScalarKernelSuffix, split);
+      offerKernel(c, k, kMainSplitScalarKernelSuffix, split);
       if (k.alignedKernel)
-        candidate(kMainSplitKernelSuffix, m.both(split, vec));
+        offerKernel(c, k, kMainSplitKernelSuffix, m.both(split, vec));
     }
-    launch(kernels, which, m.select(split, m.mul(units, m.i64(Q)), units),
-           k.block(), m.i64(0), args);
+    launch(c.kernels, c.which,
+           m.select(split, m.mul(units, m.i64(Q)), units), k.block(),
+           m.i64(0), args);
   }
   if (numCol > 0)
     launchFinal(plan, k, columns, ws, programs, m.i64(0));

@@ -151,6 +151,12 @@ private:
   void launchPlan(const GroupLaunchPlan &plan, const KernelLaunch &k,
                   const GroupLaunchOperands &operands, const Flags &flags,
                   Value sms, Value stream);
+  /// A choice of only `k`'s scalar main kernel; offerKernel adds the
+  /// kernel `k.prefix + suffix`, taken where `when` holds (later offers
+  /// win).
+  KernelChoice scalarKernelChoice(const KernelLaunch &k);
+  void offerKernel(KernelChoice &c, const KernelLaunch &k, StringRef suffix,
+                   Value when);
   KernelChoice chooseKernel(const KernelLaunch &k, const Flags &flags,
                             Value rows, Value sms);
   Grid persistentGrid(const GroupLaunchPlan &plan, const KernelLaunch &k,
