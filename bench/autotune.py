@@ -47,6 +47,9 @@ VARIANTS = {
     "stages0": ["--async-stages=0"],
     "stages2": ["--async-stages=2"],
     "stages4": ["--async-stages=4"],
+    "stages6": ["--async-stages=6"],
+    "bulk2": ["--bulk-stages=2"],
+    "bulk4": ["--bulk-stages=4"],
     "noprefetch": ["--prefetch=false"],
     "twolaunch": ["--single-launch=false"],
     "ppsm1": ["--programs-per-sm=1"],
@@ -67,6 +70,13 @@ VARIANTS = {
     "res8": ["--max-resident-elements=8"],
     "rpc2": ["--rows-per-cta=2"],
     "rpc4": ["--rows-per-cta=4"],
+    # Short rows: fewer rows per CTA (fewer registers per CTA, more CTAs
+    # per SM where the registers bound occupancy).
+    "rpc8": ["--rows-per-cta=8"],
+    "rpc16": ["--rows-per-cta=16"],
+    # FMA contraction in the kernels (LLVM's NVPTX fma level; the math
+    # itself is built without it: mul.rn / add.rn).
+    "fma": ["--nvptx-fma-level=1"],
 }
 DEFAULT_NS = [1024, 4096, 8192]
 DEFAULT_VARIANTS = ["tpr128", "tpr256", "stages0", "stages2", "noprefetch",

@@ -122,7 +122,14 @@ def conversions(attr, params):
         f"inline void readFields({cpp} attr, KernelPlanFields &plan) {{",
     ]
     lines += [f"  plan.{p.member} = {p.from_attr()};" for p in params if p.field]
+    verify_args = ", ".join(f"attr.{p.getter}()" for p in params)
     lines += ["}", "",
+              f"/// The attribute's own verifier on `attr` (a {cpp} made by get,",
+              "/// as the planner's are, was never verified).",
+              f"inline ::llvm::LogicalResult verifyFields({cpp} attr,",
+              "    ::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError) {",
+              f"  return {cpp}::verify(emitError, {verify_args});",
+              "}", "",
               "/// The first derived parameter that disagrees with `plan`, or \"\".",
               "template <typename PlanT>",
               f"::llvm::StringRef derivedFieldMismatch({cpp} attr, const PlanT &plan) {{"]

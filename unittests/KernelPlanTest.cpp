@@ -396,6 +396,33 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
     noClusters.maxClusterCTAs = 1;
     KernelPlan looped = planKernel(op, noClusters, target);
     EXPECT_FALSE(looped.resident());
+    // rows-per-cta is the resident variant's: a looped row and a
+    // cluster's row parts take one row per CTA whatever it asks (two read
+    // out of bounds at 1024x32768); a looped plan that says otherwise is
+    // refused where the builders read it.
+    for (int64_t clusters : {1, 8}) {
+      KernelPlanOptions twoRows;
+      twoRows.rowsPerCTA = 2;
+      twoRows.maxClusterCTAs = clusters;
+      KernelPlan asked = planKernel(op, twoRows, target);
+      if (!asked.resident() || asked.clusterCtas > 1)
+        EXPECT_EQ(asked.rowsPerCta, 1);
+    }
+    {
+      KernelPlan wrong = looped;
+      wrong.rowsPerCta = 2;
+      std::string error;
+      ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &d) {
+        error = d.str();
+        return success();
+      });
+      op->setAttr(kKernelPlanAttrName,
+                  kernelPlanAttr(op->getContext(), "f_0", wrong));
+      EXPECT_TRUE(failed(readKernelPlan(op)));
+      EXPECT_NE(error.find("the looped variant takes one row per CTA"),
+                std::string::npos)
+          << error;
+    }
     // The clusters' st.async needs PTX 8.1.
     KernelPlanOptions ptx80;
     ptx80.features = "+ptx80";
@@ -423,6 +450,19 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       KernelPlan shallow = planKernel(op, twoStages, target);
       EXPECT_EQ(shallow.asyncStages, 2);
       EXPECT_FALSE(shallow.clusterSumsAhead);
+      KernelPlan wrong = plan;
+      wrong.rowsPerCta = 2;
+      std::string error;
+      {
+        ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &d) {
+          error = d.str();
+          return success();
+        });
+        op->setAttr(kKernelPlanAttrName,
+                    kernelPlanAttr(op->getContext(), "f_0", wrong));
+        EXPECT_TRUE(failed(readKernelPlan(op)));
+      }
+      EXPECT_NE(error.find("one row per CTA"), std::string::npos) << error;
       int64_t slots = plan.clusterCtas * plan.threadsPerRow *
                       plan.chunksPerThread * plan.vector;
       EXPECT_GE(slots, n);
@@ -737,8 +777,16 @@ TEST(KernelPlanSlabs, GroupsPerCtaAndSplitKernels) {
     // A position's runs fit the CTA.
     EXPECT_LE(c.groups * (c.c / 32) / c.vector, attr.getBlock()) << label;
     op->setAttr(kKernelPlanAttrName, attr);
-    FailureOr<KernelPlan> read = readKernelPlan(op);
-    ASSERT_TRUE(succeeded(read)) << label;
+    std::string readError;
+    FailureOr<KernelPlan> read = failure();
+    {
+      ScopedDiagnosticHandler capture(&context, [&](Diagnostic &d) {
+        readError = d.str();
+        return success();
+      });
+      read = readKernelPlan(op);
+    }
+    ASSERT_TRUE(succeeded(read)) << label << ": " << readError;
     expectSameForBuilders(*read, decided);
     // The split pair is among the main kernels exactly with a split.
     bool hasSplit = false;

@@ -33,7 +33,7 @@ GPU_OPTIONS = (
               "once (power of two, <= 1024; threads-per-row x rows-per-cta "
               "<= 1024); 0 picks: 256 threads for rows of <= 64 lanes, two "
               "rows of 128 lanes where their partials add in shared memory, "
-              "else 1"),
+              "else 1; looped and cluster plans take 1 whatever it says"),
     GpuOption("vector-bytes", "vector_bytes", int, 16,
               "Bytes per global access of the widest element type (16, 8, "
               "4, or the element size for scalar accesses): 1, 2, 4, 8 or 16"),

@@ -2,6 +2,7 @@
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=remarks=true -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=LAUNCH
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=max-cluster-ctas=1 | FileCheck %s --check-prefix=NOSPLIT
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu | norm-opt -split-input-file | FileCheck %s --check-prefix=REPARSE
 
 // GroupNorm (issue 42): its multi-axis group is a slab domain
 // ([N, G, C/G, HW], or [N, HW, G, C/G] channels last), and runs the slab
@@ -203,4 +204,20 @@ func.func @prog_2(%w: tensor<6xbf16>, %mean: tensor<?x2xf32>, %x: tensor<?x?x?x6
   } -> tensor<2x3xbf16>
   %dc89 = tensor.collapse_shape %g88 [[0, 1]] : tensor<2x3xbf16> into tensor<6xbf16>
   return %dxc83, %dc89 : tensor<?x?x?x6xbf16>, tensor<6xbf16>
+}
+
+// -----
+
+// Ten channels a group (C = 320, G = 32, SD's UNet): the slab's CTA is its
+// channels' warps, 320 threads, not a power of two. The printed plan parses
+// again (its verifier takes a slab plan's whole warps).
+// REMARK: remark: GPU kernels group_norm_320_0: GroupNorm slabs: a CTA of 320 threads per slab
+// CHECK-LABEL: func.func @group_norm_320
+// CHECK:         threads_per_row = 320, rows_per_cta = 1
+// CHECK-SAME:      slab_rows = true
+// REPARSE-LABEL: func.func @group_norm_320
+// REPARSE:         threads_per_row = 320, rows_per_cta = 1
+func.func @group_norm_320(%dy: tensor<2x320x8x8xbf16>, %x: tensor<2x320x8x8xbf16>, %mean: tensor<2x32xf32>, %rstd: tensor<2x32xf32>, %w: tensor<320xbf16>, %b: tensor<320xbf16>) -> (tensor<2x320x8x8xbf16>, tensor<320xbf16>, tensor<320xbf16>) {
+  %dx, %dw, %db = norm.group_norm_grad %dy, %x, %mean, %rstd weight(%w : tensor<320xbf16>) bias(%b : tensor<320xbf16>) {groups = 32 : i64} : tensor<2x320x8x8xbf16>, tensor<2x32xf32> -> tensor<2x320x8x8xbf16>, tensor<320xbf16>, tensor<320xbf16>
+  return %dx, %dw, %db : tensor<2x320x8x8xbf16>, tensor<320xbf16>, tensor<320xbf16>
 }

@@ -516,10 +516,14 @@ void KernelPlanner::pickRowsPerCTA() {
   // run-time N's tiers: their masked scalar kernels, at 255 registers with
   // 128 threads, spilled 52-312 bytes with 256 (5000x2999 with N dynamic:
   // 61 -> 109 us).
-  if (options.rowsPerCTA)
-    plan.rowsPerCta = options.rowsPerCTA;
-  else if (plan.clusterCtas > 1)
+  // rows-per-cta is the resident variant's: a looped row (its shared
+  // accumulators are the CTA's) and a cluster's row parts take one row per
+  // CTA whatever it asks (with two, the looped 1024x32768 read out of
+  // bounds on the H200).
+  if (!plan.resident() || plan.clusterCtas > 1)
     plan.rowsPerCta = 1;
+  else if (options.rowsPerCTA)
+    plan.rowsPerCta = options.rowsPerCTA;
   else if (plan.resident() && plan.threadsPerRow <= 64)
     plan.rowsPerCta = std::max<int64_t>(1, 256 / plan.threadsPerRow);
   else if (plan.resident() && plan.threadsPerRow == 128 && !plan.cols &&

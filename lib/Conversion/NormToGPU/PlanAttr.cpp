@@ -45,6 +45,11 @@ FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
   if (!attr)
     return op.emitError("fused op has no kernel plan (--convert-norm-to-gpu "
                         "did not run)");
+  // What a hand-written attribute's parse verified, for the planner's too:
+  // an invalid plan is a located error, not a kernel that reads out of
+  // bounds (rows_per_cta 2 with cluster_ctas 8 once did).
+  if (failed(verifyFields(attr, [&] { return op.emitError(); })))
+    return failure();
   KernelPlan plan;
   readFields(attr, plan);
   // (A slab plan's row is a slab, not the domain's last dim: no static N,

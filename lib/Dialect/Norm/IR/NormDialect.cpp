@@ -39,12 +39,21 @@ LogicalResult verifyKernelShape(function_ref<InFlightDiagnostic()> emitError,
                                 int64_t threadsPerRow, int64_t rowsPerCta,
                                 int64_t block, int64_t asyncStages,
                                 int64_t finalThreads,
-                                int64_t dynamicSharedBytes) {
+                                int64_t dynamicSharedBytes,
+                                bool slabRows = false) {
   if (!isPowerOfTwo(vector) || vector > 16)
     return emitError() << what
                        << ": vector must be a power of two <= 16, got "
                        << vector;
-  if (!isPowerOfTwo(threadsPerRow) || threadsPerRow > 1024)
+  // A slab kernel's CTA is its row's lanes: whole warps (320 threads for
+  // 10 channels a group), not a butterfly's power of two.
+  if (slabRows && (threadsPerRow < 32 || threadsPerRow % 32 != 0 ||
+                   threadsPerRow > 1024))
+    return emitError() << what
+                       << ": a slab plan's threads_per_row must be whole "
+                          "warps, at most 1024, got "
+                       << threadsPerRow;
+  if (!slabRows && (!isPowerOfTwo(threadsPerRow) || threadsPerRow > 1024))
     return emitError() << what
                        << ": threads_per_row must be a power of two <= "
                           "1024, got "
@@ -119,7 +128,7 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
                                threadsPerRow, rowsPerCta, block, asyncStages,
-                               finalThreads, dynamicSharedBytes)))
+                               finalThreads, dynamicSharedBytes, slabRows)))
     return failure();
   if (chunksPerThread < 0 || programsPerSm < 0 || columnGroups < 0 ||
       splitColumnGroups < 0 || splitSharedBytes < 0)
@@ -135,6 +144,11 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                     (combineInCta.getValue() && !stridedRows)))
     return emitError() << "kernel_plan: the looped variant has no cp.async "
                           "ring and no CTA-combined partials";
+  if (!resident && !stridedRows && !slabRows && rowsPerCta != 1)
+    return emitError() << "kernel_plan: the looped variant takes one row per "
+                          "CTA (its shared accumulators are the CTA's), got "
+                          "rows_per_cta "
+                       << rowsPerCta;
   if (splitSharedBytes % 4 != 0)
     return emitError() << "kernel_plan: shared-memory sizes are f32 counts";
   if (ringRowInputs && asyncStages < 2)

@@ -95,8 +95,11 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     `norm-opt compile`) reads it too. It is the one description of the
     op's kernels. `kernel` is the kernels' name prefix (the suffixes are in
     `include/norm/Conversion/NormToGPU/KernelNames.h`). A program is a
-    group of `threads_per_row` lanes, a CTA holds `rows_per_cta` of them
-    (`block` threads); `chunks_per_thread` is 0 for the looped variant.
+    group of `threads_per_row` lanes (a power of two; a slab plan's whole
+    warps), a CTA holds `rows_per_cta` of them (`block` threads, at most
+    1024); `chunks_per_thread` is 0 for the looped variant, which, like a
+    cluster plan, takes one row per CTA. The verifier checks these for a
+    plan the planner made too, where the builders read it.
     Shared-memory sizes are bytes of dynamic shared memory; see
     docs/gpu.md for every field.
 
