@@ -83,6 +83,12 @@ constexpr int64_t kClusterSumsAheadStages = 3;
 /// The cp.async ring only for rows of at least this many lanes.
 constexpr int64_t kMinRingLanes = 16;
 
+/// The register estimate's error against ptxas at 8-16 columns per lane
+/// (+-10 registers; perf-notes, "Register prefetch"): a register count
+/// within this factor of the share that fits two CTAs per SM may be
+/// either side of it.
+constexpr double kRegisterEstimateSlack = 9.0 / 8.0;
+
 /// Channels-first rows (planStridedRows; perf-notes, "Channels-first
 /// rows"): the W warps of a tile split N so each walks about this many
 /// columns (a few iterations per pass), at most 16 of them; a CTA of 16
@@ -352,6 +358,7 @@ private:
   }
   double prefetchRegistersPerColumn() const;
   int64_t registerBudget(int64_t group) const;
+  bool prefetchCostsACta(int64_t without, int64_t with, int64_t group) const;
 
   mutable MixedReductionOp op; // its accessors are not const
   const KernelPlanOptions &options;
@@ -396,6 +403,24 @@ int64_t KernelPlanner::registerBudget(int64_t group) const {
   int64_t block = std::max<int64_t>(group, 256);
   return std::min<int64_t>(target.registersPerThread,
                            target.registersPerSM / block);
+}
+
+/// Rows that share a CTA (<= 64 lanes, 256 threads): whether the register
+/// prefetch is what keeps a second CTA off the SM: without it the estimate
+/// fits two CTAs' share of the register file (up to its slack), with it
+/// it is past that. Their row loop then runs better on the second CTA's
+/// warps than on the prefetch (H200, LayerNorm bf16 131072x128: 160
+/// registers, one CTA per SM, 41.9 us; without the prefetch 126 and two,
+/// 38.3; RMSNorm's 128 fit two either way and keep it, 35.3 against
+/// 36.7). Not for a row per CTA: 29x17389's cluster parts need their
+/// prefetch (perf-notes, "Cluster rows").
+bool KernelPlanner::prefetchCostsACta(int64_t without, int64_t with,
+                                      int64_t group) const {
+  if (group > 64)
+    return false;
+  double twoCtas =
+      double(target.registersPerSM) / (2 * 256) * kRegisterEstimateSlack;
+  return without <= twoCtas && with > twoCtas;
 }
 
 /// V: 16 bytes of the widest full element type. Rows that need not start
@@ -452,7 +477,9 @@ void KernelPlanner::pickRowGroup() {
         int64_t withPrefetch = plan.estimatedRegisters +
                                static_cast<int64_t>(prefetchRegistersPerColumn() *
                                                     columns);
-        plan.prefetch = options.prefetch && withPrefetch <= registerBudget(g);
+        plan.prefetch = options.prefetch && withPrefetch <= registerBudget(g) &&
+                        !prefetchCostsACta(plan.estimatedRegisters,
+                                           withPrefetch, g);
         // The scalar fallback keeps a register per prefetched element
         // (RMSNorm bf16 4096 at 2 rows per CTA spilled 88 bytes with it).
         plan.scalarPrefetch =
