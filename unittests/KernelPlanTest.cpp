@@ -386,6 +386,23 @@ TEST_P(KernelPlanTest, PeelsExactlyWhereRowsMisalign) {
 // rows, where a cluster holds the row with at most a tenth of its lanes'
 // chunks idle (N = 24576, 32768: none; 20000: 19%, looped); looped
 // everywhere on sm_8x and with max-cluster-ctas=1.
+/// `plan` on `op` is refused where the builders read it (readKernelPlan
+/// runs the attribute's verifier), with an error that says `what`.
+void expectRefused(MixedReductionOp op, const KernelPlan &plan,
+                   StringRef what) {
+  std::string error;
+  {
+    ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &d) {
+      error = d.str();
+      return success();
+    });
+    op->setAttr(kKernelPlanAttrName,
+                kernelPlanAttr(op->getContext(), "f_0", plan));
+    EXPECT_TRUE(failed(readKernelPlan(op)));
+  }
+  EXPECT_NE(error.find(what.str()), std::string::npos) << error;
+}
+
 TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
   Case c = GetParam();
   if (std::string(c.config) == "f32")
@@ -413,21 +430,9 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       if (!asked.resident() || asked.clusterCtas > 1)
         EXPECT_EQ(asked.rowsPerCta, 1);
     }
-    {
-      KernelPlan wrong = looped;
-      wrong.rowsPerCta = 2;
-      std::string error;
-      ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &d) {
-        error = d.str();
-        return success();
-      });
-      op->setAttr(kKernelPlanAttrName,
-                  kernelPlanAttr(op->getContext(), "f_0", wrong));
-      EXPECT_TRUE(failed(readKernelPlan(op)));
-      EXPECT_NE(error.find("the looped variant takes one row per CTA"),
-                std::string::npos)
-          << error;
-    }
+    KernelPlan twoLooped = looped;
+    twoLooped.rowsPerCta = 2;
+    expectRefused(op, twoLooped, "the looped variant takes one row per CTA");
     // The clusters' st.async needs PTX 8.1.
     KernelPlanOptions ptx80;
     ptx80.features = "+ptx80";
@@ -455,19 +460,9 @@ TEST_P(KernelPlanTest, LongRowsStageWholeOrTakeNarrowClusters) {
       KernelPlan shallow = planKernel(op, twoStages, target);
       EXPECT_EQ(shallow.asyncStages, 2);
       EXPECT_FALSE(shallow.clusterSumsAhead);
-      KernelPlan wrong = plan;
-      wrong.rowsPerCta = 2;
-      std::string error;
-      {
-        ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &d) {
-          error = d.str();
-          return success();
-        });
-        op->setAttr(kKernelPlanAttrName,
-                    kernelPlanAttr(op->getContext(), "f_0", wrong));
-        EXPECT_TRUE(failed(readKernelPlan(op)));
-      }
-      EXPECT_NE(error.find("one row per CTA"), std::string::npos) << error;
+      KernelPlan twoClustered = plan;
+      twoClustered.rowsPerCta = 2;
+      expectRefused(op, twoClustered, "one row per CTA");
       int64_t slots = plan.clusterCtas * plan.threadsPerRow *
                       plan.chunksPerThread * plan.vector;
       EXPECT_GE(slots, n);
@@ -779,6 +774,9 @@ TEST(KernelPlanSlabs, GroupsPerCtaAndSplitKernels) {
     EXPECT_EQ(attr.getVector(), c.vector) << label;
     EXPECT_EQ(attr.getSlabGroups(), c.groups) << label;
     EXPECT_EQ(attr.getSplitColumnGroups(), c.split) << label;
+    // The launcher splits only where each split CTA walks 32 KiB of an
+    // input (slab-split-min-bytes); no split kernels, no rule.
+    EXPECT_EQ(attr.getSplitMinBytes(), c.split ? 32768 : 0) << label;
     // A position's runs fit the CTA.
     EXPECT_LE(c.groups * (c.c / 32) / c.vector, attr.getBlock()) << label;
     op->setAttr(kKernelPlanAttrName, attr);

@@ -40,6 +40,29 @@ __global__ void stream(const uint4 *x, const uint4 *dy, uint4 *dx, long n) {
   }
 }
 
+// Median microseconds of 50 replays of `ge`, each after the L2 flush (a
+// 256 MB memset); -1 on a CUDA error.
+static float medianReplay(cudaGraphExec_t ge, cudaStream_t s, char *flush) {
+  std::vector<float> t;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a); cudaEventCreate(&b);
+  for (int r = 0; r < 60; ++r) {
+    if (cudaMemsetAsync(flush, r, 256 << 20, s) != cudaSuccess ||
+        cudaEventRecord(a, s) != cudaSuccess ||
+        cudaGraphLaunch(ge, s) != cudaSuccess ||
+        cudaEventRecord(b, s) != cudaSuccess ||
+        cudaEventSynchronize(b) != cudaSuccess) {
+      printf("CUDA error: %s\n", cudaGetErrorString(cudaGetLastError()));
+      return -1;
+    }
+    float ms; cudaEventElapsedTime(&ms, a, b);
+    if (r >= 10) t.push_back(ms * 1e3f);
+  }
+  cudaEventDestroy(a); cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 int main() {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -64,20 +87,8 @@ int main() {
       stream<4><<<grid, 1024, 0, s>>>(x, dy, dx, n);
       CHECK(cudaStreamEndCapture(s, &g));
       CHECK(cudaGraphInstantiate(&ge, g, 0));
-      std::vector<float> t;
-      cudaEvent_t a, b;
-      cudaEventCreate(&a); cudaEventCreate(&b);
-      for (int r = 0; r < 60; ++r) {
-        CHECK(cudaMemsetAsync(flush, r, 256 << 20, s));
-        cudaEventRecord(a, s);
-        CHECK(cudaGraphLaunch(ge, s));
-        cudaEventRecord(b, s);
-        CHECK(cudaEventSynchronize(b));
-        float ms; cudaEventElapsedTime(&ms, a, b);
-        if (r >= 10) t.push_back(ms * 1e3f);
-      }
-      std::sort(t.begin(), t.end());
-      float us = t[t.size() / 2];
+      float us = medianReplay(ge, s, flush);
+      if (us < 0) return 1;
       double gbs = 3.0 * shape.bytes / us / 1e3;
       printf("%-16s %8d %8.1f %8.0f %8.1f\n", shape.name, grid, us, gbs,
              gbs / std::min(grid, sms));
@@ -92,20 +103,9 @@ int main() {
     stream<1><<<1, 32, 0, s>>>(nullptr, nullptr, nullptr, 0);
     CHECK(cudaStreamEndCapture(s, &g));
     CHECK(cudaGraphInstantiate(&ge, g, 0));
-    std::vector<float> t;
-    cudaEvent_t a, b;
-    cudaEventCreate(&a); cudaEventCreate(&b);
-    for (int r = 0; r < 60; ++r) {
-      CHECK(cudaMemsetAsync(flush, r, 256 << 20, s));
-      cudaEventRecord(a, s);
-      CHECK(cudaGraphLaunch(ge, s));
-      cudaEventRecord(b, s);
-      CHECK(cudaEventSynchronize(b));
-      float ms; cudaEventElapsedTime(&ms, a, b);
-      if (r >= 10) t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    printf("%-16s %8d %8.1f\n", "empty kernel", 1, t[t.size() / 2]);
+    float us = medianReplay(ge, s, flush);
+    if (us < 0) return 1;
+    printf("%-16s %8d %8.1f\n", "empty kernel", 1, us);
   }
   return 0;
 }

@@ -105,6 +105,11 @@ GPU_OPTIONS = (
               "CTAs per cluster of GroupNorm's split slab kernels (2 NCHW, "
               "8 channels last: few slabs share each slab among a cluster's "
               "CTAs; 1: none)"),
+    GpuOption("slab-split-min-bytes", "slab_split_min_bytes", int, 32768,
+              "GroupNorm's split slab kernels run only where each CTA of a "
+              "split unit still walks at least this many bytes of every "
+              "full input (a run-time rule: fewer, a CTA per unit); 0: "
+              "wherever the units are at most half the SMs"),
     GpuOption("remarks", "remarks", bool, False,
               "Emit a remark per op with the chosen kernel shape"),
 )

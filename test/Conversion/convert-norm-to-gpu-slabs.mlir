@@ -1,6 +1,7 @@
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu | FileCheck %s
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=remarks=true -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
-// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=LAUNCH
+// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm=slab-split-min-bytes=0 --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=LAUNCH
+// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=MINBYTES
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=max-cluster-ctas=1 | FileCheck %s --check-prefix=NOSPLIT
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu | norm-opt -split-input-file | FileCheck %s --check-prefix=REPARSE
 
@@ -15,7 +16,7 @@
 // CHECK-LABEL: func.func @group_norm_nchw
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "group_norm_nchw_0"
 // CHECK-SAME:      split_column_groups = 2
-// CHECK-SAME:      slab_rows = true
+// CHECK-SAME:      slab_rows = true, split_min_bytes = 32768>
 // CHECK:         gpu.func @group_norm_nchw_0_main_scalar(
 // CHECK-NOT:       nvvm.cluster
 // CHECK:         gpu.return
@@ -40,7 +41,8 @@
 // The host: N x G = 8 slabs of C/G x H x W = 2 x 16 elements; at most
 // half as many slabs as SMs take the split kernels (grid 2 x 8), and the
 // final kernel's P = N x 2 = 4 (else N = 2) partial rows of G x C/G = 8
-// columns.
+// columns. (slab-split-min-bytes=0 here: by default a split CTA must walk
+// 32 KiB of each input, and these 64-byte slabs never split, MINBYTES.)
 // LAUNCH-LABEL: func.func @group_norm_nchw
 // LAUNCH:         %[[SMS:.*]] = call @normrt_ir_sm_count()
 // LAUNCH:         %[[FEW:.*]] = arith.cmpi sge, %[[SMS]], %c16_i64
@@ -49,6 +51,12 @@
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_main_scalar blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1) {{.*}} %c8_i64 : i64, %c32_i64 : i64,
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_main_split_scalar blocks in (%{{.*}}, %c1, %c1) threads in (%c512, %c1, %c1)
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_final blocks in (%c1, %c1, %c1) {{.*}} %[[P]] : i64, %c8_i64 : i64)
+
+// By default the split needs 2 x 32 KiB a slab (Q = 2 CTAs of 32 KiB of
+// each input): these slabs of 64 bytes take a CTA each, P = N = 2.
+// MINBYTES-LABEL: func.func @group_norm_nchw
+// MINBYTES-NOT:     arith.select
+// MINBYTES:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nchw_0_final blocks in (%c1, %c1, %c1) {{.*}} %c2_i64 : i64, %c8_i64 : i64)
 
 // max-cluster-ctas=1: no split kernels.
 // NOSPLIT-LABEL: func.func @group_norm_nchw
@@ -70,6 +78,14 @@ func.func @group_norm_nchw(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, 
 // CHECK:         split_column_groups = 8
 // CHECK-SAME:    slab_rows = true, slab_groups = 4
 // CHECK:         gpu.func @group_norm_nhwc_dynamic_0_main_scalar(
+// With N and the spatial dims at run time the byte rule is the
+// launcher's: a unit's K = 4 slabs of `cols` bf16 elements (8 bytes a
+// slab element) split into Q = 8 parts of at least 32 KiB each.
+// MINBYTES-LABEL: func.func @group_norm_nhwc_dynamic
+// MINBYTES:         %[[UNIT:.*]] = arith.muli %{{.*}}, %c8_i64 : i64
+// MINBYTES:         %[[BIG:.*]] = arith.cmpi sge, %[[UNIT]], %c262144_i64 : i64
+// MINBYTES:         %[[FEW:.*]] = arith.cmpi sle, %{{.*}}, %{{.*}} : i64
+// MINBYTES:         arith.andi %[[FEW]], %[[BIG]] : i1
 // LAUNCH-LABEL: func.func @group_norm_nhwc_dynamic
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nhwc_dynamic_0_main_scalar
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nhwc_dynamic_0_final

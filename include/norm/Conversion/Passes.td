@@ -182,6 +182,12 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "variant). Also caps the CTAs per cluster of GroupNorm's split "
            "slab kernels (2 NCHW, 8 channels last: few slabs share each "
            "slab among a cluster's CTAs; 1: none)">,
+    Option<"slabSplitMinBytes", "slab-split-min-bytes", "int64_t",
+           /*default=*/"32768",
+           "GroupNorm's split slab kernels run only where each CTA of a "
+           "split unit still walks at least this many bytes of every full "
+           "input (a run-time rule: fewer, a CTA per unit); 0: wherever the "
+           "units are at most half the SMs">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

@@ -159,6 +159,9 @@ LogicalResult mlir::norm::validateGpuOptions(
       !isPowerOfTwo(options.maxClusterCTAs))
     bad("max-cluster-ctas", Twine(options.maxClusterCTAs),
         "expected 1 (no clusters), 2, 4 or 8 (the portable cluster sizes)");
+  if (options.slabSplitMinBytes < 0)
+    bad("slab-split-min-bytes", Twine(options.slabSplitMinBytes),
+        "expected 0 (split wherever the units are few) or a byte count");
   if (options.tierMinCols != 0 &&
       (!isPowerOfTwo(options.tierMinCols) ||
        options.tierMinCols < kMinTierColsLimit ||

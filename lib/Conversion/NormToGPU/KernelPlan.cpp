@@ -190,6 +190,12 @@ private:
           options.maxClusterCTAs);
     if (plan.splitColumnGroups == 1)
       plan.splitColumnGroups = 0;
+    // Split CTAs with little to walk cost more in the cluster's exchange
+    // and the extra partial rows than they gain (perf-notes, "GroupNorm
+    // slabs": channels last bf16 8x640x32x32, 20 KiB a CTA, 31.2 -> 38.1
+    // us split; 8x320x64x64, 80 KiB, 114.1 -> 60.0).
+    if (plan.splitColumnGroups > 1)
+      plan.splitMinBytes = options.slabSplitMinBytes;
     plan.programsPerSm = options.programsPerSM;
     plan.estimatedRegisters = 64;
     return plan;

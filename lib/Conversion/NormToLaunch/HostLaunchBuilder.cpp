@@ -719,14 +719,23 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
   MixedReductionOp op = ops.op;
   std::optional<SlabDomain> slab = op.getSlabDomain();
   // A CTA per K slabs (channels last: K adjacent groups); at most half as
-  // many such units as SMs: the split kernels, a cluster of Q CTAs per
-  // unit (perf-notes, "GroupNorm slabs": 128 units of 8 CTAs each were
-  // slower than 128 CTAs).
+  // many such units as SMs, each of whose Q parts still walks the plan's
+  // split_min_bytes of every full input: the split kernels, a cluster of Q
+  // CTAs per unit (perf-notes, "GroupNorm slabs": 128 units of 8 CTAs each
+  // were slower than 128 CTAs, and so were 64 units of 8 x 20 KiB).
   const int64_t Q = std::max<int64_t>(1, k.splitColumnGroups);
   Value units = m.div(ops.rows, m.i64(k.slabGroups));
   Value split = m.i1(false);
-  if (Q > 1)
-    split = m.cmp(Arith::P::sle, m.mul(units, m.i64(2)), sms);
+  if (Q > 1) {
+    int64_t widest = 1;
+    for (Value in : op.getFull())
+      widest = std::max(widest, elementBytes(in.getType()));
+    // A unit's bytes of one input: K slabs of `cols` elements.
+    Value unitBytes = m.mul(ops.cols, m.i64(k.slabGroups * widest));
+    split = m.both(
+        m.cmp(Arith::P::sle, m.mul(units, m.i64(2)), sms),
+        m.cmp(Arith::P::sge, unitBytes, m.i64(k.splitMinBytes * Q)));
+  }
   // N x Q partial rows (a sample's part each; N with one CTA per slab) of
   // A x C column slots; the workspace holds the most.
   Value samples = m.div(ops.rows, m.i64(slab->aSize));

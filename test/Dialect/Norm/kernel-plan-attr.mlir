@@ -282,3 +282,34 @@ func.func @slab_groups_zero() attributes {norm.gpu = #norm.kernel_plan<kernel = 
 func.func @slab_groups_without_slabs() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 2, threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 512, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, slab_groups = 2>} {
   return
 }
+
+// -----
+
+// The split kernels' least bytes a CTA (GroupNorm slabs; printed when not
+// 0), and 320-thread slab CTAs (whole warps, not a power of two).
+// CHECK-LABEL: func.func @split_min_bytes
+// CHECK: threads_per_row = 320, {{.*}} slab_rows = true, split_min_bytes = 32768>
+func.func @split_min_bytes() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 2, threads_per_row = 320, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 320, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 2, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, slab_rows = true, split_min_bytes = 32768>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: split_min_bytes must be at least 0, and 0 unless slab_rows}}
+func.func @split_min_bytes_not_slabs() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 32, rows_per_cta = 8, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 0, split_min_bytes = 4096>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: a slab plan's threads_per_row must be whole warps, at most 1024, got 300}}
+func.func @slab_threads_not_warps() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 2, threads_per_row = 300, rows_per_cta = 1, chunks_per_thread = 0, programs_per_sm = 0, block = 300, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 1, split_column_groups = 0, split_shared_bytes = 0, final_threads = 512, dynamic_shared_bytes = 0, slab_rows = true>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: the looped variant takes one row per CTA (its shared accumulators are the CTA's), got rows_per_cta 2}}
+func.func @looped_two_rows() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 2, chunks_per_thread = 0, programs_per_sm = 0, block = 1024, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 2, split_column_groups = 0, split_shared_bytes = 0, final_threads = 1024, dynamic_shared_bytes = 0>} {
+  return
+}

@@ -123,7 +123,7 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool ringRowInputs, int64_t bulkRingOffset,
                        bool clusterSumsAhead, bool stridedRows,
                        bool slabRows, int64_t slabGroups,
-                       ArrayAttr tiers) {
+                       int64_t splitMinBytes, ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -170,6 +170,9 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "kernel_plan: cluster_sums_ahead needs a cluster "
                           "(cluster_ctas > 1) and a cp.async ring of at "
                           "least 3 rows";
+  if (splitMinBytes < 0 || (splitMinBytes > 0 && !slabRows))
+    return emitError() << "kernel_plan: split_min_bytes must be at least 0, "
+                          "and 0 unless slab_rows";
   if (slabGroups < 1 || (slabGroups > 1 && !slabRows))
     return emitError() << "kernel_plan: slab_groups must be at least 1, and "
                           "1 unless slab_rows";

@@ -165,8 +165,11 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     and CTA) and `slab_groups` (channels last, printed only when not 1:
     each CTA takes that many adjacent groups of a sample, so that a
     position's runs of C/G channels make one contiguous run of at least
-    128 bytes; a thread's channels are all in one group); each printed only
-    when not false / 0.
+    128 bytes; a thread's channels are all in one group) and
+    `split_min_bytes` (the launcher takes the split kernels only where each
+    of a unit's Q CTAs walks at least that many bytes of every full input,
+    besides at most half as many units as SMs); each printed only when not
+    false / 0.
 
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
@@ -209,6 +212,7 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     DefaultPlanField<"bool", "false", "channels-first: the strided kernel">:$strided_rows,
     DefaultPlanField<"bool", "false", "GroupNorm: the slab kernel, a CTA per slab">:$slab_rows,
     DefaultPlanField<"int64_t", "1", "GroupNorm channels last: groups (slabs) per CTA">:$slab_groups,
+    DefaultPlanField<"int64_t", "0", "GroupNorm split kernels: the least bytes of each full input a split CTA walks">:$split_min_bytes,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
