@@ -83,8 +83,8 @@ func.func @group_norm_nchw(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, 
 // slab element) split into Q = 8 parts of at least 32 KiB each.
 // MINBYTES-LABEL: func.func @group_norm_nhwc_dynamic
 // MINBYTES:         %[[UNIT:.*]] = arith.muli %{{.*}}, %c8_i64 : i64
-// MINBYTES:         %[[BIG:.*]] = arith.cmpi sge, %[[UNIT]], %c262144_i64 : i64
 // MINBYTES:         %[[FEW:.*]] = arith.cmpi sle, %{{.*}}, %{{.*}} : i64
+// MINBYTES:         %[[BIG:.*]] = arith.cmpi sge, %[[UNIT]], %c262144_i64 : i64
 // MINBYTES:         arith.andi %[[FEW]], %[[BIG]] : i1
 // LAUNCH-LABEL: func.func @group_norm_nhwc_dynamic
 // LAUNCH:         gpu.launch_func {{.*}} @norm_kernels::@group_norm_nhwc_dynamic_0_main_scalar

@@ -557,9 +557,9 @@ void KernelPlanner::pickRowsPerCTA() {
     plan.rowsPerCta = 1;
   else if (options.rowsPerCTA)
     plan.rowsPerCta = options.rowsPerCTA;
-  else if (plan.resident() && plan.threadsPerRow <= 64)
+  else if (plan.threadsPerRow <= 64)
     plan.rowsPerCta = std::max<int64_t>(1, 256 / plan.threadsPerRow);
-  else if (plan.resident() && plan.threadsPerRow == 128 && !plan.cols &&
+  else if (plan.threadsPerRow == 128 && !plan.cols &&
            partialsCombineInCTA(2))
     plan.rowsPerCta = 2;
   else

@@ -47,7 +47,7 @@ FailureOr<KernelPlan> mlir::norm::readKernelPlan(MixedReductionOp op) {
                         "did not run)");
   // What a hand-written attribute's parse verified, for the planner's too:
   // an invalid plan is a located error, not a kernel that reads out of
-  // bounds (rows_per_cta 2 with cluster_ctas 8 once did).
+  // bounds (rows_per_cta 2 on a looped plan once did).
   if (failed(verifyFields(attr, [&] { return op.emitError(); })))
     return failure();
   KernelPlan plan;

@@ -730,11 +730,13 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
     int64_t widest = 1;
     for (Value in : op.getFull())
       widest = std::max(widest, elementBytes(in.getType()));
-    // A unit's bytes of one input: K slabs of `cols` elements.
+    // A unit's bytes of one input: K slabs of `cols` elements. (One
+    // statement per op: the order of a call's arguments is the compiler's,
+    // and the IR should not depend on it.)
     Value unitBytes = m.mul(ops.cols, m.i64(k.slabGroups * widest));
-    split = m.both(
-        m.cmp(Arith::P::sle, m.mul(units, m.i64(2)), sms),
-        m.cmp(Arith::P::sge, unitBytes, m.i64(k.splitMinBytes * Q)));
+    Value few = m.cmp(Arith::P::sle, m.mul(units, m.i64(2)), sms);
+    Value big = m.cmp(Arith::P::sge, unitBytes, m.i64(k.splitMinBytes * Q));
+    split = m.both(few, big);
   }
   // N x Q partial rows (a sample's part each; N with one CTA per slab) of
   // A x C column slots; the workspace holds the most.
