@@ -419,10 +419,11 @@ int64_t KernelPlanner::registerBudget(int64_t group) const {
 /// registers, one CTA per SM, 41.9 us; without the prefetch 126 and two,
 /// 38.3; RMSNorm's 128 fit two either way and keep it, 35.3 against
 /// 36.7). Not for a row per CTA: 29x17389's cluster parts need their
-/// prefetch (perf-notes, "Cluster rows").
+/// prefetch (perf-notes, "Cluster rows"), and a run-time N's tiers keep one
+/// row per CTA ("Rows per CTA").
 bool KernelPlanner::prefetchCostsACta(int64_t without, int64_t with,
                                       int64_t group) const {
-  if (group > 64)
+  if (group > 64 || plan.cols)
     return false;
   double twoCtas =
       double(target.registersPerSM) / (2 * 256) * kRegisterEstimateSlack;
