@@ -94,6 +94,8 @@ int64_t loopedSharedBytes(const GpuTarget &target);
 
 /// Bytes of one element of `t` (or of its element type, for shaped types).
 int64_t elementBytes(Type t);
+/// The most elementBytes among `values` (1 for none).
+int64_t widestElementBytes(ValueRange values);
 
 /// The plan as `#norm.kernel_plan` (kernel names start with `prefix`):
 /// the one description of the op's kernels (PlanAttr.cpp).

@@ -32,6 +32,13 @@ int64_t mlir::norm::elementBytes(Type t) {
                                   8);
 }
 
+int64_t mlir::norm::widestElementBytes(ValueRange values) {
+  int64_t widest = 1;
+  for (Value v : values)
+    widest = std::max(widest, elementBytes(v.getType()));
+  return widest;
+}
+
 int64_t mlir::norm::maxAccumulatorSharedBytes(const GpuTarget &target) {
   return std::min<int64_t>(160 * 1024, target.sharedBytesPerBlock - 3 * 1024);
 }
@@ -145,9 +152,8 @@ private:
   KernelPlan planSlabRows(const SlabDomain &slab) {
     KernelPlan plan;
     plan.slabRows = true;
-    int64_t widest = 1;
-    for (Value v : llvm::concat<Value>(op.getFull(), op.getFullResults()))
-      widest = std::max(widest, elementBytes(v.getType()));
+    int64_t widest = std::max(widestElementBytes(op.getFull()),
+                              widestElementBytes(op.getFullResults()));
     plan.vector = std::max<int64_t>(1, options.vectorBytes / widest);
     int64_t maxWarps = kSlabThreads / 32;
     int64_t warps = maxWarps;
@@ -221,9 +227,8 @@ private:
                           : std::max<int64_t>(1, kStridedWarpsPerCTA / warps);
     // The vector kernel's rows per lane: at most kStridedRowsPerLane, and
     // vector-bytes of the widest element.
-    int64_t widest = 1;
-    for (Value v : llvm::concat<Value>(op.getFull(), op.getFullResults()))
-      widest = std::max(widest, elementBytes(v.getType()));
+    int64_t widest = std::max(widestElementBytes(op.getFull()),
+                              widestElementBytes(op.getFullResults()));
     plan.vector = std::clamp<int64_t>(options.vectorBytes / widest, 1,
                                       kStridedRowsPerLane);
     // Held columns: a warp's K columns of its V rows stay in registers
@@ -435,11 +440,8 @@ bool KernelPlanner::prefetchCostsACta(int64_t without, int64_t with,
 /// peel where allowed, else a static N not a multiple of V takes the
 /// scalar kernel only.
 void KernelPlanner::pickVectorWidth(bool allowPeel) {
-  widest = 1;
-  for (Value v : op.getFull())
-    widest = std::max(widest, elementBytes(v.getType()));
-  for (Value v : op.getFullResults())
-    widest = std::max(widest, elementBytes(v.getType()));
+  widest = std::max(widestElementBytes(op.getFull()),
+                    widestElementBytes(op.getFullResults()));
   int64_t vectorBytes = std::clamp<int64_t>(options.vectorBytes, widest, 16);
   plan.vector = std::max<int64_t>(1, vectorBytes / widest);
   bool misaligned = cols && (*cols % plan.vector != 0 || plan.cols);

@@ -727,9 +727,7 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
   Value units = m.div(ops.rows, m.i64(k.slabGroups));
   Value split = m.i1(false);
   if (Q > 1) {
-    int64_t widest = 1;
-    for (Value in : op.getFull())
-      widest = std::max(widest, elementBytes(in.getType()));
+    int64_t widest = widestElementBytes(op.getFull());
     // A unit's bytes of one input: K slabs of `cols` elements. (One
     // statement per op: the order of a call's arguments is the compiler's,
     // and the IR should not depend on it.)
