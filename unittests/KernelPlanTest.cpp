@@ -237,6 +237,9 @@ TEST_P(KernelPlanTest, RoundTripsThroughTheAttribute) {
     ASSERT_TRUE(succeeded(read));
     expectSameForBuilders(*read, decided);
     SmallVector<MainKernel> kernels = mainKernels(*read, "f_0");
+    // The latency pair (a static N on sm_90+) comes last.
+    while (!kernels.empty() && kernels.back().latency)
+      kernels.pop_back();
     ASSERT_FALSE(kernels.empty());
     EXPECT_EQ(kernels.back().name, decided.splitColumnGroups > 0
                                        ? "f_0_main_split_scalar"
@@ -256,6 +259,26 @@ TEST_P(KernelPlanTest, EachMainKernelHasItsOwnPlan) {
     SCOPED_TRACE(kernel.name);
     KernelPlan k = mainKernelPlan(op, plan, kernel);
     EXPECT_EQ(k.vector, kernel.vector);
+    if (kernel.latency) {
+      // One cluster of latency_ctas CTAs whose parts cover the row, each
+      // within its lanes' columns; rows read again per pass: no ring,
+      // prefetch or peel; the kernel finishes the columns itself.
+      EXPECT_TRUE(k.latencyKernel());
+      EXPECT_EQ(k.clusterCtas, plan.latencyCtas);
+      EXPECT_EQ(k.block(), kLatencyThreads);
+      EXPECT_LE(k.chunksPerThread * k.vector, kLatencyMaxColumns);
+      int64_t chunks = (*plan.staticCols + k.vector - 1) / k.vector;
+      int64_t part = (chunks + k.clusterCtas - 1) / k.clusterCtas;
+      EXPECT_GE(k.threadsPerRow * k.chunksPerThread, part);
+      EXPECT_GE(part * (k.clusterCtas - 1), 0);
+      EXPECT_LT(part * (k.clusterCtas - 1), chunks); // every CTA has a part
+      EXPECT_EQ(k.asyncStages + k.bulkStages, 0);
+      EXPECT_FALSE(k.prefetch || k.peel || k.singleLaunch || k.dependentLaunch);
+      EXPECT_GE(k.latencyUnroll, 1);
+      EXPECT_LE(k.latencyUnroll, kLatencyUnroll);
+      continue;
+    }
+    EXPECT_FALSE(k.latencyKernel());
     // The same columns per lane in every kernel of the plan.
     EXPECT_EQ(k.chunksPerThread * k.vector,
               plan.chunksPerThread * plan.vector);
@@ -277,6 +300,38 @@ TEST_P(KernelPlanTest, EachMainKernelHasItsOwnPlan) {
     else
       EXPECT_EQ(k.columnGroups, plan.columnGroups);
   }
+}
+
+// The latency kernels: on a chip with clusters, every static N has them,
+// for at most latency-max-bytes of full inputs and results, in a cluster
+// of at most latency-ctas CTAs that each own a part; none without
+// clusters, and none where the options turn them off.
+TEST_P(KernelPlanTest, LatencyKernelsWhereClustersAre) {
+  const Case &c = GetParam();
+  MixedReductionOp op = fused(c);
+  ASSERT_TRUE(op);
+  GpuTarget target = *lookupGpuTarget(c.chip);
+  KernelPlanOptions options;
+  KernelPlan plan = planKernel(op, options, target);
+  if (!target.hasClusters) {
+    EXPECT_EQ(plan.latencyCtas, 0);
+    EXPECT_EQ(plan.latencyRows, 0);
+    return;
+  }
+  ASSERT_GE(plan.latencyCtas, 2);
+  EXPECT_LE(plan.latencyCtas, options.latencyCTAs);
+  int64_t rowBytes = 0;
+  for (Value v : op.getFull())
+    rowBytes += elementBytes(v.getType()) * c.n;
+  for (Value v : op.getFullResults())
+    rowBytes += elementBytes(v.getType()) * c.n;
+  EXPECT_GE(plan.latencyRows, 1);
+  EXPECT_LE(plan.latencyRows * rowBytes, options.latencyMaxBytes);
+  options.latencyCTAs = 0;
+  EXPECT_EQ(planKernel(op, options, target).latencyCtas, 0);
+  options.latencyCTAs = 16;
+  options.latencyMaxBytes = 0;
+  EXPECT_EQ(planKernel(op, options, target).latencyCtas, 0);
 }
 
 TEST_P(KernelPlanTest, FitsTheChip) {

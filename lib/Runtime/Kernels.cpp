@@ -290,6 +290,11 @@ int getFunction(const char *fn, const void *image, const char *kernel_name,
                       "%p failed",
                       fn, kernel_name, imageKind(image), image);
     }
+    // A latency kernel's cluster of 16 CTAs is past the portable 8: the
+    // function must allow it. Chips without clusters refuse the attribute,
+    // and their kernels have no cluster: the result does not matter.
+    (void)gDriver.funcSetAttribute(
+        function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
     found = entry.functions.emplace(kernel_name, function).first;
   }
   *function_out = found->second;

@@ -110,6 +110,21 @@ GPU_OPTIONS = (
               "split unit still walks at least this many bytes of every "
               "full input (a run-time rule: fewer, a CTA per unit); 0: "
               "wherever the units are at most half the SMs"),
+    GpuOption("latency-ctas", "latency_ctas", int, 16,
+              "A static N on sm_90+ (+ptx81): the CTAs of the latency "
+              "kernel's one thread-block cluster (the `_latency` kernels), "
+              "which the launcher takes for calls of at most "
+              "latency-max-bytes: each CTA owns a part of every row, the "
+              "row sums are added in rank order through distributed shared "
+              "memory, and the column results are finished in the kernel "
+              "(no grid barrier, no workspace, one launch); 0 or 1: none; "
+              "2, 4, 8 or 16 (16 needs the non-portable cluster size, which "
+              "the runtime allows; fewer where the row has fewer chunks)"),
+    GpuOption("latency-max-bytes", "latency_max_bytes", int, 4194304,
+              "The latency kernel takes calls whose full inputs and results "
+              "take at most this many bytes (plan `latency_rows`: rows x "
+              "the bytes of a row, also capped by its shared arrays); 0: "
+              "never"),
     GpuOption("remarks", "remarks", bool, False,
               "Emit a remark per op with the chosen kernel shape"),
 )

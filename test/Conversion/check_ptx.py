@@ -5,7 +5,7 @@ For LayerNorm and RMSNorm x bf16/f16/f32 x N, compiles one module per
 (kind, dtype) to PTX for --chip, assembles it with ptxas -v for that chip,
 and checks, per kernel:
   - ptxas accepts it;
-  - every vector main kernel (`*_main`, `*_main_split`, emitted when N is
+  - every vector main kernel (`*_main`, `*_main_split`, `*_latency`, emitted when N is
     a multiple of the vector width) loads with 16-byte global loads
     (ld.global.v4.b32 or .v2.b64, or cp.async of 16 bytes into the
     shared-memory ring) and stores 16 bytes at a time;
@@ -101,14 +101,17 @@ def main():
                 # of other blocks end in `_final_<threads>`.
                 final = re.search(r"_final(_\d+)?$", name)
                 prefix = re.sub(
-                    r"_(main|main_peel|main_scalar|main_split|main_split_scalar)$",
+                    r"_(main|main_peel|main_scalar|main_split|main_split_scalar|"
+                    r"latency|latency_scalar)$",
                     "", name)
-                kind_of = "final" if final else variant.get(prefix, "?")
+                latency = re.search(r"_latency(_scalar)?$", name)
+                kind_of = ("final" if final else
+                           "latency" if latency else variant.get(prefix, "?"))
                 if kind_of == "?":
                     problems.append("no remark for this kernel")
                 if spill != (0, 0, 0) and kind_of != "looped":
                     problems.append(f"stack/spill {spill}")
-                if name.endswith(("_main", "_main_split")):
+                if name.endswith(("_main", "_main_split", "_latency")):
                     body = bodies[name]
                     # Plain 16-byte loads, or 16-byte cp.async copies into
                     # the shared-memory ring.

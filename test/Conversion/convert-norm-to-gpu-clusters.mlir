@@ -1,8 +1,8 @@
-// RUN: norm-opt %s --convert-norm-to-gpu -split-input-file | FileCheck %s
-// RUN: norm-opt %s --convert-norm-to-gpu="remarks=true" -split-input-file -verify-diagnostics -o /dev/null
-// RUN: norm-opt %s --convert-norm-to-gpu="chip=sm_80 remarks=true" -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=SM80
-// RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1" -split-input-file | FileCheck %s --check-prefix=OFF
-// RUN: norm-opt %s --convert-norm-to-gpu="features=+ptx80" -split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: norm-opt %s --convert-norm-to-gpu=latency-ctas=0 -split-input-file | FileCheck %s
+// RUN: norm-opt %s --convert-norm-to-gpu="remarks=true latency-ctas=0" -split-input-file -verify-diagnostics -o /dev/null
+// RUN: norm-opt %s --convert-norm-to-gpu="chip=sm_80 remarks=true latency-ctas=0" -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=SM80
+// RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1 latency-ctas=0" -split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: norm-opt %s --convert-norm-to-gpu="features=+ptx80 latency-ctas=0" -split-input-file | FileCheck %s --check-prefix=OFF
 
 // RMSNorm backward, f32, N = 32768 (static), as --norm-fuse-mixed-reductions
 // leaves it: one CTA's registers hold at most 8192 columns (256 lanes of

@@ -1,8 +1,8 @@
-// RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1" | FileCheck %s
-// RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1 remarks=true" -verify-diagnostics -o /dev/null
-// RUN: norm-opt %s --convert-norm-to-gpu="remarks=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLREMARK
-// RUN: norm-opt %s --convert-norm-to-gpu | FileCheck %s --check-prefix=CLUSTER8
-// RUN: norm-opt %s --convert-norm-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1 latency-ctas=0" | FileCheck %s
+// RUN: norm-opt %s --convert-norm-to-gpu="max-cluster-ctas=1 remarks=true latency-ctas=0" -verify-diagnostics -o /dev/null
+// RUN: norm-opt %s --convert-norm-to-gpu="remarks=true latency-ctas=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLREMARK
+// RUN: norm-opt %s --convert-norm-to-gpu=latency-ctas=0 | FileCheck %s --check-prefix=CLUSTER8
+// RUN: norm-opt %s --convert-norm-to-gpu="chip=sm_80 latency-ctas=0" | FileCheck %s --check-prefix=SM80
 
 // With clusters (sm_90+, the default): these rows are too long for the
 // looped kernel's bulk ring (two stages of a whole row do not fit beside

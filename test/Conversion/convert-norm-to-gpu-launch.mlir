@@ -1,8 +1,8 @@
-// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s
-// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm="single-launch=false dependent-launch=false" --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=TWO
+// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm=latency-ctas=0 --convert-norm-to-gpu-launch -canonicalize | FileCheck %s
+// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm="single-launch=false dependent-launch=false latency-ctas=0" --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=TWO
 // The host lowering reaches the LLVM dialect with upstream passes only.
-// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch | norm-opt -split-input-file -pass-pipeline='builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},convert-linalg-to-loops,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,gpu-to-llvm,convert-func-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)' | FileCheck %s --check-prefix=LLVM
-// RUN: not norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu --convert-norm-to-gpu-launch 2>&1 | FileCheck %s --check-prefix=ORDER
+// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm=latency-ctas=0 --convert-norm-to-gpu-launch | norm-opt -split-input-file -pass-pipeline='builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},convert-linalg-to-loops,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,gpu-to-llvm,convert-func-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)' | FileCheck %s --check-prefix=LLVM
+// RUN: not norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu=latency-ctas=0 --convert-norm-to-gpu-launch 2>&1 | FileCheck %s --check-prefix=ORDER
 // Bad option values are errors naming the option.
 // RUN: not norm-opt %s --convert-norm-to-gpu-launch="host-shared=maybe" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: not norm-opt %s --convert-norm-to-gpu-launch="no-such=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOOPT

@@ -1,16 +1,16 @@
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu | FileCheck %s
-// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(convert-norm-to-gpu)' | FileCheck %s %}
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="threads-per-row=64" | FileCheck %s --check-prefix=WIDE
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4" | FileCheck %s --check-prefix=LOOPED
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 bulk-stages=0" | FileCheck %s --check-prefix=NOBULK
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 chip=sm_80" | FileCheck %s --check-prefix=NOBULK
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="async-stages=0" | FileCheck %s --check-prefix=PREFETCH
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false" | FileCheck %s --check-prefix=TWO
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false dependent-launch=false" | FileCheck %s --check-prefix=NODEP
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false chip=sm_80" | FileCheck %s --check-prefix=NODEP
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu=latency-ctas=0 | FileCheck %s
+// RUN: %if mlir-opt-plugin %{ %mlir_opt_plugin %s -split-input-file --pass-pipeline='builtin.module(convert-norm-to-gpu{latency-ctas=0})' | FileCheck %s %}
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="threads-per-row=64 latency-ctas=0" | FileCheck %s --check-prefix=WIDE
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 latency-ctas=0" | FileCheck %s --check-prefix=LOOPED
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 bulk-stages=0 latency-ctas=0" | FileCheck %s --check-prefix=NOBULK
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="max-resident-elements=4 chip=sm_80 latency-ctas=0" | FileCheck %s --check-prefix=NOBULK
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="async-stages=0 latency-ctas=0" | FileCheck %s --check-prefix=PREFETCH
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false latency-ctas=0" | FileCheck %s --check-prefix=TWO
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false dependent-launch=false latency-ctas=0" | FileCheck %s --check-prefix=NODEP
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="single-launch=false chip=sm_80 latency-ctas=0" | FileCheck %s --check-prefix=NODEP
 // The remarks (the resident tiers of @captured's run-time N have their own
 // in convert-norm-to-gpu-tiers.mlir).
-// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="remarks=true tier-min-cols=0" -verify-diagnostics -o /dev/null
+// RUN: norm-opt %s -split-input-file --convert-norm-to-gpu="remarks=true tier-min-cols=0 latency-ctas=0" -verify-diagnostics -o /dev/null
 
 // RMSNorm backward, bf16, N = 512, as --norm-fuse-mixed-reductions leaves it
 // (the narrowing truncf of dW stays outside the fused op).

@@ -34,6 +34,19 @@ constexpr int64_t kMaxColumnGroups = 8;
 /// CTAs per row of the looped variant's `_main_split` kernels (few rows).
 constexpr int64_t kSplitColumnGroups = 4;
 
+/// The latency kernels (latencyKernelPlan): threads per CTA; lanes per row
+/// group at least; columns per lane at most (more lanes above: each is
+/// an accumulator per column result through the last pass); the 32-bit
+/// registers of raw loads per thread that one unrolled step of a pass
+/// issues at most, and its rows at most; the bytes of the static arrays of
+/// row sums (this CTA's parts and the totals), which cap latency_rows.
+constexpr int64_t kLatencyThreads = 512;
+constexpr int64_t kLatencyMinLanes = 8;
+constexpr int64_t kLatencyMaxColumns = 16;
+constexpr int64_t kLatencyLoadRegisters = 32;
+constexpr int64_t kLatencyUnroll = 8;
+constexpr int64_t kLatencySlotBytes = 32 * 1024;
+
 /// User overrides of the heuristic (0 means "pick"): the GPU options of
 /// Passes.td (see GpuOptions.h).
 using KernelPlanOptions = ConvertNormToGPUOptions;
@@ -68,6 +81,10 @@ struct KernelPlan : KernelPlanFields {
     return block() % kFinalColumnsPerCTA == 0 ? block() : 512;
   }
   bool resident() const { return chunksPerThread > 0; }
+  // A latency kernel's own plan (latencyKernelPlan): rows of one pass
+  // unrolled at a time; 0 for every other kernel.
+  int64_t latencyUnroll = 0;
+  bool latencyKernel() const { return latencyUnroll > 0; }
   /// Looped: chunks per iteration of the loops over a row, for the kernel
   /// of `vector` columns per access (the vector or the scalar kernel).
   int64_t loopUnroll(MixedReductionOp op, int64_t vector) const;
@@ -112,12 +129,25 @@ struct MainKernel {
   std::string name;
   int64_t vector;
   bool split;
-  bool peel; // the peeled vector kernel
+  bool peel;            // the peeled vector kernel
+  bool latency = false; // a `_latency` kernel (latencyKernelPlan)
 };
 
 /// The plan of a plan's split kernels (`_main_split*`): its split column
 /// groups and their accumulators, two launches, no bulk ring.
 KernelPlan splitKernelPlan(const KernelPlan &plan);
+
+/// The plan of a plan's latency kernel of `vector` columns per access
+/// (`_latency`: the plan's vector; `_latency_scalar`: 1): one cluster of
+/// latency_ctas CTAs, each owning a part of ceil(N / vector / C) chunks;
+/// a CTA of kLatencyThreads threads in groups of the fewest lanes (a power
+/// of two, at least kLatencyMinLanes) that hold the part in at most
+/// kLatencyMaxColumns columns each; rows unrolled kLatencyUnroll at a time
+/// within kLatencyLoadRegisters of raw loads per thread; the groups'
+/// column sums in dynamic shared memory. Two passes or more over the rows,
+/// so no ring, prefetch or peel; one launch and no final kernel.
+KernelPlan latencyKernelPlan(MixedReductionOp op, const KernelPlan &plan,
+                             int64_t vector);
 
 /// The main kernels a plan (or tier) has, named `prefix` + suffix, in the
 /// host's choice order: worked out here only, for the builders and the

@@ -96,9 +96,8 @@ SmallVector<Value> KernelBuilderBase::sumSliceOfPrograms(
   return SmallVector<Value>(rest.getResults());
 }
 
-/// Slice 0: the slices of column result `c` in order, plus the initial
-/// value (a constant, or read from `inits[c]`), narrowed to the result
-/// type, through the column epilogue (truncf of dW), stored.
+/// Slice 0: the slices of column result `c` in order, finished and stored
+/// (storeColumnResult).
 void KernelBuilderBase::finishColumn(MixedReductionOp op, unsigned c,
                                      const SliceShape &shape, Value smem,
                                      Value col, ArrayRef<Value> inits,
@@ -113,7 +112,13 @@ void KernelBuilderBase::finishColumn(MixedReductionOp op, unsigned c,
         scf::YieldOp::create(
             b, loc, ValueRange{arith::AddFOp::create(b, loc, acc[0], part)});
       });
-  Value total = slices.getResult(0);
+  storeColumnResult(op, c, col, slices.getResult(0), inits, outs);
+}
+
+void KernelBuilderBase::storeColumnResult(MixedReductionOp op, unsigned c,
+                                          Value col, Value total,
+                                          ArrayRef<Value> inits,
+                                          ArrayRef<Value> outs) {
   Value init;
   Value initValue = op.getColInit()[c];
   if (auto constant = getConstantColumnInit(initValue)) {

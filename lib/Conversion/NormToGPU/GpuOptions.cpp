@@ -159,6 +159,13 @@ LogicalResult mlir::norm::validateGpuOptions(
       !isPowerOfTwo(options.maxClusterCTAs))
     bad("max-cluster-ctas", Twine(options.maxClusterCTAs),
         "expected 1 (no clusters), 2, 4 or 8 (the portable cluster sizes)");
+  if (options.latencyCTAs < 0 || options.latencyCTAs > 16 ||
+      (options.latencyCTAs > 1 && !isPowerOfTwo(options.latencyCTAs)))
+    bad("latency-ctas", Twine(options.latencyCTAs),
+        "expected 0 or 1 (no latency kernel), 2, 4, 8 or 16");
+  if (options.latencyMaxBytes < 0)
+    bad("latency-max-bytes", Twine(options.latencyMaxBytes),
+        "expected 0 (no latency kernel) or a byte count");
   if (options.slabSplitMinBytes < 0)
     bad("slab-split-min-bytes", Twine(options.slabSplitMinBytes),
         "expected 0 (split wherever the units are few) or a byte count");

@@ -177,6 +177,13 @@ protected:
   /// CTA's), so the groups' phases need not line up; the CTA barrier for a
   /// single group or where the ids run out.
   void groupBarrier(Value group, int64_t groups, int64_t threads);
+  /// Column result `c` at column `col` from its f32 sum `total`: plus the
+  /// initial value (a constant, or read from `inits[c]`), narrowed to the
+  /// result type, through the column epilogue (truncf of dW), stored to
+  /// `outs[c]` (ColumnReduction.cpp).
+  void storeColumnResult(MixedReductionOp op, unsigned c, Value col,
+                         Value total, ArrayRef<Value> inits,
+                         ArrayRef<Value> outs);
   /// The fixed-order reduction of the fp32 partial buffer [C, P, N] into
   /// the column results (ColumnReduction.cpp).
   void emitColumnReduction(MixedReductionOp op, int64_t threads, Value partial,

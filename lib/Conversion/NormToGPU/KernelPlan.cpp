@@ -134,7 +134,7 @@ public:
       return planStridedRows();
     int64_t n = op.getDomainShape().back();
     if (!ShapedType::isDynamic(n))
-      return planFor(n, /*tier=*/false);
+      return withLatencyKernels(planFor(n, /*tier=*/false));
     KernelPlan looped = planFor(std::nullopt, /*tier=*/false);
     looped.tiers = planTiers(looped.vector);
     return looped;
@@ -267,6 +267,58 @@ private:
     if (!peeled.peel || peelable(peeled))
       return longRowsInClusters(peeled);
     return longRowsInClusters(planWith(n, tier, /*peel=*/false));
+  }
+  /// Small calls of a static N (issue 44): the latency kernels, one
+  /// cluster of up to latency-ctas CTAs (a power of two, at most the
+  /// row's vector chunks, so every CTA owns a part), for calls of at most
+  /// latency-max-bytes of full inputs and results, as many rows as the
+  /// static arrays of row sums hold. A few SMs stream such a call about as
+  /// fast as all of them (bench/micro/few_sm_stream.cu: 16 CTAs 0.4-0.7 us
+  /// slower at 512x1024 and 29x17389), and the cluster needs no grid
+  /// barrier, second launch or workspace (perf-notes, "Latency kernels").
+  KernelPlan withLatencyKernels(KernelPlan plan) {
+    if (!clustersAvailable() || options.latencyCTAs < 2 ||
+        options.latencyMaxBytes <= 0 || !plan.staticCols ||
+        *plan.staticCols <= 0)
+      return plan;
+    int64_t n = *plan.staticCols;
+    // The chunks of the `_latency` kernel where N has one, else the
+    // scalar kernel's columns.
+    int64_t fewestChunks =
+        plan.vector > 1 && n % plan.vector == 0 ? n / plan.vector : n;
+    int64_t ctas = options.latencyCTAs;
+    while (ctas > fewestChunks)
+      ctas /= 2;
+    if (ctas < 2)
+      return plan;
+    int64_t rowBytes = fullRowBytes(n);
+    for (Value v : op.getFullResults())
+      rowBytes += elementBytes(v.getType()) * n;
+    int64_t maxSums = 1, totalSums = 0;
+    for (Region &stage : op.getRowStages()) {
+      int64_t sums = stage.front().getTerminator()->getNumOperands();
+      maxSums = std::max(maxSums, sums);
+      totalSums += sums;
+    }
+    int64_t rows =
+        std::min(options.latencyMaxBytes / std::max<int64_t>(rowBytes, 1),
+                 kLatencySlotBytes / (4 * (maxSums + totalSums)));
+    if (rows < 1)
+      return plan;
+    KernelPlan latency = plan;
+    latency.latencyCtas = ctas;
+    latency.latencyRows = rows;
+    // Every latency kernel's part within its lanes' chunks and its column
+    // sums within the shared memory.
+    for (const MainKernel &kernel : mainKernels(latency, "")) {
+      if (!kernel.latency)
+        continue;
+      KernelPlan k = latencyKernelPlan(op, latency, kernel.vector);
+      if (k.chunksPerThread * k.vector > kLatencyMaxColumns ||
+          k.dynamicSharedBytes > maxAccumulatorSharedBytes(target))
+        return plan;
+    }
+    return latency;
   }
   /// 16-bit vector rows stay looped (pickCluster) while the looped kernel
   /// stages whole rows of under kClusterOverBulkRowBytes in its bulk ring;

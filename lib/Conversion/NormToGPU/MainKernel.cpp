@@ -50,6 +50,9 @@ private:
   /// with a cluster the CTA's rank-th part (partBegin, partEnd,
   /// partChunks); progRow and rowPrograms (a cluster is one program).
   ProgramLayout computeRowParts(ProgramLayout layout);
+  /// The latency kernel: the grid is one cluster, CTA r owning the r-th
+  /// part of every row; its R groups are the programs (rows it + group).
+  ProgramLayout computeLatencyParts(ProgramLayout layout);
   /// The looped kernel: plan.columnGroups programs (CTAs) share a row, each
   /// owning a part of its chunks.
   ProgramLayout computeColumnParts(ProgramLayout layout);
@@ -75,8 +78,9 @@ FailureOr<MainKernelPrologue> PrologueBuilder::build(gpu::GPUFuncOp func) {
   prologue.tid = threadId();
   if (!plan.stridedRows) {
     ProgramLayout layout = computeProgramIds(prologue.tid, prologue.args);
-    layout =
-        plan.resident() ? computeRowParts(layout) : computeColumnParts(layout);
+    layout = plan.latencyKernel() ? computeLatencyParts(layout)
+             : plan.resident()       ? computeRowParts(layout)
+                                     : computeColumnParts(layout);
     layout = computeRowBounds(layout, prologue.args);
     if (plan.peel && V > 1)
       layout = computePeel(layout, prologue.args);
@@ -237,6 +241,18 @@ ProgramLayout PrologueBuilder::computeRowParts(ProgramLayout layout) {
   return layout;
 }
 
+ProgramLayout PrologueBuilder::computeLatencyParts(ProgramLayout layout) {
+  int64_t C = plan.clusterCtas;
+  layout.clusterRank = blockId();
+  layout.prog = layout.progRow = layout.group;
+  layout.programs = layout.rowPrograms = c64(R);
+  layout.partChunks = arith::CeilDivUIOp::create(b, loc, layout.chunks, c64(C));
+  layout.partBegin = mul(layout.clusterRank, layout.partChunks);
+  layout.partEnd =
+      minU(add(layout.partBegin, layout.partChunks), layout.chunks);
+  return layout;
+}
+
 ProgramLayout PrologueBuilder::computeColumnParts(ProgramLayout layout) {
   // A compile-time constant: at run time it costs ~35 registers (and a CTA
   // per SM).
@@ -317,7 +333,10 @@ MainKernelBuilder::MainKernelBuilder(OpBuilder &b, MixedReductionOp op,
       clusterSetsPerStage(plan.clusterSumsAhead ? 4 : 2),
       args(std::move(prologue.args)), shared(prologue.shared),
       tid(prologue.tid), layout(prologue.layout), zero64(c64(0)),
-      one64(c64(1)), cluster(plan.clusterCtas > 1 ? declareClusterSlots() : ClusterSlots()) {}
+      one64(c64(1)),
+      cluster(plan.clusterCtas > 1 && !plan.latencyKernel()
+                  ? declareClusterSlots()
+                  : ClusterSlots()) {}
 
 FailureOr<std::unique_ptr<MainKernelBuilder>>
 mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,
@@ -330,6 +349,9 @@ mlir::norm::makeMainKernelBuilder(OpBuilder &b, MixedReductionOp op,
   std::unique_ptr<MainKernelBuilder> builder;
   if (plan.stridedRows)
     builder = std::make_unique<StridedKernelBuilder>(b, op, plan, vector, func,
+                                                     std::move(*prologue));
+  else if (plan.latencyKernel())
+    builder = std::make_unique<LatencyKernelBuilder>(b, op, plan, vector, func,
                                                      std::move(*prologue));
   else if (plan.resident())
     builder = std::make_unique<ResidentKernelBuilder>(b, op, plan, vector, func,

@@ -382,6 +382,57 @@ private:
   const Value ring;              // stages > 0: !llvm.ptr<3>
 };
 
+/// Small calls in one cluster (LatencyKernel.cpp): CTA r owns the r-th
+/// part of every row; each row stage is a pass over the rows whose sums
+/// the cluster adds in rank order, then a pass for the full results and
+/// the column sums, which the CTA finishes itself.
+class LatencyKernelBuilder : public MainKernelBuilder {
+public:
+  LatencyKernelBuilder(OpBuilder &b, MixedReductionOp op,
+                       const KernelPlan &plan, int64_t vector,
+                       gpu::GPUFuncOp func, MainKernelPrologue prologue);
+  void build() override;
+
+private:
+  /// The static shared arrays of the row sums: this CTA's part of each
+  /// row's sums of one stage, [row][maxSums], which its peers read; the
+  /// totals of every stage, [row][total sums].
+  struct RowSumArrays {
+    Value parts, totals; // !llvm.ptr<3>
+  };
+  RowSumArrays declareRowSumArrays();
+  /// The rows of unrolled step `step` (iterations step x U + u): their
+  /// state, with the row inputs and the totals of the first `stages` row
+  /// stages; and their full inputs, [u][chunk].
+  SmallVector<RowState> rowsOfStep(Value step, int64_t stages);
+  SmallVector<SmallVector<ChunkValues>>
+  loadRows(ArrayRef<RowState> rows);
+  /// A pass over the rows: `body(rows, values, carried)` per unrolled
+  /// step, returning the new carried values.
+  using StepBody = function_ref<SmallVector<Value>(
+      ArrayRef<RowState>, ArrayRef<SmallVector<ChunkValues>>, ValueRange)>;
+  ValueRange passOverRows(int64_t stages, ValueRange init, StepBody body);
+  /// Row stage `s`: the CTA's part of each row's sums into `parts`.
+  void rowSumsPass(int64_t s);
+  /// After a cluster barrier: the totals of stage `s` (sums from `offset`
+  /// on) of every row, the C CTAs' parts added in rank order.
+  void addClusterParts(int64_t s, int64_t offset);
+  Value totalSlot(Value row, int64_t j);
+  /// The full results, and the column contributions summed per thread
+  /// (the accumulators, [column result][owned column]).
+  ValueRange elementwisePass();
+  /// The groups' accumulators added in group order in shared memory, then
+  /// each of the CTA's part's columns finished (storeColumnResult).
+  void finishColumns(ValueRange accs);
+
+  const int64_t K, U; // chunks per lane; rows per unrolled step
+  int64_t totalSums = 0;
+  SmallVector<int64_t> stageOffsets; // a stage's first total
+  SmallVector<Chunk> owned;
+  int64_t ownedWidth = 0;
+  const RowSumArrays arrays;
+};
+
 /// Rows too long for registers (LoopedKernel.cpp).
 class LoopedKernelBuilder : public MainKernelBuilder {
 public:

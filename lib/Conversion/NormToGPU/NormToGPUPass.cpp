@@ -145,8 +145,11 @@ struct ConvertNormToGPUPass
     if (plan.bulkStages)
       os << ", cp.async.bulk ring of " << plan.bulkStages << " rows";
     os << (plan.singleLaunch ? ", single launch" : "")
-       << (plan.dependentLaunch ? ", dependent final launch" : "") << ", ~"
-       << plan.estimatedRegisters << " registers, ";
+       << (plan.dependentLaunch ? ", dependent final launch" : "");
+    if (plan.latencyCtas > 1)
+      os << ", latency kernels of one " << plan.latencyCtas
+         << "-CTA cluster for up to " << plan.latencyRows << " rows";
+    os << ", ~" << plan.estimatedRegisters << " registers, ";
     return ctasPerSM();
   }
 
@@ -234,25 +237,40 @@ struct ConvertNormToGPUPass
       return emitStridedKernel(b, gpuModule, symbols, op, plan, prefix, target);
     if (plan.slabRows)
       return emitSlabKernel(b, gpuModule, symbols, op, plan, prefix, target);
-    SmallVector<Type> mainSmem;
+    SmallVector<Type> mainSmem = rowMajorSharedBuffers(b, op, plan);
+    for (const MainKernel &kernel : mainKernels(plan, prefix)) {
+      KernelPlan own = mainKernelPlan(op, plan, kernel);
+      // A latency kernel's groups are its own.
+      SmallVector<Type> latencySmem;
+      if (kernel.latency)
+        latencySmem = rowMajorSharedBuffers(b, op, own);
+      if (failed(emitMainKernel(b, gpuModule, symbols, op, own, kernel,
+                                kernel.latency ? latencySmem : mainSmem,
+                                target)))
+        return failure();
+    }
+    return success();
+  }
+
+  /// The workgroup buffers of a row-major main kernel of `plan`: the row
+  /// sums' per-warp slots (rows of more than 32 lanes), then the
+  /// single-launch tail's slices (the last attribution).
+  static SmallVector<Type> rowMajorSharedBuffers(OpBuilder &b,
+                                                 MixedReductionOp op,
+                                                 const KernelPlan &plan) {
+    SmallVector<Type> buffers;
     if (plan.threadsPerRow > 32) {
       size_t maxSums = 1;
       for (Region &stage : op.getRowStages())
         maxSums = std::max<size_t>(
             maxSums, stage.front().getTerminator()->getNumOperands());
-      mainSmem.push_back(workgroupBuffer(
+      buffers.push_back(workgroupBuffer(
           b, maxSums * (plan.threadsPerRow / 32) * plan.rowsPerCta));
     }
-    // The single-launch tail's slices (the last attribution).
     int64_t numCol = op.getColResults().size();
     if (plan.singleLaunch && numCol > 0)
-      mainSmem.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
-    for (const MainKernel &kernel : mainKernels(plan, prefix))
-      if (failed(emitMainKernel(b, gpuModule, symbols, op,
-                                mainKernelPlan(op, plan, kernel), kernel,
-                                mainSmem, target)))
-        return failure();
-    return success();
+      buffers.push_back(workgroupBuffer(b, numCol * plan.finalThreads()));
+    return buffers;
   }
 
   /// One main kernel, from its own plan (mainKernelPlan).

@@ -110,7 +110,59 @@ SmallVector<MainKernel> mlir::norm::mainKernels(const KernelPlan &plan,
       add(kMainSplitKernelSuffix, plan.vector, true);
     add(kMainSplitScalarKernelSuffix, 1, true);
   }
+  // The latency pair for small calls (a static N: see latencyKernelPlan).
+  if (plan.latencyCtas > 1) {
+    if (plan.vector > 1 && *plan.staticCols % plan.vector == 0) {
+      add(kLatencyKernelSuffix, plan.vector, false);
+      kernels.back().latency = true;
+    }
+    add(kLatencyScalarKernelSuffix, 1, false);
+    kernels.back().latency = true;
+  }
   return kernels;
+}
+
+KernelPlan mlir::norm::latencyKernelPlan(MixedReductionOp op,
+                                         const KernelPlan &plan,
+                                         int64_t vector) {
+  KernelPlan k = plan;
+  k.tiers.clear();
+  const int64_t C = plan.latencyCtas;
+  const int64_t chunks = llvm::divideCeil(*plan.staticCols, vector);
+  const int64_t part = llvm::divideCeil(chunks, C);
+  int64_t lanes = kLatencyMinLanes;
+  while (lanes < kLatencyThreads &&
+         llvm::divideCeil(part, lanes) * vector > kLatencyMaxColumns)
+    lanes *= 2;
+  k.vector = vector;
+  k.clusterCtas = C;
+  k.threadsPerRow = lanes;
+  k.rowsPerCta = kLatencyThreads / lanes;
+  k.chunksPerThread = llvm::divideCeil(part, lanes);
+  // Raw loads of one row per thread, in 32-bit registers (a scalar
+  // access takes one whatever its width).
+  double perRow = 0;
+  for (Value v : op.getFull())
+    perRow += vector == 1 ? 1.0 : elementBytes(v.getType()) * vector / 4.0;
+  perRow *= k.chunksPerThread;
+  // Rows of more than a warp keep their sums across the cross-warp
+  // barriers: one row a step (LayerNorm bf16 N = 65536 spilled with two).
+  k.latencyUnroll =
+      lanes > 32 ? 1
+                 : std::clamp<int64_t>(
+                       static_cast<int64_t>(kLatencyLoadRegisters / perRow), 1,
+                       kLatencyUnroll);
+  // The groups' column sums: [group][column result][part column].
+  k.dynamicSharedBytes = llvm::alignTo(
+      k.rowsPerCta * int64_t(op.getColResults().size()) * part * vector * 4,
+      16);
+  k.columnGroups = k.splitColumnGroups = k.splitSharedBytes = 0;
+  k.asyncStages = k.bulkStages = k.asyncRingOffset = k.bulkRingOffset = 0;
+  k.prefetch = k.scalarPrefetch = k.ringRowInputs = false;
+  k.clusterSumsAhead = k.combineInCta = k.singleLaunch = false;
+  k.dependentLaunch = k.peel = k.twoCtasPerSm = k.sharedAccumulators = false;
+  k.programsPerSm = 0;
+  return k;
 }
 
 KernelPlan mlir::norm::splitKernelPlan(const KernelPlan &plan) {
@@ -128,6 +180,8 @@ KernelPlan mlir::norm::splitKernelPlan(const KernelPlan &plan) {
 KernelPlan mlir::norm::mainKernelPlan(MixedReductionOp op,
                                       const KernelPlan &plan,
                                       const MainKernel &kernel) {
+  if (kernel.latency)
+    return latencyKernelPlan(op, plan, kernel.vector);
   KernelPlan k = kernel.split ? splitKernelPlan(plan) : plan;
   if (!kernel.split && kernel.vector > 1 && !kernel.peel)
     k.peel = false;

@@ -683,16 +683,61 @@ void HostLaunchBuilder::launchFinal(const GroupLaunchPlan &plan,
   launch({k.finalKernel}, Value(), grid, k.finalThreads(), m.i64(0), args);
 }
 
-/// The launches of one plan's kernels (`k`): the kernel, its persistent
-/// grid, the workspace, the main launch, the final one.
+/// The launches of one plan's kernels (`k`): the slabs', the latency
+/// kernel's for calls of at most latency_rows rows, else the persistent
+/// grid's.
 void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
                                    const KernelLaunch &k,
                                    const GroupLaunchOperands &ops,
                                    const Flags &flags, Value sms,
                                    Value stream) {
-  const int64_t numCol = plan.numColumnResults;
   if (k.slabRows)
     return launchSlabs(plan, k, ops, flags, sms, stream);
+  if (k.latencyCtas < 2 || ops.batch)
+    return launchPersistent(plan, k, ops, flags, sms, stream);
+  // Calls of 1 to latency_rows rows: the latency kernel's one cluster.
+  Arith m{b, loc};
+  Value small = m.both(m.cmp(Arith::P::sgt, ops.rows, m.i64(0)),
+                       m.cmp(Arith::P::sle, ops.rows, m.i64(k.latencyRows)));
+  auto ifOp = scf::IfOp::create(b, loc, small, /*withElse=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  launchLatency(k, ops, flags);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  launchPersistent(plan, k, ops, flags, sms, stream);
+}
+
+/// The latency kernel (vector where aligned, else scalar) on one cluster:
+/// it finishes the column results itself (no workspace, no final kernel).
+void HostLaunchBuilder::launchLatency(const KernelLaunch &k,
+                                      const GroupLaunchOperands &ops,
+                                      const Flags &flags) {
+  Arith m{b, loc};
+  MixedReductionOp op = ops.op;
+  KernelPlan scalar = latencyKernelPlan(op, k, 1);
+  KernelChoice c;
+  c.kernels.push_back(k.prefix + kLatencyScalarKernelSuffix.str());
+  c.which = m.i64(0);
+  c.smem = m.i64(scalar.dynamicSharedBytes);
+  if (k.latencyVectorKernel) {
+    KernelPlan vector = latencyKernelPlan(op, k, k.vector);
+    offerKernel(c, k, kLatencyKernelSuffix, flags.vec);
+    c.smem = m.select(flags.vec, m.i64(vector.dynamicSharedBytes), c.smem);
+  }
+  SmallVector<Value> args = kernelArguments(
+      mainKernelParams(op), ops, {null(), null(), m.i64(1), Value()});
+  launch(c.kernels, c.which, m.i64(k.latencyCtas), scalar.block(), c.smem,
+         args);
+}
+
+/// The persistent grid's launches: the kernel, its grid, the workspace, the
+/// main launch, the final one.
+void HostLaunchBuilder::launchPersistent(const GroupLaunchPlan &plan,
+                                         const KernelLaunch &k,
+                                         const GroupLaunchOperands &ops,
+                                         const Flags &flags, Value sms,
+                                         Value stream) {
+  const int64_t numCol = plan.numColumnResults;
   KernelChoice choice = chooseKernel(k, flags, ops.rows, sms);
   Grid grid = persistentGrid(plan, k, choice, ops, flags, sms);
   Arith m{b, loc};

@@ -27,9 +27,14 @@ KernelLaunch launchOf(const KernelPlan &p, StringRef prefix) {
   static_cast<KernelPlan &>(k) = p;
   k.tiers.clear();
   k.prefix = prefix.str();
-  for (const MainKernel &m : mainKernels(p, prefix))
-    if (!m.split && m.vector > 1)
+  for (const MainKernel &m : mainKernels(p, prefix)) {
+    if (m.vector == 1 || m.split)
+      continue;
+    if (m.latency)
+      k.latencyVectorKernel = true;
+    else
       (m.peel ? k.peelKernel : k.alignedKernel) = true;
+  }
   return k;
 }
 } // namespace

@@ -313,3 +313,26 @@ func.func @slab_threads_not_warps() attributes {norm.gpu = #norm.kernel_plan<ker
 func.func @looped_two_rows() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 512, rows_per_cta = 2, chunks_per_thread = 0, programs_per_sm = 0, block = 1024, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 2, split_column_groups = 0, split_shared_bytes = 0, final_threads = 1024, dynamic_shared_bytes = 0>} {
   return
 }
+
+// -----
+
+// A plan with the latency kernels round-trips (printed only when not 0).
+// CHECK-LABEL: func.func @latency
+// CHECK: dynamic_shared_bytes = 0, latency_ctas = 16, latency_rows = 682>
+func.func @latency() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 32, rows_per_cta = 8, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 0, latency_ctas = 16, latency_rows = 682>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: latency_ctas must be 0 or a power of two up to 16, and latency_rows at least 1 exactly where latency_ctas is at least 2}}
+func.func @latency_no_rows() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 32, rows_per_cta = 8, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 0, latency_ctas = 16>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{kernel_plan: latency_ctas must be 0 or a power of two up to 16}}
+func.func @latency_odd() attributes {norm.gpu = #norm.kernel_plan<kernel = "f_0", vector = 8, threads_per_row = 32, rows_per_cta = 8, chunks_per_thread = 4, programs_per_sm = 0, block = 256, combine_in_cta = false, single_launch = false, async_stages = 0, column_groups = 0, split_column_groups = 0, split_shared_bytes = 0, final_threads = 256, dynamic_shared_bytes = 0, latency_ctas = 12, latency_rows = 4>} {
+  return
+}

@@ -31,6 +31,12 @@ inline constexpr llvm::StringLiteral kMainScalarKernelSuffix = "_main_scalar";
 inline constexpr llvm::StringLiteral kMainSplitKernelSuffix = "_main_split";
 inline constexpr llvm::StringLiteral kMainSplitScalarKernelSuffix =
     "_main_split_scalar";
+/// The latency kernels (plan latency_ctas): one cluster for small calls,
+/// finishing the column results itself; 16-byte accesses (N a multiple of
+/// the vector) and the scalar one.
+inline constexpr llvm::StringLiteral kLatencyKernelSuffix = "_latency";
+inline constexpr llvm::StringLiteral kLatencyScalarKernelSuffix =
+    "_latency_scalar";
 /// The final reduction of the partial buffer (two-launch path).
 inline constexpr llvm::StringLiteral kFinalKernelSuffix = "_final";
 

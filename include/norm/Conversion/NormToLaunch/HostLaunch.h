@@ -40,6 +40,9 @@ struct KernelLaunch : KernelPlan {
   // A `_main_peel` kernel: the vector kernel of rows at any phase; its
   // programs' row stride keeps every row of a program at one phase.
   bool peelKernel = false;
+  // A `_latency` kernel of `vector` columns per access (beside the
+  // `_latency_scalar` one of every plan with latency_ctas).
+  bool latencyVectorKernel = false;
 };
 
 /// How one fused group launches: its plan and its resident tiers (which
@@ -148,9 +151,18 @@ private:
   void failIf(Value condition, int32_t status, const Twine &text);
   Flags vectorFlags(StringRef function, const GroupLaunchPlan &plan,
                     const GroupLaunchOperands &operands);
+  /// The launches of one plan's kernels: the latency kernel for small
+  /// calls where the plan has one, else launchPersistent (or the slabs').
   void launchPlan(const GroupLaunchPlan &plan, const KernelLaunch &k,
                   const GroupLaunchOperands &operands, const Flags &flags,
                   Value sms, Value stream);
+  void launchLatency(const KernelLaunch &k, const GroupLaunchOperands &operands,
+                     const Flags &flags);
+  /// The persistent grid's kernel, its workspace, the main launch and the
+  /// final one.
+  void launchPersistent(const GroupLaunchPlan &plan, const KernelLaunch &k,
+                        const GroupLaunchOperands &operands,
+                        const Flags &flags, Value sms, Value stream);
   /// A choice of only `k`'s scalar main kernel; offerKernel adds the
   /// kernel `k.prefix + suffix`, taken where `when` holds (later offers
   /// win).

@@ -123,7 +123,8 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool ringRowInputs, int64_t bulkRingOffset,
                        bool clusterSumsAhead, bool stridedRows,
                        bool slabRows, int64_t slabGroups,
-                       int64_t splitMinBytes, ArrayAttr tiers) {
+                       int64_t splitMinBytes, int64_t latencyCtas,
+                       int64_t latencyRows, ArrayAttr tiers) {
   if (kernel.empty())
     return emitError() << "kernel_plan: empty kernel name";
   if (failed(verifyKernelShape(emitError, "kernel_plan", vector,
@@ -170,6 +171,15 @@ KernelPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "kernel_plan: cluster_sums_ahead needs a cluster "
                           "(cluster_ctas > 1) and a cp.async ring of at "
                           "least 3 rows";
+  if (latencyCtas < 0 || latencyCtas > 16 ||
+      (latencyCtas > 0 && !llvm::isPowerOf2_64(latencyCtas)) ||
+      latencyRows < 0 || (latencyCtas > 1) != (latencyRows > 0))
+    return emitError() << "kernel_plan: latency_ctas must be 0 or a power "
+                          "of two up to 16, and latency_rows at least 1 "
+                          "exactly where latency_ctas is at least 2";
+  if (latencyCtas > 1 && (stridedRows || slabRows || tiers))
+    return emitError() << "kernel_plan: the latency kernels are for a "
+                          "row-major static N";
   if (splitMinBytes < 0 || (splitMinBytes > 0 && !slabRows))
     return emitError() << "kernel_plan: split_min_bytes must be at least 0, "
                           "and 0 unless slab_rows";

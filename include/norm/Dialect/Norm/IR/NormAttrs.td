@@ -171,6 +171,21 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     besides at most half as many units as SMs); each printed only when not
     false / 0.
 
+    `latency_ctas` / `latency_rows` (a row-major plan of a static N on
+    sm_90+, printed only when not 0): the plan also has the `_latency`
+    kernels (`_latency` where N is a multiple of `vector`, and
+    `_latency_scalar`), which the launcher takes for calls of 1 to
+    `latency_rows` rows: one thread-block cluster of `latency_ctas` CTAs,
+    CTA r owning the r-th part of every row. Each row stage is a pass over
+    the rows (unrolled, so that many rows' loads are in flight) whose
+    per-CTA row sums go to the CTA's shared memory; after a cluster
+    barrier each CTA adds every row's sums of the C CTAs in rank order
+    (reads of distributed shared memory), and a last pass writes the full
+    results and sums the column contributions, which the CTA adds in
+    group order and finishes (initial value, epilogue) itself: one launch,
+    no grid barrier, no workspace. Its lanes, groups, chunks and unroll
+    follow from these two fields, N and `vector` (`latencyKernelPlan`).
+
     `tiers` (only for a run-time N, absent otherwise): the resident tiers,
     `#norm.resident_tier` attributes by increasing `cols`, all of the
     plan's `vector`. The launcher takes the first tier whose `cols` holds
@@ -213,6 +228,8 @@ def Norm_KernelPlanAttr : AttrDef<Norm_Dialect, "KernelPlan"> {
     DefaultPlanField<"bool", "false", "GroupNorm: the slab kernel, a CTA per slab">:$slab_rows,
     DefaultPlanField<"int64_t", "1", "GroupNorm channels last: groups (slabs) per CTA">:$slab_groups,
     DefaultPlanField<"int64_t", "0", "GroupNorm split kernels: the least bytes of each full input a split CTA walks">:$split_min_bytes,
+    DefaultPlanField<"int64_t", "0", "the latency kernel: CTAs of its one cluster (0: none)">:$latency_ctas,
+    DefaultPlanField<"int64_t", "0", "the latency kernel: the most rows it takes">:$latency_rows,
     OptionalParameter<"::mlir::ArrayAttr",
                       "resident tiers of a run-time N">:$tiers
   );
