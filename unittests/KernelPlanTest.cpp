@@ -303,7 +303,7 @@ TEST_P(KernelPlanTest, EachMainKernelHasItsOwnPlan) {
 }
 
 // The latency kernels: on a chip with clusters, every static N has them,
-// for at most latency-max-bytes of full inputs and results, in a cluster
+// for at most latency-max-rows rows and kLatencyChunkRows chunks, in a cluster
 // of at most latency-ctas CTAs that each own a part; none without
 // clusters, and none where the options turn them off.
 TEST_P(KernelPlanTest, LatencyKernelsWhereClustersAre) {
@@ -320,17 +320,16 @@ TEST_P(KernelPlanTest, LatencyKernelsWhereClustersAre) {
   }
   ASSERT_GE(plan.latencyCtas, 2);
   EXPECT_LE(plan.latencyCtas, options.latencyCTAs);
-  int64_t rowBytes = 0;
-  for (Value v : op.getFull())
-    rowBytes += elementBytes(v.getType()) * c.n;
-  for (Value v : op.getFullResults())
-    rowBytes += elementBytes(v.getType()) * c.n;
+  int64_t chunks =
+      c.n % plan.vector == 0 ? c.n / plan.vector : c.n; // the vector kernel's
+  int64_t part = (chunks + plan.latencyCtas - 1) / plan.latencyCtas;
   EXPECT_GE(plan.latencyRows, 1);
-  EXPECT_LE(plan.latencyRows * rowBytes, options.latencyMaxBytes);
+  EXPECT_LE(plan.latencyRows, options.latencyMaxRows);
+  EXPECT_LE(plan.latencyRows * part, kLatencyChunkRows);
   options.latencyCTAs = 0;
   EXPECT_EQ(planKernel(op, options, target).latencyCtas, 0);
   options.latencyCTAs = 16;
-  options.latencyMaxBytes = 0;
+  options.latencyMaxRows = 0;
   EXPECT_EQ(planKernel(op, options, target).latencyCtas, 0);
 }
 

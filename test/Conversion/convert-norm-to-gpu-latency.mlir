@@ -1,27 +1,26 @@
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu | FileCheck %s
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="remarks=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="latency-ctas=0" | FileCheck %s --check-prefix=OFF
-// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="latency-max-bytes=0" | FileCheck %s --check-prefix=OFF
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="latency-max-rows=0" | FileCheck %s --check-prefix=OFF
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=OFF
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="features=+ptx80" | FileCheck %s --check-prefix=OFF
-// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="latency-ctas=4 latency-max-bytes=65536" | FileCheck %s --check-prefix=FEW
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu="latency-ctas=4 latency-max-rows=8" | FileCheck %s --check-prefix=FEW
 // RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=LAUNCH
 
 // The latency kernels of a static N (issue 44): for calls of at most
-// latency-max-bytes (4 MiB) of full inputs and results, one thread-block
-// cluster of latency-ctas (16) CTAs of 512 threads. LayerNorm bf16, N =
-// 1024: a row is 6 KiB of x, dy and dx, so up to 682 rows; CTA r owns
-// columns [64 r, 64 r + 64), 8 lanes of one 16-byte chunk per row, 64 rows
-// at once. Each row stage's sums go to the CTA's parts, the cluster adds
+// latency-max-rows (32) rows, and 2048 / (a CTA's chunks of a row), one
+// thread-block cluster of latency-ctas (16) CTAs of 512 threads. LayerNorm
+// bf16, N = 1024: CTA r owns columns [64 r, 64 r + 64), 8 chunks, so up to
+// 32 rows; 8 lanes of one 16-byte chunk per row, 64 rows at once. Each row stage's sums go to the CTA's parts, the cluster adds
 // the 16 parts of each row in rank order (mapa: reads of the peers' shared
 // memory, between two cluster barriers), and the CTA finishes its columns
 // of dW and dB itself: no grid barrier and no partial buffer. sm_80 (no
 // clusters), PTX 8.0 (the cluster plans need 8.1), latency-ctas=0 and
-// latency-max-bytes=0 have none.
+// latency-max-rows=0 have none.
 
 // CHECK-LABEL: func.func @layer_bf16
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "layer_bf16_0"
-// CHECK-SAME:      latency_ctas = 16, latency_rows = 682>
+// CHECK-SAME:      latency_ctas = 16, latency_rows = 32>
 // CHECK:       gpu.module @norm_kernels
 // CHECK:         gpu.func @layer_bf16_0_latency(
 // CHECK-SAME:      known_block_size = array<i32: 512, 1, 1>, nvvm.cluster_dim = array<i32: 16, 1, 1>
@@ -36,14 +35,14 @@
 // CHECK:           gpu.return
 // CHECK:         gpu.func @layer_bf16_0_latency_scalar(
 // CHECK-SAME:      nvvm.cluster_dim = array<i32: 16, 1, 1>
-// REMARK: GPU kernels layer_bf16_0: {{.*}}, latency kernels of one 16-CTA cluster for up to 682 rows,
+// REMARK: GPU kernels layer_bf16_0: {{.*}}, latency kernels of one 16-CTA cluster for up to 32 rows,
 // OFF-LABEL: func.func @layer_bf16
 // OFF-NOT:     latency_ctas
 // OFF-NOT:     _latency
 // FEW-LABEL: func.func @layer_bf16
-// FEW:         latency_ctas = 4, latency_rows = 10>
+// FEW:         latency_ctas = 4, latency_rows = 8>
 // LAUNCH-LABEL: func.func @layer_bf16
-// LAUNCH:         %[[ATMOST:.*]] = arith.cmpi sle, %{{.*}}, %c682_i64
+// LAUNCH:         %[[ATMOST:.*]] = arith.cmpi sle, %{{.*}}, %c32_i64
 // LAUNCH:         %[[TAKE:.*]] = arith.andi %{{.*}}, %[[ATMOST]]
 // LAUNCH:         scf.if %[[TAKE]] {
 // LAUNCH:           scf.index_switch
@@ -65,10 +64,9 @@ func.func @layer_bf16(%dy: tensor<?x1024xbf16>, %x: tensor<?x1024xbf16>,
 // -----
 
 // Rows of 8 vector chunks (RMSNorm bf16, N = 64): a cluster of 8 CTAs, one
-// chunk each, so that every CTA owns a part; rows are capped by the static
-// arrays of row sums (32 KiB: 4096 rows of one sum).
+// chunk each, so that every CTA owns a part.
 // CHECK-LABEL: func.func @rms_short
-// CHECK:         latency_ctas = 8, latency_rows = 4096>
+// CHECK:         latency_ctas = 8, latency_rows = 32>
 // CHECK:         gpu.func @rms_short_0_latency(
 // CHECK-SAME:      nvvm.cluster_dim = array<i32: 8, 1, 1>
 func.func @rms_short(%dy: tensor<?x64xbf16>, %x: tensor<?x64xbf16>,

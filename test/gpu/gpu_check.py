@@ -74,7 +74,7 @@ BULK_ROW_SHAPES = [(m, n) for n in (12288, 16384)
                    for m in (1, 33, 34, 65, 66, 67, 131, 132, 133, 197, 263,
                              264, 265, 1001)]
 FRAMEWORK_WORKSPACE_SHAPES = [(4096, 1024), (512, 1024), (1000, 16384),
-                              (29, 17389), (5000, 2999)]
+                              (29, 17389), (5000, 2999), (8, 4096)]
 HUGE = (2097169, 1024)  # > 2^31 elements
 # The dynamic-N function (`<kind>_<config>_dyn`) at odd and aligned N, and
 # at the ends of resident tiers (256 and 2048: the N itself, one less, one
@@ -82,6 +82,22 @@ HUGE = (2097169, 1024)  # > 2^31 elements
 DYN_SHAPES = [(5000, 2999), (5000, 3000), (7, 4099), (64, 17), (29, 17389),
               (300, 256), (300, 255), (300, 257), (100, 2048), (100, 2047),
               (100, 2049), (40, 8192), (40, 8193), (9, 1)]
+
+
+def takes_latency_kernel(sig, m, n):
+    """Whether the call of m rows takes the latency kernel, which needs no
+    workspace: a static N, and at most latency-max-rows (32) rows and
+    kLatencyChunkRows (2048) / the chunks of a CTA's part (16 CTAs, 16-byte
+    chunks where N allows; KernelPlanner::withLatencyKernels)."""
+    if sig.get("dynamic"):
+        return False
+    v = 16 // DT[sig["x"]].itemsize
+    chunks = n // v if n % v == 0 else n
+    ctas = 16
+    while ctas > chunks:
+        ctas //= 2
+    part = -(-chunks // ctas)
+    return ctas >= 2 and 1 <= m <= min(32, 2048 // part)
 
 
 def scaled_errors(sig, t, m, n, outs):
@@ -127,11 +143,7 @@ def check_framework_workspace(lib, fn, sig, m, n, gen, dev, results):
             refused = f"needs {nbytes} bytes" in str(e)
         finally:
             lib.set_workspace(stream, None, 0)
-    # Calls of at most latency-max-bytes (4 MiB by default) of x, dy and
-    # dx with a static N take the latency kernel: no workspace at all.
-    xbytes = torch.tensor([], dtype=xdt).element_size()
-    latency = not sig.get("dynamic") and m * n * 3 * xbytes <= 4 << 20
-    needs = len(sig["results"]) > 1 and not latency
+    needs = len(sig["results"]) > 1 and not takes_latency_kernel(sig, m, n)
     ok = CHECKS.require(
         f"{sig['name']} {m}x{n} framework workspace",
         same and refused and (nbytes > 0) == needs,

@@ -46,6 +46,10 @@ constexpr int64_t kLatencyMaxColumns = 16;
 constexpr int64_t kLatencyLoadRegisters = 32;
 constexpr int64_t kLatencyUnroll = 8;
 constexpr int64_t kLatencySlotBytes = 32 * 1024;
+/// Rows x a CTA's chunks of a row that the latency kernels take at most
+/// (KernelPlanner::withLatencyKernels: measured on the H200, 7x4099's 1799
+/// won, 4x17389's 4348 lost).
+constexpr int64_t kLatencyChunkRows = 2048;
 
 /// User overrides of the heuristic (0 means "pick"): the GPU options of
 /// Passes.td (see GpuOptions.h).

@@ -191,18 +191,20 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
     Option<"latencyCTAs", "latency-ctas", "int64_t", /*default=*/"16",
            "A static N on sm_90+ (+ptx81): the CTAs of the latency kernel's "
            "one thread-block cluster (the `_latency` kernels), which the "
-           "launcher takes for calls of at most latency-max-bytes: each CTA "
+           "launcher takes for calls of at most latency-max-rows rows: each CTA "
            "owns a part of every row, the row sums are added in rank order "
            "through distributed shared memory, and the column results are "
            "finished in the kernel (no grid barrier, no workspace, one "
            "launch); 0 or 1: none; 2, 4, 8 or 16 (16 needs the non-portable "
            "cluster size, which the runtime allows; fewer where the row has "
            "fewer chunks)">,
-    Option<"latencyMaxBytes", "latency-max-bytes", "int64_t",
-           /*default=*/"4194304",
-           "The latency kernel takes calls whose full inputs and results "
-           "take at most this many bytes (plan `latency_rows`: rows x the "
-           "bytes of a row, also capped by its shared arrays); 0: never">,
+    Option<"latencyMaxRows", "latency-max-rows", "int64_t",
+           /*default=*/"32",
+           "The latency kernel takes calls of 1 to this many rows, and of "
+           "at most 2048 / (its CTA's chunks of a row) rows (plan "
+           "`latency_rows`; measured on the H200: its 16 SMs issue every "
+           "instruction of the call, so it wins on few rows of a short "
+           "part per CTA and loses on more); 0: never">,
     Option<"emitRemarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark per op with the chosen kernel shape">
   ];

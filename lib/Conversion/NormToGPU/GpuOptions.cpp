@@ -163,9 +163,9 @@ LogicalResult mlir::norm::validateGpuOptions(
       (options.latencyCTAs > 1 && !isPowerOfTwo(options.latencyCTAs)))
     bad("latency-ctas", Twine(options.latencyCTAs),
         "expected 0 or 1 (no latency kernel), 2, 4, 8 or 16");
-  if (options.latencyMaxBytes < 0)
-    bad("latency-max-bytes", Twine(options.latencyMaxBytes),
-        "expected 0 (no latency kernel) or a byte count");
+  if (options.latencyMaxRows < 0)
+    bad("latency-max-rows", Twine(options.latencyMaxRows),
+        "expected 0 (no latency kernel) or a row count");
   if (options.slabSplitMinBytes < 0)
     bad("slab-split-min-bytes", Twine(options.slabSplitMinBytes),
         "expected 0 (split wherever the units are few) or a byte count");

@@ -270,15 +270,18 @@ private:
   }
   /// Small calls of a static N (issue 44): the latency kernels, one
   /// cluster of up to latency-ctas CTAs (a power of two, at most the
-  /// row's vector chunks, so every CTA owns a part), for calls of at most
-  /// latency-max-bytes of full inputs and results, as many rows as the
-  /// static arrays of row sums hold. A few SMs stream such a call about as
-  /// fast as all of them (bench/micro/few_sm_stream.cu: 16 CTAs 0.4-0.7 us
-  /// slower at 512x1024 and 29x17389), and the cluster needs no grid
-  /// barrier, second launch or workspace (perf-notes, "Latency kernels").
+  /// row's chunks, so every CTA owns a part), for calls of at most
+  /// latency-max-rows rows and kLatencyChunkRows / (a CTA's chunks of a
+  /// row) rows, as many as the static arrays of row sums hold. Its 16 SMs
+  /// issue every instruction of the call (ncu, LayerNorm bf16 2048x1024:
+  /// 39 per element, 7.8 cycles per issue, 41 us), so it wins only where
+  /// the persistent grid's fixed costs dominate: few rows, a short part
+  /// per CTA (H200: 1x8192 24.6 -> 9.2 us, 8x4096 12.2 -> 9.5, 7x4099
+  /// 16.5 -> 11.3; 64x1024 9.6 -> 10.0 and 4x17389 (1087 chunks per CTA)
+  /// 10.4 -> 11.2 lose; perf-notes, "Latency kernels").
   KernelPlan withLatencyKernels(KernelPlan plan) {
     if (!clustersAvailable() || options.latencyCTAs < 2 ||
-        options.latencyMaxBytes <= 0 || !plan.staticCols ||
+        options.latencyMaxRows <= 0 || !plan.staticCols ||
         *plan.staticCols <= 0)
       return plan;
     int64_t n = *plan.staticCols;
@@ -291,24 +294,22 @@ private:
       ctas /= 2;
     if (ctas < 2)
       return plan;
-    int64_t rowBytes = fullRowBytes(n);
-    for (Value v : op.getFullResults())
-      rowBytes += elementBytes(v.getType()) * n;
     int64_t maxSums = 1, totalSums = 0;
     for (Region &stage : op.getRowStages()) {
       int64_t sums = stage.front().getTerminator()->getNumOperands();
       maxSums = std::max(maxSums, sums);
       totalSums += sums;
     }
-    int64_t rows =
-        std::min(options.latencyMaxBytes / std::max<int64_t>(rowBytes, 1),
-                 kLatencySlotBytes / (4 * (maxSums + totalSums)));
+    int64_t partChunks = llvm::divideCeil(fewestChunks, ctas);
+    int64_t rows = std::min({options.latencyMaxRows,
+                             kLatencyChunkRows / partChunks,
+                             kLatencySlotBytes / (4 * (maxSums + totalSums))});
     if (rows < 1)
       return plan;
     KernelPlan latency = plan;
     latency.latencyCtas = ctas;
     latency.latencyRows = rows;
-    // Every latency kernel's part within its lanes' chunks and its column
+    // Every latency kernel's part within its lanes' columns and its column
     // sums within the shared memory.
     for (const MainKernel &kernel : mainKernels(latency, "")) {
       if (!kernel.latency)
