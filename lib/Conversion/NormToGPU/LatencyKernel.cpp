@@ -9,6 +9,7 @@
 //   constructor           the lane's chunks of the part (column inputs
 //                         loaded once); the static arrays of row sums
 //   build:
+//     (one step: loadRows once, its values held through every pass)
 //     per row stage s:
 //       rowSumsPass       the rows' sums over the CTA's part (within the
 //                         thread, the group) -> parts[row]
@@ -63,13 +64,21 @@ LatencyKernelBuilder::declareRowSumArrays() {
 }
 
 void LatencyKernelBuilder::build() {
+  // Where every call's rows fit one unrolled step, each thread's rows are
+  // loaded once and held through the passes (no second read, no loop).
+  HeldRows held;
+  if (oneStep()) {
+    held.rows = rowsOfStep(zero64, /*stages=*/0);
+    held.vals = loadRows(held.rows);
+  }
+  const HeldRows *heldRows = oneStep() ? &held : nullptr;
   for (int64_t s = 0, e = op.getRowStages().size(); s < e; ++s) {
-    rowSumsPass(s);
+    rowSumsPass(s, heldRows);
     clusterBarrier();
     addClusterParts(s, stageOffsets[s]);
     clusterBarrier();
   }
-  ValueRange accs = elementwisePass();
+  SmallVector<Value> accs = elementwisePass(heldRows);
   if (numCol > 0)
     finishColumns(accs);
   gpu::ReturnOp::create(b, loc);
@@ -96,19 +105,24 @@ SmallVector<RowState> LatencyKernelBuilder::rowsOfStep(Value step,
     row.valid = ult(row.row, args.rows);
     row.clamped = minU(row.row, layout.lastRow);
     row.inputs = loadRowInputs(row.clamped);
-    for (int64_t s = 0; s < stages; ++s) {
-      Region &stage = op.getRowStages()[s];
-      TypeRange types = stage.front().getTerminator()->getOperandTypes();
-      for (auto [j, type] : llvm::enumerate(types)) {
-        Value total = LLVM::LoadOp::create(
-            b, loc, f32, totalSlot(row.clamped, stageOffsets[s] + j),
-            /*alignment=*/4);
-        row.results.push_back(fromF32(total, type));
-      }
-    }
-    rows.push_back(std::move(row));
+    rows.push_back(withTotals(std::move(row), stages));
   }
   return rows;
+}
+
+RowState LatencyKernelBuilder::withTotals(RowState row, int64_t stages) {
+  row.results.clear();
+  for (int64_t s = 0; s < stages; ++s) {
+    Region &stage = op.getRowStages()[s];
+    TypeRange types = stage.front().getTerminator()->getOperandTypes();
+    for (auto [j, type] : llvm::enumerate(types)) {
+      Value total = LLVM::LoadOp::create(
+          b, loc, f32, totalSlot(row.clamped, stageOffsets[s] + j),
+          /*alignment=*/4);
+      row.results.push_back(fromF32(total, type));
+    }
+  }
+  return row;
 }
 
 SmallVector<SmallVector<ChunkValues>>
@@ -125,9 +139,18 @@ LatencyKernelBuilder::loadRows(ArrayRef<RowState> rows) {
 
 /// Every thread runs the same steps (ceil(ceil(rows / R) / U)), so the
 /// barriers of a group's cross-warp sums stay uniform; rows past the last
-/// load it and count nothing.
-ValueRange LatencyKernelBuilder::passOverRows(int64_t stages, ValueRange init,
-                                              StepBody body) {
+/// load it and count nothing. `held`: the one step's rows, loaded before
+/// the first pass (their totals read again for this one).
+SmallVector<Value> LatencyKernelBuilder::passOverRows(int64_t stages,
+                                                      ValueRange init,
+                                                      StepBody body,
+                                                      const HeldRows *held) {
+  if (held) {
+    SmallVector<RowState> rows;
+    for (const RowState &row : held->rows)
+      rows.push_back(withTotals(row, stages));
+    return body(rows, held->vals, init);
+  }
   Value steps = arith::CeilDivUIOp::create(b, loc, layout.iters, c64(U));
   auto loop = scf::ForOp::create(
       b, loc, zero64, steps, one64, init,
@@ -136,10 +159,10 @@ ValueRange LatencyKernelBuilder::passOverRows(int64_t stages, ValueRange init,
         SmallVector<SmallVector<ChunkValues>> vals = loadRows(rows);
         scf::YieldOp::create(b, loc, body(rows, vals, carried));
       });
-  return loop.getResults();
+  return SmallVector<Value>(loop.getResults());
 }
 
-void LatencyKernelBuilder::rowSumsPass(int64_t s) {
+void LatencyKernelBuilder::rowSumsPass(int64_t s, const HeldRows *held) {
   Region &stage = op.getRowStages()[s];
   unsigned count = stage.front().getTerminator()->getNumOperands();
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
@@ -165,7 +188,8 @@ void LatencyKernelBuilder::rowSumsPass(int64_t s) {
           });
         }
         return SmallVector<Value>();
-      });
+      },
+      held);
 }
 
 void LatencyKernelBuilder::addClusterParts(int64_t s, int64_t offset) {
@@ -202,7 +226,8 @@ void LatencyKernelBuilder::addClusterParts(int64_t s, int64_t offset) {
       });
 }
 
-ValueRange LatencyKernelBuilder::elementwisePass() {
+SmallVector<Value>
+LatencyKernelBuilder::elementwisePass(const HeldRows *held) {
   SmallVector<Value> init(numCol * ownedWidth, zeroF32());
   return passOverRows(
       op.getRowStages().size(), init,
@@ -222,7 +247,8 @@ ValueRange LatencyKernelBuilder::elementwisePass() {
               }
           }
         return accs;
-      });
+      },
+      held);
 }
 
 //===----------------------------------------------------------------------===//

@@ -403,24 +403,35 @@ private:
   RowSumArrays declareRowSumArrays();
   /// The rows of unrolled step `step` (iterations step x U + u): their
   /// state, with the row inputs and the totals of the first `stages` row
-  /// stages; and their full inputs, [u][chunk].
+  /// stages (withTotals); and their full inputs, [u][chunk].
   SmallVector<RowState> rowsOfStep(Value step, int64_t stages);
+  RowState withTotals(RowState row, int64_t stages);
   SmallVector<SmallVector<ChunkValues>>
   loadRows(ArrayRef<RowState> rows);
+  /// Every call's rows in one step (ceil(latency_rows / R) <= U): the
+  /// thread's rows are loaded once, before the first pass, and held.
+  bool oneStep() const {
+    return llvm::divideCeil(plan.latencyRows, R) <= U;
+  }
+  struct HeldRows {
+    SmallVector<RowState> rows;
+    SmallVector<SmallVector<ChunkValues>> vals;
+  };
   /// A pass over the rows: `body(rows, values, carried)` per unrolled
-  /// step, returning the new carried values.
+  /// step (or once on `held`), returning the new carried values.
   using StepBody = function_ref<SmallVector<Value>(
       ArrayRef<RowState>, ArrayRef<SmallVector<ChunkValues>>, ValueRange)>;
-  ValueRange passOverRows(int64_t stages, ValueRange init, StepBody body);
+  SmallVector<Value> passOverRows(int64_t stages, ValueRange init,
+                                  StepBody body, const HeldRows *held);
   /// Row stage `s`: the CTA's part of each row's sums into `parts`.
-  void rowSumsPass(int64_t s);
+  void rowSumsPass(int64_t s, const HeldRows *held);
   /// After a cluster barrier: the totals of stage `s` (sums from `offset`
   /// on) of every row, the C CTAs' parts added in rank order.
   void addClusterParts(int64_t s, int64_t offset);
   Value totalSlot(Value row, int64_t j);
   /// The full results, and the column contributions summed per thread
   /// (the accumulators, [column result][owned column]).
-  ValueRange elementwisePass();
+  SmallVector<Value> elementwisePass(const HeldRows *held);
   /// The groups' accumulators added in group order in shared memory, then
   /// each of the CTA's part's columns finished (storeColumnResult).
   void finishColumns(ValueRange accs);

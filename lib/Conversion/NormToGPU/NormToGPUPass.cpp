@@ -286,6 +286,10 @@ struct ConvertNormToGPUPass
                    mainKernelParameterTypes(op), plan.block(), mainSmem);
     if (plan.twoCtasPerSm)
       fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(2));
+    // A latency kernel is the SM's one CTA: ptxas otherwise capped some at
+    // 64 registers and spilled (LayerNorm bf16 4096's scalar one).
+    if (plan.latencyKernel())
+      fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
     // The cluster shape is the kernel's (.reqnctapercluster): a plain
     // launch then makes the clusters.
     if (plan.clusterCtas > 1)

@@ -152,6 +152,10 @@ KernelPlan mlir::norm::latencyKernelPlan(MixedReductionOp op,
                  : std::clamp<int64_t>(
                        static_cast<int64_t>(kLatencyLoadRegisters / perRow), 1,
                        kLatencyUnroll);
+  // No more rows a step than a call has per group.
+  k.latencyUnroll = std::min(
+      k.latencyUnroll,
+      std::max<int64_t>(1, llvm::divideCeil(plan.latencyRows, k.rowsPerCta)));
   // The groups' column sums: [group][column result][part column].
   k.dynamicSharedBytes = llvm::alignTo(
       k.rowsPerCta * int64_t(op.getColResults().size()) * part * vector * 4,
