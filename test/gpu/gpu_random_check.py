@@ -112,7 +112,7 @@ MIN_CASES_PER_VARIANT = 50
 VARIANTS = ("resident", "looped", "split", "scalar", "vector", "ring",
             "column-groups", "combine-in-cta", "cooperative", "two-launch",
             "tier-vector", "tier-scalar", "tier-boundary", "cluster", "bulk",
-            "dependent-launch", "peel")
+            "dependent-launch", "peel", "latency")
 
 
 # --------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def gen_cases(p, rng, count, plan=None):
 PLAN_KEYS = ("threads_per_row", "rows_per_cta", "chunks_per_thread",
              "vector", "async_stages", "single_launch", "combine_in_cta",
              "column_groups", "split_column_groups", "dynamic_shared_bytes",
-             "cluster_ctas", "bulk_stages")
+             "cluster_ctas", "bulk_stages", "latency_ctas", "latency_rows")
 TIER_KEYS = ("cols",) + PLAN_KEYS
 
 
@@ -463,6 +463,11 @@ def variants_of(plan, kernels, n=None):
     tiers = plan.get("tiers", [])
     names = [k.split(":") for k in kernels.split(";") if k]
     out = set()
+    # The latency kernels (one cluster, few rows): no final kernel.
+    for name, _, _ in names:
+        if "_latency" in name:
+            out.add("latency")
+            out.add("scalar" if name.endswith("_scalar") else "vector")
     mains = [(n, m) for n, m, _ in names if "_main" in n]
     for name, mode in mains:
         split = "_main_split" in name

@@ -240,6 +240,14 @@ def main():
                 continue
             compare(label, "layer", g, ref, scale, jnp.bfloat16, jnp.bfloat16,
                     worst)
+            again = jax.jit(jax.grad(sharded_loss(check_vma),
+                                     argnums=(0, 2, 3)))(x, dy, w, b)
+            same = all(np.array_equal(np.asarray(p).view(np.uint8),
+                                      np.asarray(q).view(np.uint8))
+                       for p, q in zip(g, again))
+            checks.require(f"{label} bitwise determinism", same,
+                           "two runs differ")
+            print(f"ok {label}: bitwise equal over two runs={same}", flush=True)
         # Sharded jit without shard_map: XLA partitions around our call
         # (it has no partitioning rule, so XLA gathers its operands);
         # correct, if not per-device (docs/jax.md says to use shard_map).
