@@ -49,6 +49,13 @@ def _env_for(cmdbuf, dump):
     return env
 
 
+def bitwise_equal(xs, ys):
+    """Every array of `xs` bit for bit equal to its partner in `ys`."""
+    return all(np.array_equal(np.asarray(p).view(np.uint8),
+                              np.asarray(q).view(np.uint8))
+               for p, q in zip(xs, ys))
+
+
 def child_step(out):
     """One jitted training-like step of both norms (what --cmdbuf runs in
     each child): saves every gradient to `out` (npz)."""
@@ -190,9 +197,7 @@ def main():
             compare(label, kind, got, ref, scale, dtype, wdtype, worst)
             compare(label, kind, grads(kind, xla, *a), ref, scale, dtype,
                     wdtype, xla_worst)
-            same = all(np.array_equal(np.asarray(p).view(np.uint8),
-                                      np.asarray(q).view(np.uint8))
-                       for p, q in zip(got, got2))
+            same = bitwise_equal(got, got2)
             checks.require(f"{label} bitwise determinism", same,
                            "two runs differ")
             print(f"ok {label}", flush=True)
@@ -242,9 +247,7 @@ def main():
                     worst)
             again = jax.jit(jax.grad(sharded_loss(check_vma),
                                      argnums=(0, 2, 3)))(x, dy, w, b)
-            same = all(np.array_equal(np.asarray(p).view(np.uint8),
-                                      np.asarray(q).view(np.uint8))
-                       for p, q in zip(g, again))
+            same = bitwise_equal(g, again)
             checks.require(f"{label} bitwise determinism", same,
                            "two runs differ")
             print(f"ok {label}: bitwise equal over two runs={same}", flush=True)
@@ -292,9 +295,7 @@ def main():
     donated = jax.jit(jax.grad(f, argnums=(0, 1, 2)),
                       donate_argnums=(0, 1))(jnp.copy(x), jnp.copy(w), b)
     checks.require("donated inputs: bitwise equal gradients",
-                   all(np.array_equal(np.asarray(p).view(np.uint8),
-                                      np.asarray(q).view(np.uint8))
-                       for p, q in zip(plain, donated)), "they differ")
+                   bitwise_equal(plain, donated), "they differ")
 
     # vmap of grad: per-example gradients of a shared weight.
     B, shape = 3, (64, 512)
