@@ -362,6 +362,12 @@ class Loading(unittest.TestCase):
             fixture_library("rms", "f32").nope
 
 
+def persistent_args():
+    """rms_args of 64 rows: past the latency kernel's 32, so the call takes
+    the persistent grid, whose workspace these tests check."""
+    return rms_args(rows=64)
+
+
 class RuntimeErrors(unittest.TestCase):
     """The call itself fails: no driver, or the fake driver (which cannot
     load a real cubin). Needs NORMRT_LIBCUDA set before the first call."""
@@ -382,7 +388,7 @@ class RuntimeErrors(unittest.TestCase):
             fake.fakecuda_set_memory_limit(0)
         try:
             with self.assertRaises(NormRuntimeError) as cm:
-                self.lib.rms_norm_backward(*rms_args(), stream=0)
+                self.lib.rms_norm_backward(*persistent_args(), stream=0)
         finally:
             if fake:
                 fake.fakecuda_set_memory_limit(1 << 30)
@@ -405,7 +411,7 @@ class RuntimeErrors(unittest.TestCase):
         # Function.cfunc, the launcher itself (nothing validated), gives
         # the status of the checked call with the same arguments.
         fn = self.lib.rms_norm_backward
-        args = fn.arguments(*rms_args(), stream=0)
+        args = fn.arguments(*persistent_args(), stream=0)
         fake = None
         if self.scenario == "fake":
             fake = ctypes.CDLL(os.environ["NORMRT_LIBCUDA"])
@@ -426,7 +432,7 @@ class RuntimeErrors(unittest.TestCase):
         fn = self.lib.rms_norm_backward
         if self.scenario == "no-driver":
             with self.assertRaises(NormRuntimeError) as cm:
-                fn.workspace_bytes(*rms_args(), stream=0)
+                fn.workspace_bytes(*persistent_args(), stream=0)
             self.assertEqual(cm.exception.status_name,
                              "NORMRT_ERROR_NO_DRIVER")
             return
@@ -436,7 +442,7 @@ class RuntimeErrors(unittest.TestCase):
         fake.fakecuda_set_memory_limit.argtypes = [ctypes.c_size_t]
         fake.fakecuda_set_memory_limit(0)
         try:
-            nbytes = fn.workspace_bytes(*rms_args(), stream=0)
+            nbytes = fn.workspace_bytes(*persistent_args(), stream=0)
         finally:
             fake.fakecuda_set_memory_limit(1 << 30)
         self.assertGreater(nbytes, 0)  # dW's fp32 partial rows
@@ -445,10 +451,10 @@ class RuntimeErrors(unittest.TestCase):
         try:
             self.lib.set_workspace(0, 0x100000, nbytes - 16)
             with self.assertRaises(NormRuntimeError) as cm:
-                fn(*rms_args(), stream=0)
+                fn(*persistent_args(), stream=0)
             self.assertIn(f"needs {nbytes} bytes", cm.exception.message)
             self.lib.set_workspace(0, 0x100000, nbytes)
-            fn(*rms_args(), stream=0)
+            fn(*persistent_args(), stream=0)
         finally:
             self.lib.set_workspace(0, None, 0)
 
