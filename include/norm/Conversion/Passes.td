@@ -67,6 +67,16 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
       dynamic shared memory, added in group order into the CTA's partial
       row. Elements of a column are I apart (the dims after N), which the
       kernel takes in the row-stride parameters.
+    - `_latency`, `_latency_scalar` (a static N on sm_90+ with
+      `latency-ctas` > 1; `_latency` only where N is a multiple of the
+      vector width): one thread-block cluster of `latency-ctas` CTAs for
+      calls of at most the plan's `latency_rows` rows. CTA r owns the r-th
+      part of every row; each row stage's per-CTA sums go to its shared
+      memory and, after a cluster barrier, every CTA adds the parts of
+      each row in rank order (reads of distributed shared memory); a last
+      pass stores the full results and sums the column contributions,
+      which the CTA adds in group order and finishes itself (initial
+      value, epilogue). No grid barrier, no partial buffer, one launch.
     - `_final`: the fixed-order reduction of the partial buffer (the
       two-launch path; the same order as the single-launch tail), plus the
       initial value, plus a trailing elementwise epilogue of the column

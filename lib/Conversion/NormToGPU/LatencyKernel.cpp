@@ -25,8 +25,11 @@
 //                         initial value and epilogue: the column results
 //
 // Every sum has a fixed order (rank, group, row), so results are bitwise
-// equal from run to run. Rows are read once per pass: the second read of a
-// small call comes from L2.
+// equal from run to run. Rows are read once per pass (the second read of a
+// small call comes from L2), or once in all where they fit one step.
+// The cluster's SMs issue every instruction of the call, so it pays only
+// for few rows (KernelPlanner::withLatencyKernels; perf-notes, "Latency
+// kernels").
 //
 //===----------------------------------------------------------------------===//
 
