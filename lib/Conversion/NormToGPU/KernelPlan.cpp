@@ -276,9 +276,10 @@ private:
   /// issue every instruction of the call (ncu, LayerNorm bf16 2048x1024:
   /// 39 per element, 7.8 cycles per issue, 41 us), so it wins only where
   /// the persistent grid's fixed costs dominate: few rows, a short part
-  /// per CTA (H200: 1x8192 24.6 -> 9.2 us, 8x4096 12.2 -> 9.5, 7x4099
-  /// 16.5 -> 11.3; 64x1024 9.6 -> 10.0 and 4x17389 (1087 chunks per CTA)
-  /// 10.4 -> 11.2 lose; perf-notes, "Latency kernels").
+  /// per CTA (H200, LayerNorm bf16: 1x8192 24.3 -> 8.4 us, 8x4096 12.3 ->
+  /// 7.5, 7x4099 16.5 -> 8.2; 4x17389's 1087 chunks per CTA lost; more
+  /// rows per call cost the smallest calls their unroll: perf-notes,
+  /// "Latency kernels").
   KernelPlan withLatencyKernels(KernelPlan plan) {
     if (!clustersAvailable() || options.latencyCTAs < 2 ||
         options.latencyMaxRows <= 0 || !plan.staticCols ||
