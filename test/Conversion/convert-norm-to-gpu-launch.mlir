@@ -2,6 +2,9 @@
 // RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm="single-launch=false dependent-launch=false latency-ctas=0" --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=TWO
 // The host lowering reaches the LLVM dialect with upstream passes only.
 // RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm=latency-ctas=0 --convert-norm-to-gpu-launch | norm-opt -split-input-file -pass-pipeline='builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},convert-linalg-to-loops,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,gpu-to-llvm,convert-func-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)' | FileCheck %s --check-prefix=LLVM
+// With the latency kernels (the default), too: the graph of two groups
+// around a matmul reaches LLVM, each group branching on its rows.
+// RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch | norm-opt -split-input-file -pass-pipeline='builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},convert-linalg-to-loops,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,gpu-to-llvm,convert-func-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)' | FileCheck %s --check-prefix=LLVMLAT
 // RUN: not norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions --convert-norm-to-gpu=latency-ctas=0 --convert-norm-to-gpu-launch 2>&1 | FileCheck %s --check-prefix=ORDER
 // Bad option values are errors naming the option.
 // RUN: not norm-opt %s --convert-norm-to-gpu-launch="host-shared=maybe" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADOPT
@@ -123,6 +126,17 @@ func.func @rms_wide(%dy: tensor<?x32768xf32>, %x: tensor<?x32768xf32>,
 // CHECK: @norm_kernels::@two_groups_1_main
 // CHECK: call @normrt_ir_end
 // CHECK: bufferization.to_tensor {{.*}} : memref<?x128xbf16>
+// LLVMLAT-LABEL: llvm.func @two_groups
+// LLVMLAT: llvm.call @normrt_ir_begin
+// LLVMLAT: gpu.launch_func {{.*}} @norm_kernels::@two_groups_0_latency_scalar
+// LLVMLAT: gpu.launch_func {{.*}} @norm_kernels::@two_groups_0_latency blocks
+// LLVMLAT: gpu.launch_func {{.*}} @norm_kernels::@two_groups_0_main_scalar
+// LLVMLAT: gpu.launch_func {{.*}} @norm_kernels::@two_groups_0_final
+// LLVMLAT: llvm.call @normrt_ir_end
+// LLVMLAT: llvm.call @normrt_ir_begin
+// LLVMLAT: gpu.launch_func {{.*}} @norm_kernels::@two_groups_1_latency_scalar
+// LLVMLAT: gpu.launch_func {{.*}} @norm_kernels::@two_groups_1_main
+// LLVMLAT: llvm.call @normrt_ir_end
 // LLVM-LABEL: llvm.func @two_groups
 // LLVM-COUNT-2: llvm.call @normrt_ir_begin
 func.func @two_groups(

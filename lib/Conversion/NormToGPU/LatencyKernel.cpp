@@ -53,16 +53,15 @@ LatencyKernelBuilder::LatencyKernelBuilder(OpBuilder &b, MixedReductionOp op,
   ownedWidth = K * V;
 }
 
-LatencyKernelBuilder::RowSumArrays
-LatencyKernelBuilder::declareRowSumArrays() {
+LatencyKernelBuilder::RowSumArrays LatencyKernelBuilder::declareRowSumArrays() {
   for (Region &stage : op.getRowStages()) {
     stageOffsets.push_back(totalSums);
     totalSums += stage.front().getTerminator()->getNumOperands();
   }
   RowSumArrays a;
   a.parts = sharedF32Array("_latency_parts", plan.latencyRows * maxSums);
-  a.totals = sharedF32Array("_latency_totals",
-                            plan.latencyRows * std::max<int64_t>(totalSums, 1));
+  a.totals =
+      sharedF32Array("_latency_totals", plan.latencyRows * totalsWidth());
   return a;
 }
 
@@ -91,11 +90,18 @@ void LatencyKernelBuilder::build() {
 // Passes over the rows
 //===----------------------------------------------------------------------===//
 
-Value LatencyKernelBuilder::totalSlot(Value row, int64_t j) {
+Value LatencyKernelBuilder::addInOrder(ArrayRef<Value> vals) {
+  Value total;
+  for (Value v : vals)
+    total = total ? arith::AddFOp::create(b, loc, total, v).getResult() : v;
+  return total;
+}
+
+Value LatencyKernelBuilder::slotOf(Value array, int64_t width, Value row,
+                                   Value j) {
   Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  Value index = add(mul(row, c64(std::max<int64_t>(totalSums, 1))), c64(j));
-  return LLVM::GEPOp::create(b, loc, ptr3, f32, arrays.totals,
-                             ValueRange{index});
+  return LLVM::GEPOp::create(b, loc, ptr3, f32, array,
+                             ValueRange{add(mul(row, c64(width)), j)});
 }
 
 SmallVector<RowState> LatencyKernelBuilder::rowsOfStep(Value step,
@@ -120,7 +126,7 @@ RowState LatencyKernelBuilder::withTotals(RowState row, int64_t stages) {
     TypeRange types = stage.front().getTerminator()->getOperandTypes();
     for (auto [j, type] : llvm::enumerate(types)) {
       Value total = LLVM::LoadOp::create(
-          b, loc, f32, totalSlot(row.clamped, stageOffsets[s] + j),
+          b, loc, f32, totalSlot(row.clamped, c64(stageOffsets[s] + j)),
           /*alignment=*/4);
       row.results.push_back(fromF32(total, type));
     }
@@ -168,7 +174,6 @@ SmallVector<Value> LatencyKernelBuilder::passOverRows(int64_t stages,
 void LatencyKernelBuilder::rowSumsPass(int64_t s, const HeldRows *held) {
   Region &stage = op.getRowStages()[s];
   unsigned count = stage.front().getTerminator()->getNumOperands();
-  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
   Value isFirstLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                             layout.lane, c64(0));
   passOverRows(
@@ -182,12 +187,9 @@ void LatencyKernelBuilder::rowSumsPass(int64_t s, const HeldRows *held) {
           reduceWithinProgram(sums);
           Value writer = arith::AndIOp::create(b, loc, isFirstLane, row.valid);
           ifThen(writer, [&] {
-            for (auto [j, sum] : llvm::enumerate(sums)) {
-              Value index = add(mul(row.row, c64(maxSums)), c64(j));
-              Value slot = LLVM::GEPOp::create(b, loc, ptr3, f32, arrays.parts,
-                                               ValueRange{index});
-              LLVM::StoreOp::create(b, loc, sum, slot, /*alignment=*/4);
-            }
+            for (auto [j, sum] : llvm::enumerate(sums))
+              LLVM::StoreOp::create(b, loc, sum, partSlot(row.row, c64(j)),
+                                    /*alignment=*/4);
           });
         }
         return SmallVector<Value>();
@@ -198,16 +200,13 @@ void LatencyKernelBuilder::rowSumsPass(int64_t s, const HeldRows *held) {
 void LatencyKernelBuilder::addClusterParts(int64_t s, int64_t offset) {
   Region &stage = op.getRowStages()[s];
   int64_t count = stage.front().getTerminator()->getNumOperands();
-  Type ptr3 = LLVM::LLVMPointerType::get(b.getContext(), 3);
   Type ptr7 = LLVM::LLVMPointerType::get(b.getContext(), 7);
   scf::ForOp::create(
       b, loc, tid, mul(args.rows, c64(count)), c64(plan.block()), ValueRange{},
       [&](OpBuilder &, Location, Value idx, ValueRange) {
         Value row = arith::DivUIOp::create(b, loc, idx, c64(count));
         Value j = arith::RemUIOp::create(b, loc, idx, c64(count));
-        Value local = LLVM::GEPOp::create(
-            b, loc, ptr3, f32, arrays.parts,
-            ValueRange{add(mul(row, c64(maxSums)), j)});
+        Value local = partSlot(row, j);
         // Every rank's load first, then the sum in rank order.
         SmallVector<Value> parts;
         for (int64_t r = 0; r < plan.clusterCtas; ++r) {
@@ -217,20 +216,14 @@ void LatencyKernelBuilder::addClusterParts(int64_t s, int64_t offset) {
           parts.push_back(
               LLVM::LoadOp::create(b, loc, f32, remote, /*alignment=*/4));
         }
-        Value total = parts.front();
-        for (Value part : ArrayRef(parts).drop_front())
-          total = arith::AddFOp::create(b, loc, total, part);
-        Value slot = LLVM::GEPOp::create(
-            b, loc, ptr3, f32, arrays.totals,
-            ValueRange{add(mul(row, c64(std::max<int64_t>(totalSums, 1))),
-                           add(j, c64(offset)))});
-        LLVM::StoreOp::create(b, loc, total, slot, /*alignment=*/4);
+        LLVM::StoreOp::create(b, loc, addInOrder(parts),
+                              totalSlot(row, add(j, c64(offset))),
+                              /*alignment=*/4);
         scf::YieldOp::create(b, loc);
       });
 }
 
-SmallVector<Value>
-LatencyKernelBuilder::elementwisePass(const HeldRows *held) {
+SmallVector<Value> LatencyKernelBuilder::elementwisePass(const HeldRows *held) {
   SmallVector<Value> init(numCol * ownedWidth, zeroF32());
   return passOverRows(
       op.getRowStages().size(), init,
@@ -283,22 +276,19 @@ void LatencyKernelBuilder::finishColumns(ValueRange accs) {
     });
   gpu::BarrierOp::create(b, loc);
   for (unsigned c = 0; c < numCol; ++c)
-    scf::ForOp::create(
-        b, loc, tid, c64(partWidth), c64(plan.block()), ValueRange{},
-        [&](OpBuilder &, Location, Value j, ValueRange) {
-          Value col = add(partFirst, j);
-          ifThen(ult(col, partEnd), [&] {
-            SmallVector<Value> parts;
-            for (int64_t g = 0; g < R; ++g)
-              parts.push_back(memref::LoadOp::create(
-                  b, loc, shared.accumulators,
-                  ValueRange{toIndex(slotIndex(c64(g), c, j))}));
-            Value total = parts.front();
-            for (Value part : ArrayRef(parts).drop_front())
-              total = arith::AddFOp::create(b, loc, total, part);
-            storeColumnResult(op, c, col, total, args.finalInits,
-                              args.finalOuts);
-          });
-          scf::YieldOp::create(b, loc);
-        });
+    scf::ForOp::create(b, loc, tid, c64(partWidth), c64(plan.block()),
+                       ValueRange{},
+                       [&](OpBuilder &, Location, Value j, ValueRange) {
+                         Value col = add(partFirst, j);
+                         ifThen(ult(col, partEnd), [&] {
+                           SmallVector<Value> parts;
+                           for (int64_t g = 0; g < R; ++g)
+                             parts.push_back(memref::LoadOp::create(
+                                 b, loc, shared.accumulators,
+                                 ValueRange{toIndex(slotIndex(c64(g), c, j))}));
+                           storeColumnResult(op, c, col, addInOrder(parts),
+                                             args.finalInits, args.finalOuts);
+                         });
+                         scf::YieldOp::create(b, loc);
+                       });
 }

@@ -411,7 +411,7 @@ private:
   /// Every call's rows in one step (ceil(latency_rows / R) <= U): the
   /// thread's rows are loaded once, before the first pass, and held.
   bool oneStep() const {
-    return llvm::divideCeil(plan.latencyRows, R) <= U;
+    return static_cast<int64_t>(llvm::divideCeil(plan.latencyRows, R)) <= U;
   }
   struct HeldRows {
     SmallVector<RowState> rows;
@@ -428,7 +428,18 @@ private:
   /// After a cluster barrier: the totals of stage `s` (sums from `offset`
   /// on) of every row, the C CTAs' parts added in rank order.
   void addClusterParts(int64_t s, int64_t offset);
-  Value totalSlot(Value row, int64_t j);
+  /// Slot j of `row` in an array of `width` f32 per row: the parts
+  /// ([row][maxSums]) or the totals ([row][totalsWidth()]).
+  Value slotOf(Value array, int64_t width, Value row, Value j);
+  Value partSlot(Value row, Value j) {
+    return slotOf(arrays.parts, maxSums, row, j);
+  }
+  Value totalSlot(Value row, Value j) {
+    return slotOf(arrays.totals, totalsWidth(), row, j);
+  }
+  int64_t totalsWidth() const { return std::max<int64_t>(totalSums, 1); }
+  /// vals[0] + vals[1] + ... in that order (rank or group order).
+  Value addInOrder(ArrayRef<Value> vals);
   /// The full results, and the column contributions summed per thread
   /// (the accumulators, [column result][owned column]).
   SmallVector<Value> elementwisePass(const HeldRows *held);
