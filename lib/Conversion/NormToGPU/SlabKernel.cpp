@@ -55,7 +55,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelBuilder.h"
+#include "SlabKernel.h"
 
 #include "norm/Dialect/Norm/IR/GroupBoundary.h"
 
@@ -71,62 +71,24 @@ namespace {
 /// (memory-level parallelism: 4 x 16 bytes per full input in flight).
 constexpr int64_t kSlabAccessesInFlight = 4;
 
-/// The kernel's arguments (mainKernelParams' list: rows = the slabs M,
-/// cols = a slab's elements L).
-struct SlabArgs {
-  SmallVector<Value> fullIn, rowIn, colIn, fullOut, scalars;
-  Value partial, rows, cols;
-};
-
-/// Where the CTA's slab (the thread's, K > 1) and its part lie.
-struct SlabPlace {
-  Value row;        // r: the slab, and the row inputs' index (the
-                    // thread's group's where a CTA takes K > 1)
-  Value sample;     // n
-  Value firstGroup; // a0: the CTA's first group (K > 1), else a
-  Value partialRow; // n x Q + q: the partial row it writes
-  Value group;      // a: its column slots start at a x C
-  Value base;       // the slab's first element
-  Value spatial;    // D = L / C: elements per channel
-  Value dBegin, dEnd; // the CTA's part [dBegin, dEnd) of D
-  Value cStride, dStride;
-};
-
-/// How the threads walk a slab (the file header).
-enum class SlabWalk { WarpPerChannel, CtaPerChannel, PositionRuns };
-
 /// The column values at one access: [col input][element].
 using ColumnValues = SmallVector<SmallVector<Value>>;
 
-class SlabKernelBuilder : public KernelBuilderBase {
+/// The slab kernel from its prologue's values (SlabKernel.h).
+class SlabKernelBuilder : public SlabBuilderBase {
 public:
-  SlabKernelBuilder(OpBuilder &b, MixedReductionOp op, const KernelPlan &plan,
-                    const SlabDomain &slab, int64_t vector, int64_t parts,
-                    gpu::GPUFuncOp func)
-      : KernelBuilderBase(b, op.getLoc()), op(op), slab(slab), func(func),
-        T(plan.block()), W(plan.block() / 32), V(vector), Q(parts),
-        K(plan.slabGroups), runThreads(K * slab.cSize / vector),
-        numCol(op.getColResults().size()),
-        walk(slabWalk(slab, plan.block() / 32)) {}
+  SlabKernelBuilder(OpBuilder &b, MixedReductionOp op, const SlabDomain &slab,
+                    const SlabShape &shape, gpu::GPUFuncOp func,
+                    const SlabEntry &entry)
+      : SlabBuilderBase(b, op, slab, shape, func, entry.captured),
+        tid(entry.tid),
+        lane(entry.lane), warp(entry.warp), slots(entry.slots),
+        clusterSums(entry.clusterSums), maxStageSums(entry.maxStageSums) {}
 
-  /// The walk a slab kernel of `warps` warps takes.
-  static SlabWalk slabWalk(const SlabDomain &slab, int64_t warps) {
-    if (slab.channelsLast)
-      return SlabWalk::PositionRuns;
-    return slab.cSize >= warps ? SlabWalk::WarpPerChannel
-                               : SlabWalk::CtaPerChannel;
-  }
-
-  LogicalResult build();
+  /// The row stages and the elementwise pass, after the prologue.
+  void build(const SlabArgs &args, const SlabPlace &at);
 
 private:
-  SlabArgs unpackArguments();
-  SlabPlace placeSlab(const SlabArgs &args);
-  /// `products`: those of two or more run-time dims of a run, known only
-  /// together.
-  DenseMap<int64_t, Value>
-  dimSizes(const SlabArgs &args, const SlabPlace &at,
-           SmallVector<std::pair<SmallVector<int64_t>, Value>> &products);
   /// The col inputs of channels [c, c + count) (count 1: one channel for
   /// all V elements).
   ColumnValues loadColumnInputs(const SlabArgs &args, const SlabPlace &at,
@@ -195,9 +157,6 @@ private:
   /// PositionRuns with K > 1: each group's threads' sums in thread order
   /// (through shared memory): every thread gets its group's totals.
   SmallVector<Value> reduceAcrossGroups(ArrayRef<Value> sums);
-  /// The CTA's group of thread `t` (PositionRuns: (t % runThreads) x V /
-  /// C; 0 for the channel walks).
-  Value groupOfThread(Value t);
   /// The warp butterfly: every lane gets the warp's totals.
   SmallVector<Value> reduceAcrossWarp(ArrayRef<Value> sums);
   /// Sums across the Q CTAs of the slab's cluster (row stage `stage`):
@@ -209,87 +168,12 @@ private:
   void storePartial(const SlabArgs &args, const SlabPlace &at, Value k,
                     Value slot, Value v);
 
-  MixedReductionOp op;
-  SlabDomain slab;
-  gpu::GPUFuncOp func;
-  const int64_t T, W, V;
-  const int64_t Q; // CTAs (a cluster) per slab
-  const int64_t K; // PositionRuns: slabs (adjacent groups) per CTA
-  const int64_t runThreads; // PositionRuns: threads per position
-  const unsigned numCol;
-  const SlabWalk walk;
-  Value tid, lane, warp, slots;
-  Value clusterSums; // Q > 1: [row stage][sum] of this CTA's totals
-  int64_t maxStageSums = 1;
+  // The prologue's (SlabEntry).
+  const Value tid, lane, warp, slots, clusterSums;
+  const int64_t maxStageSums;
 };
 
 } // namespace
-
-SlabArgs SlabKernelBuilder::unpackArguments() {
-  Block &entry = func.getBody().front();
-  SlabArgs args;
-  for (auto [group, values] :
-       groupArguments(mainKernelParams(op), entry.getArguments())) {
-    using K = KernelParam;
-    switch (group.kind) {
-    case K::FullIn: args.fullIn = values; break;
-    case K::RowIn: args.rowIn = values; break;
-    case K::ColIn: args.colIn = values; break;
-    case K::FullOut: args.fullOut = values; break;
-    case K::Partial: args.partial = values[0]; break;
-    case K::Rows: args.rows = values[0]; break;
-    case K::Cols: args.cols = values[0]; break;
-    case K::Scalar: args.scalars = values; break;
-    default: break; // strides (contiguous slabs), the single launch's
-    }
-  }
-  return args;
-}
-
-SlabPlace SlabKernelBuilder::placeSlab(const SlabArgs &args) {
-  SlabPlace at;
-  Value A = c64(slab.aSize), C = c64(slab.cSize);
-  Value id = blockId();
-  // The CTA's unit: K slabs (groups a0 .. a0 + K - 1 of sample n).
-  Value unit =
-      Q > 1 ? arith::DivUIOp::create(b, loc, id, c64(Q)).getResult() : id;
-  Value part =
-      Q > 1 ? arith::RemUIOp::create(b, loc, id, c64(Q)).getResult() : c64(0);
-  Value units = c64(slab.aSize / K);
-  at.sample = arith::DivUIOp::create(b, loc, unit, units);
-  at.firstGroup =
-      mul(arith::RemUIOp::create(b, loc, unit, units).getResult(), c64(K));
-  at.group = K > 1 ? add(at.firstGroup, groupOfThread(tid)) : at.firstGroup;
-  at.row = add(mul(at.sample, A), at.group);
-  at.partialRow = add(mul(at.sample, c64(Q)), part);
-  at.spatial = arith::DivUIOp::create(b, loc, args.cols, C);
-  // Part q: ceil(D / Q) positions, whole vectors where the walk's accesses
-  // run along D (the vector kernel's D is a multiple of V).
-  at.dBegin = c64(0);
-  at.dEnd = at.spatial;
-  if (Q > 1) {
-    int64_t grain = walk == SlabWalk::PositionRuns ? 1 : V;
-    Value grains = arith::DivUIOp::create(
-        b, loc, add(at.spatial, c64(grain - 1)), c64(grain));
-    Value per = mul(arith::DivUIOp::create(b, loc, add(grains, c64(Q - 1)),
-                                           c64(Q)),
-                    c64(grain));
-    at.dBegin = minU(mul(part, per), at.spatial);
-    at.dEnd = minU(add(at.dBegin, per), at.spatial);
-  }
-  if (!slab.channelsLast) {
-    // [R, A, C, D]: the slab is contiguous.
-    at.base = mul(at.row, args.cols);
-    at.cStride = at.spatial;
-    at.dStride = c64(1);
-  } else {
-    // [R, D, A, C]: C/G runs of one spatial point, A x C apart.
-    at.base = add(mul(at.sample, mul(args.cols, A)), mul(at.group, C));
-    at.cStride = c64(1);
-    at.dStride = c64(slab.aSize * slab.cSize);
-  }
-  return at;
-}
 
 ColumnValues SlabKernelBuilder::loadColumnInputs(const SlabArgs &args,
                                                  const SlabPlace &at, Value c,
@@ -541,13 +425,6 @@ SlabKernelBuilder::reduceAcrossCluster(ArrayRef<Value> totals, int64_t stage) {
   return sums;
 }
 
-Value SlabKernelBuilder::groupOfThread(Value t) {
-  return arith::DivUIOp::create(
-      b, loc,
-      mul(arith::RemUIOp::create(b, loc, t, c64(runThreads)), c64(V)),
-      c64(slab.cSize));
-}
-
 SmallVector<Value>
 SlabKernelBuilder::reduceAcrossGroups(ArrayRef<Value> sums) {
   // slots[j x T + t]: thread t's sum j; then slots[J x T + g x J + j]:
@@ -738,69 +615,7 @@ void SlabKernelBuilder::sumRunsPerChannel(const SlabArgs &args,
 /// samples M / A) and of the D dims (from a channel's elements D); where a
 /// run has several run-time dims, their product instead (H x W at run time:
 /// the count H * C/G * W is still known).
-DenseMap<int64_t, Value> SlabKernelBuilder::dimSizes(
-    const SlabArgs &args, const SlabPlace &at,
-    SmallVector<std::pair<SmallVector<int64_t>, Value>> &products) {
-  ArrayRef<int64_t> domain = op.getDomainShape();
-  auto runOf = [&](int64_t first, int64_t count, Value total) {
-    DenseMap<int64_t, Value> sizes;
-    SmallVector<int64_t> dynamic;
-    int64_t known = 1;
-    for (int64_t d = first; d < first + count; ++d) {
-      if (!ShapedType::isDynamic(domain[d])) {
-        sizes[d] = c64(domain[d]);
-        known *= domain[d];
-      } else {
-        dynamic.push_back(d);
-      }
-    }
-    Value rest = dynamic.empty()
-                     ? Value()
-                     : arith::DivUIOp::create(b, loc, total, c64(known));
-    if (dynamic.size() == 1)
-      sizes[dynamic.front()] = rest;
-    else if (dynamic.size() > 1) // only their product is known
-      products.emplace_back(dynamic, rest);
-    return sizes;
-  };
-  Value samples = arith::DivUIOp::create(b, loc, args.rows, c64(slab.aSize));
-  int64_t dFirst = slab.channelsLast ? slab.rRank
-                                     : slab.rRank + slab.aRank + slab.cRank;
-  DenseMap<int64_t, Value> sizes = runOf(0, slab.rRank, samples);
-  for (auto [d, v] : runOf(dFirst, slab.dRank, at.spatial))
-    sizes[d] = v;
-  return sizes;
-}
-
-LogicalResult SlabKernelBuilder::build() {
-  Block &entry = func.getBody().front();
-  b.setInsertionPointToStart(&entry);
-  SlabArgs args = unpackArguments();
-  tid = threadId();
-  lane = arith::RemUIOp::create(b, loc, tid, c64(32));
-  warp = arith::DivUIOp::create(b, loc, tid, c64(32));
-  SlabPlace at = placeSlab(args);
-  CaptureSources sources;
-  sources.domainRank = op.getDomainShape().size();
-  for (auto [extract, pointer] : llvm::zip(getCapturedScalars(op),
-                                           args.scalars))
-    sources.scalarPointers[extract.getResult()] = pointer;
-  sources.dimSizes = dimSizes(args, at, sources.dimProducts);
-  for (Value full : op.getFull())
-    if (auto expand = full.getDefiningOp<tensor::ExpandShapeOp>())
-      sources.expandedSources[expand.getSrc()] =
-          expand.getReassociationIndices();
-  // Any other dim is refused by cloneCapturedValues (a located error).
-  if (failed(cloneCapturedValues(op, sources)))
-    return failure();
-  slots = func.getWorkgroupAttributions().front();
-  if (Q > 1) {
-    for (Region &stage : op.getRowStages())
-      maxStageSums = std::max<int64_t>(
-          maxStageSums, stage.front().getTerminator()->getNumOperands());
-    clusterSums = staticSharedF32Array(
-        func, "_cluster_sums", op.getRowStages().size() * K * maxStageSums);
-  }
+void SlabKernelBuilder::build(const SlabArgs &args, const SlabPlace &at) {
   SmallVector<Value> rowIn;
   for (auto [ptrArg, v] : llvm::zip(args.rowIn, op.getRow()))
     rowIn.push_back(load(ptrArg, elementTypeOf(v), at.row, 1)[0]);
@@ -816,7 +631,6 @@ LogicalResult SlabKernelBuilder::build() {
   if (Q > 1)
     NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/b.getUnitAttr());
   gpu::ReturnOp::create(b, loc);
-  return success();
 }
 
 int64_t mlir::norm::slabSharedFloats(MixedReductionOp op,
@@ -827,8 +641,7 @@ int64_t mlir::norm::slabSharedFloats(MixedReductionOp op,
     maxSums = std::max<int64_t>(
         maxSums, stage.front().getTerminator()->getNumOperands());
   int64_t floats = maxSums * std::max<int64_t>(1, plan.block() / 32);
-  if (slab && SlabKernelBuilder::slabWalk(*slab, plan.block() / 32) ==
-                  SlabWalk::PositionRuns)
+  if (slab && slabWalkOf(*slab, plan.block() / 32) == SlabWalk::PositionRuns)
     floats = std::max<int64_t>(
         {floats, int64_t(op.getColResults().size()) * plan.block() * vector,
          // reduceAcrossGroups: a slot per thread and sum, then the groups'
@@ -843,5 +656,12 @@ LogicalResult mlir::norm::buildSlabKernel(OpBuilder &b, MixedReductionOp op,
   std::optional<SlabDomain> slab = op.getSlabDomain();
   if (!slab)
     return op.emitError("convert-norm-to-gpu: not a slab domain");
-  return SlabKernelBuilder(b, op, plan, *slab, vector, parts, func).build();
+  SlabShape shape(plan, *slab, vector, parts, op.getColResults().size());
+  FailureOr<SlabEntry> entry =
+      SlabPrologueBuilder(b, op, *slab, shape, func).build();
+  if (failed(entry))
+    return failure();
+  SlabKernelBuilder(b, op, *slab, shape, func, *entry)
+      .build(entry->args, entry->at);
+  return success();
 }

@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "norm/Conversion/NormToLaunch/HostLaunch.h"
+#include "LaunchArith.h"
 
 #include "norm/Conversion/NormToGPU.h"
 #include "norm/Conversion/NormToGPU/KernelNames.h"
@@ -32,46 +32,6 @@
 
 using namespace mlir;
 using namespace mlir::norm;
-
-namespace {
-constexpr int32_t kOutOfRange = NORMRT_ERROR_OUT_OF_RANGE;
-} // namespace
-
-struct HostLaunchBuilder::Flags {
-  Value vec, vecPeel; // i1
-};
-
-namespace {
-/// i64 arithmetic and comparisons at one location.
-struct Arith {
-  OpBuilder &b;
-  Location loc;
-  using P = arith::CmpIPredicate;
-  Value cmp(P p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); }
-  Value rem(Value x, Value y) { return arith::RemSIOp::create(b, loc, x, y); }
-  Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
-  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value i64(int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
-  }
-  Value i1(bool v) {
-    return arith::ConstantIntOp::create(b, loc, b.getI1Type(), v);
-  }
-  Value i32(int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
-  }
-};
-} // namespace
 
 HostLaunchBuilder::HostLaunchBuilder(OpBuilder &builder, Location loc,
                                      ModuleOp module)
@@ -179,192 +139,6 @@ void HostLaunchBuilder::synchronize() {
   gpu::WaitOp::create(b, loc, Type(), ValueRange{t});
 }
 
-void HostLaunchBuilder::checkDomain(StringRef function,
-                                    ArrayRef<int64_t> domain, unsigned nDim,
-                                    Value rows, Value cols, StringRef suffix,
-                                    ArrayRef<LaunchValue> strides) {
-  std::string r = ("rows" + suffix).str(), c = ("cols" + suffix).str();
-  auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  };
-  using P = arith::CmpIPredicate;
-  Value bad = arith::OrIOp::create(b, loc, cmp(P::slt, rows, constant(0)),
-                                   cmp(P::slt, cols, constant(1)));
-  failIf(bad, kOutOfRange,
-         function + ": " + r + " must be >= 0 and " + c + " >= 1");
-  int64_t staticRows = 1, staticCols = domain[nDim];
-  for (auto [i, d] : llvm::enumerate(domain))
-    if (i != nDim)
-      staticRows = ShapedType::isDynamic(d) || staticRows < 0 ? -1
-                                                              : staticRows * d;
-  if (staticRows >= 0)
-    failIf(cmp(P::ne, rows, constant(staticRows)), kOutOfRange,
-           function + ": " + r + " must be " + Twine(staticRows) +
-               " (static shape)");
-  if (!ShapedType::isDynamic(staticCols))
-    failIf(cmp(P::ne, cols, constant(staticCols)), kOutOfRange,
-           function + ": " + c + " must be " + Twine(staticCols) +
-               " (static shape)");
-  if (nDim + 1 == domain.size()) {
-    for (const LaunchValue &s : strides)
-      failIf(cmp(P::slt, s.value, cols), kOutOfRange,
-             function + ": " + s.name + " must be >= " + c);
-    return;
-  }
-  // Channels-first: one column stride I for every tensor, rows = outer x I.
-  for (const LaunchValue &s : strides) {
-    Value bad = arith::OrIOp::create(
-        b, loc, cmp(P::slt, s.value, constant(1)),
-        cmp(P::ne, s.value, strides.front().value));
-    failIf(bad, kOutOfRange,
-           function + ": " + s.name + " must be >= 1 and equal " +
-               strides.front().name + " (contiguous tensors)");
-  }
-  if (!strides.empty()) {
-    Value safe = arith::MaxSIOp::create(b, loc, strides.front().value,
-                                        constant(1));
-    failIf(cmp(P::ne, arith::RemSIOp::create(b, loc, rows, safe), constant(0)),
-           kOutOfRange,
-           function + ": " + r + " must be a multiple of " +
-               strides.front().name);
-  }
-}
-
-void HostLaunchBuilder::checkBatch(StringRef function,
-                                   ArrayRef<int64_t> batchDims, Value rows,
-                                   Value batch, StringRef suffix) {
-  std::string r = ("rows" + suffix).str(), n = ("batch" + suffix).str();
-  Arith m{b, loc};
-  using P = Arith::P;
-  failIf(m.cmp(P::slt, batch, m.i64(0)), kOutOfRange,
-         function + ": " + n + " must be >= 0");
-  int64_t staticBatch = 1;
-  for (int64_t d : batchDims)
-    staticBatch = ShapedType::isDynamic(d) || staticBatch < 0 ? -1
-                                                              : staticBatch * d;
-  if (staticBatch >= 0)
-    failIf(m.cmp(P::ne, batch, m.i64(staticBatch)), kOutOfRange,
-           function + ": " + n + " must be " + Twine(staticBatch) +
-               " (static shape)");
-  Value rest = m.rem(rows, m.max(batch, m.i64(1)));
-  Value none = m.both(m.cmp(P::eq, batch, m.i64(0)),
-                      m.cmp(P::ne, rows, m.i64(0)));
-  failIf(arith::OrIOp::create(b, loc, m.cmp(P::ne, rest, m.i64(0)), none),
-         kOutOfRange,
-         function + ": " + r + " must be a multiple of " + n +
-             " (the samples of batched rows)");
-}
-
-Value HostLaunchBuilder::rowsPerSample(Value rows, Value batch) {
-  Value safe = arith::MaxSIOp::create(b, loc, batch, constant(1));
-  return arith::DivSIOp::create(b, loc, rows, safe);
-}
-
-std::pair<Value, Value> HostLaunchBuilder::slabsOf(Value rows, Value cols,
-                                                   Value batch,
-                                                   const SlabDomain &slab) {
-  Value slabs = arith::MulIOp::create(b, loc, batch, constant(slab.aSize));
-  // rows / batch x cols / A: every factor divides exactly (A's dims lead
-  // cols or are among the rows' after batch's).
-  Value perSample = arith::MulIOp::create(b, loc, rowsPerSample(rows, batch),
-                                          cols);
-  Value elems = arith::DivSIOp::create(b, loc, perSample, constant(slab.aSize));
-  return {slabs, elems};
-}
-
-void HostLaunchBuilder::checkSlabs(StringRef function,
-                                   ArrayRef<int64_t> domain,
-                                   const SlabDomain &slab, Value rows,
-                                   Value cols, Value batch,
-                                   StringRef suffix) {
-  std::string r = ("rows" + suffix).str(), c = ("cols" + suffix).str();
-  Arith m{b, loc};
-  using P = Arith::P;
-  failIf(arith::OrIOp::create(b, loc, m.cmp(P::slt, rows, m.i64(0)),
-                              m.cmp(P::slt, cols, m.i64(1))),
-         kOutOfRange,
-         function + ": " + r + " must be >= 0 and " + c + " >= 1");
-  // The elements of one sample (the dims after R), where static; the A x C
-  // of them always.
-  int64_t perSample = 1;
-  for (int64_t d : domain.drop_front(slab.rRank))
-    perSample = ShapedType::isDynamic(d) || perSample < 0 ? -1 : perSample * d;
-  Value all = m.mul(rows, cols);
-  std::string n = ("batch" + suffix).str();
-  if (perSample >= 0) {
-    failIf(m.cmp(P::ne, all, m.mul(batch, m.i64(perSample))), kOutOfRange,
-           function + ": " + r + " x " + c + " must be " + n + " x " +
-               Twine(perSample) + " (the elements of a sample)");
-    return;
-  }
-  Value group = m.mul(m.max(batch, m.i64(1)),
-                      m.i64(slab.aSize * slab.cSize));
-  failIf(m.cmp(P::ne, m.rem(all, group), m.i64(0)),
-         kOutOfRange,
-         function + ": " + r + " x " + c + " must be a multiple of " + n +
-             " x " + Twine(slab.aSize * slab.cSize) +
-             " (the samples' G x C/G channels)");
-}
-
-void HostLaunchBuilder::checkContiguous(StringRef function, Value cols,
-                                        ArrayRef<LaunchValue> strides) {
-  for (const LaunchValue &s : strides)
-    failIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, s.value,
-                                 cols),
-           kOutOfRange,
-           function + ": " + s.name +
-               " must be cols (contiguous tensors: a GroupNorm group)");
-}
-
-HostLaunchBuilder::Flags
-HostLaunchBuilder::vectorFlags(StringRef function, const GroupLaunchPlan &plan,
-                               const GroupLaunchOperands &ops) {
-  // Natural alignment is required.
-  for (ArrayRef<LaunchValue> group :
-       {ArrayRef(ops.fullIn), ArrayRef(ops.fullOut), ArrayRef(ops.colIn),
-        ArrayRef(ops.scalars)})
-    for (const LaunchValue &v : group)
-      call(RuntimeFn::CheckAligned,
-           {v.value, constant(v.elementBytes),
-            message((function + ": " + v.name).str())});
-  Value no = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
-  if (plan.kernels.vector <= 1)
-    return {no, no};
-  // 16-byte alignment of every pointer, cols and strides picks the vector
-  // kernel; strides that agree modulo V (any phase) the peeled one.
-  int64_t V = plan.kernels.vector;
-  auto isZero = [&](Value x) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x,
-                                 constant(0));
-  };
-  auto both = [&](Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); };
-  Value vec = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
-  for (ArrayRef<LaunchValue> group :
-       {ArrayRef(ops.fullIn), ArrayRef(ops.fullOut), ArrayRef(ops.colIn)})
-    for (const LaunchValue &v : group) {
-      Value address = LLVM::PtrToIntOp::create(b, loc, i64, v.value);
-      vec = both(vec, isZero(arith::RemUIOp::create(
-                          b, loc, address, constant(v.elementBytes * V))));
-    }
-  Value vecAny = vec;
-  SmallVector<LaunchValue> strides(ops.stridesIn);
-  llvm::append_range(strides, ops.stridesOut);
-  if (plan.anyPeel())
-    for (const LaunchValue &s : ArrayRef(strides).drop_front()) {
-      Value diff = arith::SubIOp::create(b, loc, s.value, strides[0].value);
-      vecAny = both(vecAny,
-                    isZero(arith::RemSIOp::create(b, loc, diff, constant(V))));
-    }
-  vec = both(vec, isZero(arith::RemSIOp::create(b, loc, ops.cols, constant(V))));
-  for (const LaunchValue &s : strides)
-    vec = both(vec, isZero(arith::RemSIOp::create(b, loc, s.value, constant(V))));
-  if (!plan.anyPeel())
-    return {vec, no};
-  Value notVec = arith::XOrIOp::create(
-      b, loc, vec, arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
-  return {vec, both(notVec, vecAny)};
-}
-
 void HostLaunchBuilder::launchGroup(StringRef function,
                                     const GroupLaunchPlan &plan,
                                     const GroupLaunchOperands &ops, Value sms,
@@ -451,7 +225,7 @@ HostLaunchBuilder::scalarKernelChoice(const KernelLaunch &k) {
 
 void HostLaunchBuilder::offerKernel(KernelChoice &c, const KernelLaunch &k,
                                     StringRef suffix, Value when) {
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   c.kernels.push_back(k.prefix + suffix.str());
   c.which = m.select(when, m.i64(c.kernels.size() - 1), c.which);
 }
@@ -463,7 +237,7 @@ void HostLaunchBuilder::offerKernel(KernelChoice &c, const KernelLaunch &k,
 HostLaunchBuilder::KernelChoice
 HostLaunchBuilder::chooseKernel(const KernelLaunch &k, const Flags &flags,
                                 Value rows, Value sms) {
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   KernelChoice c = scalarKernelChoice(k);
   if (k.peelKernel)
     offerKernel(c, k, kMainPeelKernelSuffix, flags.vecPeel);
@@ -475,8 +249,8 @@ HostLaunchBuilder::chooseKernel(const KernelLaunch &k, const Flags &flags,
   if (k.splitColumnGroups <= 0)
     return c;
   Value split = m.both(
-      m.cmp(Arith::P::sgt, rows, m.i64(0)),
-      m.cmp(Arith::P::sle, m.mul(rows, m.i64(k.splitColumnGroups)), sms));
+      m.cmp(LaunchArith::P::sgt, rows, m.i64(0)),
+      m.cmp(LaunchArith::P::sle, m.mul(rows, m.i64(k.splitColumnGroups)), sms));
   c.kernels.push_back(k.prefix + kMainSplitScalarKernelSuffix.str());
   c.kernels.push_back(k.prefix + kMainSplitKernelSuffix.str());
   Value splitKernel = m.select(flags.vec, m.i64(c.kernels.size() - 1),
@@ -496,8 +270,8 @@ HostLaunchBuilder::Grid HostLaunchBuilder::persistentGrid(
     const GroupLaunchPlan &plan, const KernelLaunch &k,
     const KernelChoice &c, const GroupLaunchOperands &ops, const Flags &flags,
     Value sms) {
-  Arith m{b, loc};
-  using P = Arith::P;
+  LaunchArith m{b, loc};
+  using P = LaunchArith::P;
   Value rows = ops.rows;
   const int64_t R = k.rowsPerCta;
   auto occupancy = [&](int64_t cluster) {
@@ -551,9 +325,9 @@ HostLaunchBuilder::Grid HostLaunchBuilder::persistentGrid(
 /// The [C, P, N] fp32 partial rows from the runtime (NULL for no programs).
 Value HostLaunchBuilder::workspace(int64_t numCol, Value programs, Value cols,
                                    Value stream) {
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   auto ifOp = scf::IfOp::create(b, loc, ptr,
-                                m.cmp(Arith::P::sgt, programs, m.i64(0)),
+                                m.cmp(LaunchArith::P::sgt, programs, m.i64(0)),
                                 /*withElse=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -605,12 +379,12 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
                                     const KernelChoice &c, const Grid &g,
                                     const GroupLaunchOperands &ops,
                                     int64_t numCol, Value ws, Value stream) {
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   const bool anyTail = numCol > 0 && k.singleLaunch;
   Value never = m.i64(0); // finalize without the tail
-  Value any = m.cmp(Arith::P::sgt, ops.rows, m.i64(0));
+  Value any = m.cmp(LaunchArith::P::sgt, ops.rows, m.i64(0));
   if (ops.batch)
-    any = m.both(any, m.cmp(Arith::P::sgt, ops.batch, m.i64(0)));
+    any = m.both(any, m.cmp(LaunchArith::P::sgt, ops.batch, m.i64(0)));
   auto mainIf = scf::IfOp::create(
       b, loc, anyTail ? TypeRange{i64} : TypeRange{}, any,
       /*withElse=*/anyTail);
@@ -628,7 +402,7 @@ Value HostLaunchBuilder::launchMain(const KernelLaunch &k,
     scf::YieldOp::create(b, loc, m.i64(0));
     b.setInsertionPointAfter(fitsIf);
     coop = fitsIf.getResult(0);
-    Value isCoop = m.cmp(Arith::P::ne, coop, m.i64(0));
+    Value isCoop = m.cmp(LaunchArith::P::ne, coop, m.i64(0));
     auto barrierIf = scf::IfOp::create(b, loc, ptr, isCoop, /*withElse=*/true);
     b.setInsertionPointToStart(&barrierIf.getThenRegion().front());
     scf::YieldOp::create(b, loc, call(RuntimeFn::GridBarrier, stream));
@@ -661,14 +435,14 @@ void HostLaunchBuilder::launchFinal(const GroupLaunchPlan &plan,
                                     const KernelLaunch &k,
                                     const GroupLaunchOperands &sampleOps,
                                     Value ws, Value programs, Value finalize) {
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   GroupLaunchOperands ops = sampleOps;
   if (ops.batch)
     ops.cols = m.mul(ops.cols, ops.batch);
   auto finalIf = scf::IfOp::create(
       b, loc,
-      m.both(m.cmp(Arith::P::eq, finalize, m.i64(0)),
-             m.cmp(Arith::P::sgt, ops.cols, m.i64(0))),
+      m.both(m.cmp(LaunchArith::P::eq, finalize, m.i64(0)),
+             m.cmp(LaunchArith::P::sgt, ops.cols, m.i64(0))),
       /*withElse=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&finalIf.getThenRegion().front());
@@ -696,9 +470,9 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
   if (k.latencyCtas < 2 || ops.batch)
     return launchPersistent(plan, k, ops, flags, sms, stream);
   // Calls of 1 to latency_rows rows: the latency kernel's one cluster.
-  Arith m{b, loc};
-  Value small = m.both(m.cmp(Arith::P::sgt, ops.rows, m.i64(0)),
-                       m.cmp(Arith::P::sle, ops.rows, m.i64(k.latencyRows)));
+  LaunchArith m{b, loc};
+  Value small = m.both(m.cmp(LaunchArith::P::sgt, ops.rows, m.i64(0)),
+                       m.cmp(LaunchArith::P::sle, ops.rows, m.i64(k.latencyRows)));
   auto ifOp = scf::IfOp::create(b, loc, small, /*withElse=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -712,7 +486,7 @@ void HostLaunchBuilder::launchPlan(const GroupLaunchPlan &plan,
 void HostLaunchBuilder::launchLatency(const KernelLaunch &k,
                                       const GroupLaunchOperands &ops,
                                       const Flags &flags) {
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   MixedReductionOp op = ops.op;
   KernelPlan scalar = latencyKernelPlan(op, k, 1);
   KernelChoice c;
@@ -740,10 +514,10 @@ void HostLaunchBuilder::launchPersistent(const GroupLaunchPlan &plan,
   const int64_t numCol = plan.numColumnResults;
   KernelChoice choice = chooseKernel(k, flags, ops.rows, sms);
   Grid grid = persistentGrid(plan, k, choice, ops, flags, sms);
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   // No sample: no programs (no workspace, no launch).
   if (ops.batch)
-    grid.programs = m.select(m.cmp(Arith::P::sgt, ops.batch, m.i64(0)),
+    grid.programs = m.select(m.cmp(LaunchArith::P::sgt, ops.batch, m.i64(0)),
                              grid.programs, m.i64(0));
   Value partialCols = ops.batch ? m.mul(ops.cols, ops.batch) : ops.cols;
   Value ws = numCol > 0
@@ -759,7 +533,7 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
                                     const GroupLaunchOperands &ops,
                                     const Flags &flags, Value sms,
                                     Value stream) {
-  Arith m{b, loc};
+  LaunchArith m{b, loc};
   const int64_t numCol = plan.numColumnResults;
   MixedReductionOp op = ops.op;
   std::optional<SlabDomain> slab = op.getSlabDomain();
@@ -777,8 +551,8 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
     // statement per op: the order of a call's arguments is the compiler's,
     // and the IR should not depend on it.)
     Value unitBytes = m.mul(ops.cols, m.i64(k.slabGroups * widest));
-    Value few = m.cmp(Arith::P::sle, m.mul(units, m.i64(2)), sms);
-    Value big = m.cmp(Arith::P::sge, unitBytes, m.i64(k.splitMinBytes * Q));
+    Value few = m.cmp(LaunchArith::P::sle, m.mul(units, m.i64(2)), sms);
+    Value big = m.cmp(LaunchArith::P::sge, unitBytes, m.i64(k.splitMinBytes * Q));
     split = m.both(few, big);
   }
   // N x Q partial rows (a sample's part each; N with one CTA per slab) of
@@ -792,8 +566,8 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
                         : null();
   auto mainIf = scf::IfOp::create(
       b, loc,
-      m.both(m.cmp(Arith::P::sgt, ops.rows, m.i64(0)),
-             m.cmp(Arith::P::sgt, ops.cols, m.i64(0))),
+      m.both(m.cmp(LaunchArith::P::sgt, ops.rows, m.i64(0)),
+             m.cmp(LaunchArith::P::sgt, ops.cols, m.i64(0))),
       /*withElse=*/false);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -807,7 +581,7 @@ void HostLaunchBuilder::launchSlabs(const GroupLaunchPlan &plan,
       vec = flags.vec;
       if (!slab->channelsLast) {
         Value spatial = m.div(ops.cols, m.i64(slab->cSize));
-        vec = m.both(vec, m.cmp(Arith::P::eq,
+        vec = m.both(vec, m.cmp(LaunchArith::P::eq,
                                 m.rem(spatial, m.i64(k.vector)), m.i64(0)));
       }
     }
