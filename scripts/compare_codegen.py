@@ -96,10 +96,14 @@ def main():
     p.add_argument("new")
     p.add_argument("--out", default="/tmp/norm-opt-codegen")
     p.add_argument("-j", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--only", metavar="TEXT", default="",
+                   help="only the modules whose name contains TEXT")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     jobs = []
     for name, text in modules():
+        if args.only not in name:
+            continue
         # Written once, before the jobs that read it.
         with open(os.path.join(args.out, f"{name}.mlir"), "w") as f:
             f.write(text)
