@@ -71,8 +71,17 @@ def benchmark(args):
     for dt in DTYPES:
         dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dt]
         esize = 4 if dt == "f32" else 2
+        if args.dtypes and dt not in args.dtypes.split(","):
+            continue
         name = f"adaln_{dt}_n1152"
         fn = getattr(Library(os.path.join(args.dir, f"lib{name}.so")), name)
+        # The same function built with other plan options (A/B).
+        variants = {}
+        for d in args.variants:
+            lib = os.path.join(d, f"lib{name}.so")
+            if os.path.exists(lib):
+                variants[os.path.basename(d.rstrip("/"))] = getattr(
+                    Library(lib), name)
         for B, S, N in SHAPES:
             scale, dy, x, mean, rstd = make_inputs(B, S, N, dtype, False, gen)
             dx = torch.empty_like(x)
@@ -81,6 +90,17 @@ def benchmark(args):
             torch.cuda.synchronize()
             ref = reference([scale, dy, x, mean, rstd], False)
             err = worst(rel_l2(a, r) for a, r in zip((dx, ds, dsh), ref))
+            for label, vfn in variants.items():
+                # A variant counts only with its results checked too.
+                outs = [torch.full_like(t, float("nan"))
+                        for t in (dx, ds, dsh)]
+                vfn(scale, dy, x, mean, rstd, *outs)
+                torch.cuda.synchronize()
+                verr = worst(rel_l2(a, r) for a, r in zip(outs, ref))
+                vt = timer.graph_time(
+                    lambda: vfn(scale, dy, x, mean, rstd, *outs))
+                print(f"  variant {label}: {vt:.1f} us, err {verr:.1e}",
+                      flush=True)
             nbytes = (3 * B * S * N + 3 * B * N) * esize + 8 * B * S
             floor = nbytes / bandwidth * 1e6
             src = torch.empty(nbytes // 2, dtype=torch.int8, device="cuda")
@@ -117,6 +137,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".carry/adaln")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--dtypes", metavar="LIST", default="",
+                    help="only these (bf16,f32)")
+    ap.add_argument("--variants", metavar="DIR", nargs="*", default=[],
+                    help="library dirs of the same functions built with "
+                         "other plan options: timed beside ours (A/B), "
+                         "each checked against float64 first")
     return benchmark(ap.parse_args())
 
 

@@ -10,9 +10,11 @@ called through a typed XLA FFI handler (`jax.ffi.ffi_call`):
 Both are `jax.custom_vjp` functions and work under `jit`, `grad`, `vmap`
 (each batch element is a launch of its own: per-example dW), `shard_map`
 (per-device kernels; JAX's transpose sums the replicated weight's
-gradient over the devices) and inside XLA's command buffers (the handlers
-are command-buffer compatible). The forward saves x, the weight and the
-fp32 statistics (mean, rstd), as torch's does.
+gradient over the devices), a sharded `jit` without shard_map (the call
+is a `custom_partitioning`: per-device kernels on the local rows, dW / dB
+psum'd; $NORM_OPT_JAX_PARTITION=0 turns it off) and inside XLA's command
+buffers (the handlers are command-buffer compatible). The forward saves
+x, the weight and the fp32 statistics (mean, rstd), as torch's does.
 
 What happens on first use (docs/jax.md):
 - the handlers (_jax_ffi.cc) are built against `jax.ffi.include_dir()`
@@ -211,7 +213,12 @@ _JNP_DTYPES = {"bf16": jnp.bfloat16, "f16": jnp.float16, "f32": jnp.float32,
                "uint8": jnp.uint8}
 
 
-def _backward(kind, dy, x, stats, w):
+def _ffi_call(kind, *operands):
+    """One FFI call on these operands' shapes, (dy, x, *stats, w) in the
+    kernel's dtypes; returns its results less the workspace (dx, dW[, dB]).
+    The workspace is sized for these rows: the local ones inside a
+    partitioned call's lower_fn."""
+    x, w = operands[1], operands[-1]
     n, xd, wd = plan.check(kind, x.shape, x.dtype, w.shape, w.dtype)
     name, fn = _kernel(kind, n, xd, wd)
     rows = int(np.prod(x.shape[:-1], dtype=np.int64))
@@ -224,15 +231,166 @@ def _backward(kind, dy, x, stats, w):
         attrs[attr] = np.int64(value) if typ == "int64" else value
     call = jax.ffi.ffi_call(plan.TARGETS[kind], results,
                             vmap_method="broadcast_all")
+    return tuple(call(*operands, **attrs)[:-1])
+
+
+def _backward(kind, dy, x, stats, w):
     operands = (dy.astype(x.dtype), x,
                 *[s.astype(jnp.float32) for s in stats], w)
-    outs = call(*operands, **attrs)
     # Inside shard_map, each device's results are its own (varying over
     # the operands' mesh axes); the gradient of an input that does not
     # vary over an axis (the replicated weight) is the sum over it.
     varying = frozenset().union(*map(_vma, operands))
+    if not varying and _partitionable(operands):
+        outs = _partitioned_call(kind, operands)
+        if outs is not None:
+            return outs
+    outs = _ffi_call(kind, *operands)
     return tuple(_summed_to(out, varying, _vma(a))
-                 for out, a in zip(outs[:-1], (x, w, w)))
+                 for out, a in zip(outs, (x, w, w)))
+
+
+# -- sharded jit: the call as a custom_partitioning ---------------------------
+#
+# XLA's SPMD partitioner knows nothing of our FFI call: under a sharded jit
+# it would gather the operands and run the whole backward on every device.
+# Wrapped in jax.experimental.custom_partitioning, the call tells it (Shardy
+# rule: plan.sharding_rule) that the rows may stay sharded and the hidden dim
+# must be replicated; `partition` then lowers one call per device on its
+# rows, with dW / dB psum'd over the mesh axes that split the rows. On one
+# device (a plain jit) custom_partitioning lowers its body: the same call.
+
+_partitioned_fns = {}     # (kind, x rank) -> custom_partitioning function
+
+
+def _batched(a):
+    """Whether `a` is a vmap tracer (custom_partitioning has no batching
+    rule: under vmap the call stays a plain FFI call, one launch per
+    element)."""
+    try:
+        from jax._src.interpreters import batching
+        return isinstance(a, batching.BatchTracer)
+    except (ImportError, AttributeError):
+        return False  # _partitioned_call's fallback still catches vmap
+
+
+def _inside_named_axes():
+    """Inside shard_map (manual mesh axes), pmap or a named vmap: the call
+    is per device already (and shard_map with check_vma=False gives its
+    operands no vma to tell)."""
+    try:
+        mesh = jax.sharding.get_abstract_mesh()
+        if tuple(getattr(mesh, "manual_axes", ()) or ()):
+            return True
+    except (AttributeError, TypeError):
+        pass
+    try:
+        from jax._src import core as jax_core
+        return bool(jax_core.get_axis_env().axis_sizes)
+    except (ImportError, AttributeError):
+        return False
+
+
+def _partitionable(operands):
+    x = operands[1]
+    return (plan.partition_enabled(os.environ) and x.ndim >= 2
+            and int(np.prod(x.shape[:-1], dtype=np.int64)) > 0
+            and not any(_batched(a) for a in operands)
+            and not _inside_named_axes())
+
+
+def _partitioned_call(kind, operands):
+    """The call through its custom_partitioning function; None where JAX
+    cannot take it (a transformation custom_partitioning has no rule for,
+    as vmap): the caller then makes the plain call."""
+    fn = _partitioned(kind, operands[1].ndim)
+    try:
+        return tuple(fn(*operands))
+    except NotImplementedError as e:
+        if "custom_partitioning" in str(e):
+            return None
+        raise
+
+
+def _specs(kind, mesh, arg_shapes):
+    """(arg shardings, result shardings, mesh axes to psum dW / dB over)
+    of a partitioned call, from the shardings XLA proposes: the rows as
+    x's (else dy's, else the statistics'), the hidden dim and the weight
+    replicated; dx as x, dW / dB replicated."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    nstats = len(arg_shapes) - 3
+    nouts = 3 if kind == "layer" else 2
+    if getattr(mesh, "empty", True):
+        # No mesh to name the axes by (JAX hands GSPMD shardings): all
+        # replicated, the whole call on every device, as unpartitioned.
+        rep = _replicated([a.sharding for a in arg_shapes])
+        return (rep,) * len(arg_shapes), (rep,) * nouts, ()
+    specs = []
+    for a in arg_shapes:
+        s = a.sharding
+        spec = s.spec if isinstance(s, NamedSharding) else ()
+        specs.append(tuple(getattr(spec, "partitions", spec)))
+    rows, sum_axes = plan.partition_rows(
+        arg_shapes[1].shape, [specs[1], specs[0], *specs[2:2 + nstats]],
+        dict(mesh.shape))
+    full = NamedSharding(mesh, P(*rows, None))
+    stats = NamedSharding(mesh, P(*rows))
+    rep = NamedSharding(mesh, P())
+    args = (full, full) + (stats,) * nstats + (rep,)
+    return args, (full,) + (rep,) * (nouts - 1), sum_axes
+
+
+def _replicated(shardings):
+    """A replicated sharding over the devices of these (GSPMD) ones."""
+    from jax._src.sharding_impls import GSPMDSharding
+    devices = next(s._device_assignment for s in shardings if s is not None)
+    return GSPMDSharding.get_replicated(devices)
+
+
+def _partitioned(kind, rank):
+    """The custom_partitioning function of (kind, x rank): operands (dy,
+    x, *stats, w), results (dx, dW[, dB]), no workspace (each lowering's
+    call has its own)."""
+    key = (kind, rank)
+    with _lock:
+        if key in _partitioned_fns:
+            return _partitioned_fns[key]
+        from jax.experimental.custom_partitioning import custom_partitioning
+
+        if kind == "layer":
+            def body(dy, x, mean, rstd, w):
+                return _ffi_call("layer", dy, x, mean, rstd, w)
+        else:
+            def body(dy, x, rstd, w):
+                return _ffi_call("rms", dy, x, rstd, w)
+        fn = custom_partitioning(body)
+
+        def partition(mesh, arg_shapes, result_shape):
+            args, outs, sum_axes = _specs(kind, mesh, arg_shapes)
+
+            def lower_fn(*operands):
+                dx, *grads = _ffi_call(kind, *operands)
+                if sum_axes:
+                    grads = [jax.lax.psum(g, sum_axes) for g in grads]
+                return (dx, *grads)
+            return mesh, lower_fn, outs, args
+
+        def infer_sharding_from_operands(mesh, arg_shapes, result_shape):
+            return _specs(kind, mesh, arg_shapes)[1]
+
+        rule, replicated = plan.sharding_rule(kind, rank)
+        try:
+            fn.def_partition(
+                partition=partition,
+                infer_sharding_from_operands=infer_sharding_from_operands,
+                sharding_rule=rule, need_replication_factors=replicated)
+        except TypeError:  # a JAX without need_replication_factors:
+            fn.def_partition(  # `partition` still asks N replicated
+                partition=partition,
+                infer_sharding_from_operands=infer_sharding_from_operands,
+                sharding_rule=rule)
+        _partitioned_fns[key] = fn
+        return fn
 
 
 def _vma(a):

@@ -14,9 +14,15 @@ A backward call is one `jax.ffi.ffi_call` of a typed XLA FFI handler
 
 The statistics are fp32 `x.shape[:-1]`, the workspace a uint8 buffer of
 the bytes the launcher asks for (its query, when the call is traced).
+
+Under a sharded `jit` (no shard_map), the call is wrapped in
+`jax.experimental.custom_partitioning`: `sharding_rule` is its Shardy rule,
+`partition_rows` which mesh axes split its rows (and so sum dW / dB), and
+`partition_enabled` reads the switch that turns it off.
 """
 
 import hashlib
+import math
 import pathlib
 
 from .errors import ArgumentError
@@ -130,3 +136,91 @@ def build_command(compiler, include_dir, output):
     return [compiler, "-O2", "-std=c++17", "-shared", "-fPIC",
             f"-I{include_dir}", f"-I{source_dir()}",
             str(source_dir() / "_jax_ffi.cc"), "-o", str(output), "-ldl"]
+
+
+# -- sharded jit: the custom_partitioning of a call --------------------------
+
+PARTITION_ENV = "NORM_OPT_JAX_PARTITION"
+
+
+def partition_enabled(environ):
+    """Whether norm_opt.jax partitions its calls under a sharded jit
+    (custom_partitioning): yes unless $NORM_OPT_JAX_PARTITION is 0 (or
+    off, false, no)."""
+    value = str(environ.get(PARTITION_ENV, "1")).strip().lower()
+    return value not in ("0", "off", "false", "no")
+
+
+def sharding_rule(kind, x_rank):
+    """The Shardy rule (an einsum-like string) of a call on x of rank
+    `x_rank` (>= 2), and its need-replication factors. Each leading dim
+    of x, dy and the statistics is a factor of its own (r0, r1, ...) that
+    dx keeps; the hidden dim n, shared by the weight and dW / dB, must be
+    replicated. The workspace is no result of the partitioned call:
+
+        layer, rank 3: "r0 r1 n, r0 r1 n, r0 r1, r0 r1, n -> r0 r1 n, n, n"
+    """
+    if kind not in KINDS:
+        raise ArgumentError(f"kind must be one of {KINDS}, got {kind!r}",
+                            "kind")
+    if int(x_rank) < 2:
+        raise ArgumentError(f"a partitioned call needs x of rank >= 2 (a "
+                            f"row dim), got rank {x_rank}", "x")
+    rows = " ".join(f"r{i}" for i in range(int(x_rank) - 1))
+    full = f"{rows} n"
+    shapes = {"dy": full, "x": full, "mean": rows, "rstd": rows, "w": "n"}
+    operands = [shapes[name] for name in operand_names(kind)]
+    results = [full, "n"] + (["n"] if kind == "layer" else [])
+    return ", ".join(operands) + " -> " + ", ".join(results), ("n",)
+
+
+def spec_axes(entry):
+    """The mesh axes of one PartitionSpec entry: None -> (), "a" ->
+    ("a",), ("a", "b") -> ("a", "b"); anything else (P.UNCONSTRAINED)
+    -> ()."""
+    if entry is None:
+        return ()
+    if isinstance(entry, str):
+        return (entry,)
+    if isinstance(entry, (tuple, list)):
+        return tuple(a for a in entry if isinstance(a, str))
+    return ()
+
+
+def partition_rows(x_shape, specs, mesh_shape):
+    """How a partitioned call splits its rows over the mesh.
+
+    x_shape: x's global shape; specs: PartitionSpec-like tuples, in order
+    of preference, whose leading entries are the row dims (x's and dy's;
+    the statistics', all of whose dims are rows); mesh_shape: {axis: size}.
+
+    The rows follow the first spec that splits any row dim; a dim keeps
+    the longest prefix of its axes whose sizes divide it (a padded shard
+    would add its padding rows to dW), and the hidden dim is never split.
+    Returns (rows, sum_axes): one PartitionSpec entry per leading dim of x
+    (None, an axis name or a tuple of names), and the mesh axes they use,
+    in order: the axes dW and dB are summed over."""
+    nrows = len(tuple(x_shape)) - 1
+    kept = [()] * max(nrows, 0)
+    for spec in specs:
+        entries = (tuple(spec or ()) + (None,) * nrows)[:nrows]
+        candidate, used = [], set()
+        for dim, entry in zip(tuple(x_shape)[:-1], entries):
+            axes = spec_axes(entry)
+            keep = ()
+            for i in range(len(axes), 0, -1):
+                prefix = axes[:i]
+                if (all(a in mesh_shape and a not in used for a in prefix)
+                        and len(set(prefix)) == len(prefix)):
+                    size = math.prod(int(mesh_shape[a]) for a in prefix)
+                    if size > 0 and int(dim) % size == 0:
+                        keep = prefix
+                        break
+            used.update(keep)
+            candidate.append(keep)
+        if any(candidate):
+            kept = candidate
+            break
+    rows = tuple(None if not k else k[0] if len(k) == 1 else k
+                 for k in kept)
+    return rows, tuple(a for k in kept for a in k)

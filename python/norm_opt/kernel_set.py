@@ -38,10 +38,11 @@ from .compiler import compile_command as _compile_command
 from .library import Library
 
 # The hidden sizes of ../shared/BENCHMARKS.md (short rows 64 and 128, the
-# odd 2999 beside the aligned 3000) and the odd ones of the validation list.
+# odd 2999 beside the aligned 3000), the odd ones of the validation list
+# and DiT's 1152 (rows of 64 lanes, four to a CTA).
 BENCH_NS = [64, 128, 384, 768, 1024, 2048, 2999, 3000, 4096, 5120, 8192,
             12288, 16384, 17389, 32768]
-EXTRA_NS = [17, 4099, 65536, 131072, 262144]
+EXTRA_NS = [17, 1152, 4099, 65536, 131072, 262144]
 # Also one function per library with N dynamic (`<kind>_<config>_dyn`,
 # tensor<?x?x...>): the run-time N points of BENCHMARKS.md.
 # name: (x dtype, weight dtype)

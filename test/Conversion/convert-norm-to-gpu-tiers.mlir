@@ -16,7 +16,7 @@
 // CHECK:         norm.gpu = #norm.kernel_plan<kernel = "rms_bf16_dyn_0", vector = 8,
 // CHECK-SAME:      threads_per_row = 512, rows_per_cta = 1, chunks_per_thread = 0,
 // CHECK-SAME:      final_threads = 512, dynamic_shared_bytes = 0, dependent_launch = true, tiers = [
-// CHECK-SAME:      #norm.resident_tier<cols = 2048, vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, block = 256, combine_in_cta = true, single_launch = true, async_stages = 0, final_threads = 256, dynamic_shared_bytes = 32768, peel = true, prefetch = true>,
+// CHECK-SAME:      #norm.resident_tier<cols = 2048, vector = 8, threads_per_row = 64, rows_per_cta = 4, chunks_per_thread = 4, block = 256, combine_in_cta = true, single_launch = true, async_stages = 3, final_threads = 256, dynamic_shared_bytes = 131072, peel = true, async_ring_offset = 32768, ring_row_inputs = true>,
 // CHECK-SAME:      #norm.resident_tier<cols = 3072, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 3, block = 128,
 // CHECK-SAME:      #norm.resident_tier<cols = 4096, vector = 8, threads_per_row = 128, rows_per_cta = 1, chunks_per_thread = 4,
 // CHECK-SAME:      #norm.resident_tier<cols = 6144, vector = 8, threads_per_row = 256, rows_per_cta = 1, chunks_per_thread = 3, block = 256, combine_in_cta = false, single_launch = true, async_stages = 3, final_threads = 256, dynamic_shared_bytes = 73728, peel = true, ring_row_inputs = true>,
@@ -126,9 +126,9 @@
 // CHECK:         %[[INHEAD:.*]] = arith.cmpi ult, %[[LANE]], %[[HEAD]] : i64
 // CHECK:         %[[TAIL:.*]] = arith.addi %{{.*}}, %[[LANE]] : i64
 // CHECK:         %[[INTAIL:.*]] = arith.cmpi ult, %[[TAIL]], %[[COLS]] : i64
-// The whole chunks: 16-byte loads from row x stride + head + 8 x c.
-// CHECK:         scf.for
-// CHECK:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// The whole chunks: 16-byte copies from row x stride + head + 8 x c into
+// the tier's cp.async ring (rows of 64 lanes, four to a CTA).
+// CHECK:         nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg
 // The partial rows (N floats each): one element at a time.
 // CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<1>
 // CHECK-NOT:     llvm.store %{{.*}} : vector<8xf32>
@@ -142,7 +142,7 @@ func.func @rms_bf16_dyn(%arg0: tensor<?x?xbf16>, %arg1: tensor<?x?xbf16>, %arg2:
   %2 = tensor.empty(%dim) : tensor<?xf32>
   %3 = linalg.fill ins(%cst : f32) outs(%2 : tensor<?xf32>) -> tensor<?xf32>
   // expected-remark @+6 {{GPU kernels rms_bf16_dyn_0: looped, 512 lanes per row, 1 rows per CTA, vector 8, chunks per lane 0, dependent final launch, ~64 registers, CTAs per SM: occupancy; a run-time N up to 8192 takes the smallest of 5 resident tiers that holds it}}
-  // expected-remark @+5 {{GPU kernels rms_bf16_dyn_0_tier2048: resident tier, N <= 2048 at run time, 64 lanes per row, 4 rows per CTA, vector 8, chunks per lane 4, prefetch, peeled rows (scalar head and tail), CTA-combined partials, single launch}}
+  // expected-remark @+5 {{GPU kernels rms_bf16_dyn_0_tier2048: resident tier, N <= 2048 at run time, 64 lanes per row, 4 rows per CTA, vector 8, chunks per lane 4, peeled rows (scalar head and tail), CTA-combined partials, cp.async ring of 3 rows, single launch}}
   // expected-remark @+4 {{GPU kernels rms_bf16_dyn_0_tier3072: resident tier, N <= 3072 at run time, 128 lanes per row, 1 rows per CTA, vector 8, chunks per lane 3, prefetch, peeled rows (scalar head and tail), single launch}}
   // expected-remark @+3 {{GPU kernels rms_bf16_dyn_0_tier4096: resident tier, N <= 4096 at run time, 128 lanes per row}}
   // expected-remark @+2 {{GPU kernels rms_bf16_dyn_0_tier6144: resident tier, N <= 6144 at run time, 256 lanes per row, 1 rows per CTA, vector 8, chunks per lane 3, peeled rows (scalar head and tail), cp.async ring of 3 rows, single launch}}

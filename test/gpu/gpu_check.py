@@ -66,6 +66,11 @@ EXTRA_SHAPES = [(1, 8192), (7, 4099), (3, 131072), (100000, 17),
 # CTA per SM, 264 rows), and fewer rows than programs.
 PAIRED_ROW_SHAPES = [(m, n) for n in (2999, 3000, 4096)
                      for m in (1, 2, 3, 131, 132, 133, 263, 264, 265, 1001)]
+# Rows of 64 lanes run four per CTA with the cp.async ring (N = 1152,
+# 2048 at 16 bits; 528 rows a wave of one CTA per SM): past the latency
+# kernel's 32 rows, at and around the wave, and many.
+SHARED_ROW_SHAPES = [(m, n) for n in (1152, 2048)
+                     for m in (33, 131, 527, 528, 529, 1057, 65536)]
 # The looped kernels' bulk ring (N = 12288, 16384: S = 2 or 3 stages, 132
 # or 66 row programs with column groups): one to many row iterations, so
 # every stage is reused and each mbarrier's phase parity flips; row
@@ -436,18 +441,23 @@ def check_shapes(args):
     manifest = kernel_set.manifest(args.dir)
     gen = torch.Generator(device=dev)
     gen.manual_seed(1234)
-    shapes = [tuple(int(v) for v in item.split("x"))
-              for item in args.shapes.split(",")]
+    # MxN: the static-N function; MxN:dyn the dynamic-N one.
+    shapes = []
+    for item in args.shapes.split(","):
+        dims, _, fn_kind = item.partition(":")
+        m, n = (int(v) for v in dims.split("x"))
+        shapes.append((m, n, "dyn" if fn_kind == "dyn" else n))
     results = []
     for entry in selected(manifest, args):
         if entry["library"].startswith("libriders"):
             continue
         lib = kernel_set.ManifestLibrary(
             os.path.join(args.dir, entry["library"]), entry)
-        for m, n in shapes:
-            if n in lib.funcs:
-                fn, sig = lib.funcs[n]
-                check_case(lib, fn, sig, m, n, gen, dev, results)
+        for m, n, key in shapes:
+            if key in lib.funcs:
+                fn, sig = lib.funcs[key]
+                check_case(lib, fn, sig, m, n, gen, dev, results,
+                           note="N dynamic" if key == "dyn" else "")
     failed = [r for r in results if not r["ok"]]
     print(f"{len(results) - len(failed)} of {len(results)} checks passed")
     WORST.print()
@@ -480,7 +490,8 @@ def main():
                     help="comma-separated libraries of the manifest to "
                          "check (default: all)")
     ap.add_argument("--shapes", default=None,
-                    help="MxN,...: only these cases of each library (for "
+                    help="MxN[:dyn],...: only these cases of each library "
+                         "(:dyn: its dynamic-N function; for "
                          "compute-sanitizer runs)")
     add_inject_option(ap)
     args = ap.parse_args()
@@ -512,7 +523,7 @@ def main():
                                     note=str(e)))
             continue
         shapes = (BENCH_SHAPES + EXTRA_SHAPES + PAIRED_ROW_SHAPES +
-                  BULK_ROW_SHAPES)
+                  SHARED_ROW_SHAPES + BULK_ROW_SHAPES)
         if args.quick:
             shapes = [(4096, 1024), (29, 17389), (7, 4099), (100000, 17),
                       (3, 4096), (133, 3000), (265, 2999)]

@@ -17,18 +17,28 @@ XLA's command buffers.
   its own float64 reference.
 - **shard_map**: rows sharded over every GPU (one GPU: a mesh of one),
   dW / dB summed by JAX's transpose of the replicated weight.
+- **Sharded jit** (`--shard-jit`, 2 GPUs): jit(grad) with x rows-sharded
+  by NamedSharding and no shard_map, where norm_opt.jax's call is a
+  custom_partitioning: per case the gradients against float64, the
+  compiled per-device HLO (our call on the local rows, no all-gather of an
+  x-sized array), bitwise determinism over 5 runs and dx sharded as x;
+  the HLO check must catch the gathered call of NORM_OPT_JAX_PARTITION=0
+  (its self-check), and vmap under the sharded jit still runs.
 - **Command buffers**: `--cmdbuf DIR` runs one step in a child process with
   XLA's command buffers on for custom calls and one with them off; the
   results must be bitwise equal, and the optimised HLO must show our call
   inside a command buffer.
 
   PYTHONPATH=python:test/lib-python:test/gpu python3 test/gpu/jax_check.py
-      [--quick] [--cmdbuf DIR] [--inject nan|empty]
+      [--quick] [--cmdbuf DIR] [--shard-only | --shard-jit]
+      [--inject nan|empty]
 """
 
 import argparse
 import glob
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -88,6 +98,10 @@ def main():
                     help="small cases only (for compute-sanitizer)")
     ap.add_argument("--shard-only", action="store_true",
                     help="only shard_map, over every GPU (at least 2)")
+    ap.add_argument("--shard-jit", action="store_true",
+                    help="only sharded jit without shard_map (the "
+                         "custom_partitioning path) on 2 GPUs, and "
+                         "shard_map")
     ap.add_argument("--cmdbuf", metavar="DIR",
                     help="also check XLA's command buffers (work folder)")
     ap.add_argument("--child-step", metavar="NPZ", help=argparse.SUPPRESS)
@@ -156,17 +170,21 @@ def main():
         return ref, scale
 
     def compare(label, kind, got, ref, scale, dtype, wdtype, into):
+        """Each gradient against float64; returns their errors."""
         names = ("dx", "dw", "db") if kind == "layer" else ("dx", "dw")
         dtype, wdtype = np.dtype(dtype).name, np.dtype(wdtype).name
+        errs = []
         for name, g in zip(names, got):
             g = t64(g).reshape(ref[name].shape)
             if args.inject == "nan" and name == "dx" and into is worst:
                 g.view(-1)[0] = float("nan")
             err = rel_l2(g, ref[name], scale[name])
+            errs.append(err)
             into.add(dtype if name == "dx" else wdtype, err)
             if into is worst:
                 checks.within(f"{label} {name}", err,
                               tol(dtype if name == "dx" else wdtype))
+        return errs
 
     fns = {"layer": (nj.layer_norm, lambda x, w, b: nj.layer_norm_reference(
         x, w, b)), "rms": (lambda x, w: nj.rms_norm(x, w, 1e-6),
@@ -181,7 +199,7 @@ def main():
     if args.tiny:
         cases = [((64, 1024), jnp.bfloat16, jnp.bfloat16),
                  ((29, 3000), jnp.float32, jnp.float32)]
-    if args.shard_only:
+    if args.shard_only or args.shard_jit:
         cases = []
     for shape, dtype, wdtype in cases:
         for kind in ("layer", "rms"):
@@ -251,9 +269,8 @@ def main():
             checks.require(f"{label} bitwise determinism", same,
                            "two runs differ")
             print(f"ok {label}: bitwise equal over two runs={same}", flush=True)
-        # Sharded jit without shard_map: XLA partitions around our call
-        # (it has no partitioning rule, so XLA gathers its operands);
-        # correct, if not per-device (docs/jax.md says to use shard_map).
+        # Sharded jit without shard_map: our call is a custom_partitioning
+        # there (per-device kernels; --shard-jit checks that in detail).
         from jax.sharding import NamedSharding
         rows_sharded = NamedSharding(mesh, P("rows"))
         g = jax.jit(jax.grad(local, argnums=(0, 2, 3)))(
@@ -265,9 +282,206 @@ def main():
             checks.require("shard_map over 2 or more GPUs", False,
                            f"{len(gpus)} GPU(s) here")
 
+    def check_shard_jit():
+        """Sharded jit without shard_map on 2 GPUs: x rows-sharded with a
+        NamedSharding, the weight and bias replicated; our backward is a
+        custom_partitioning there (per-device kernels on the local rows,
+        dW / dB psum'd)."""
+        from jax.sharding import NamedSharding
+        from norm_opt import jax_plan
+        gpus = jax.devices()
+        if len(gpus) < 2:
+            checks.require("sharded jit over 2 GPUs", False,
+                           f"{len(gpus)} GPU(s) here")
+            return
+        ndev = 2
+        mesh = Mesh(np.array(gpus[:ndev]), ("data",))
+        rep = NamedSharding(mesh, P())
+        bf16, f32 = jnp.bfloat16, jnp.float32
+        cases = [("layer", (4096, 1024), P("data", None), bf16),
+                 ("layer", (8, 1024, 1024), P("data", None), bf16),
+                 ("layer", (8, 1024, 1024), P("data", None, None), bf16),
+                 ("rms", (8, 1024, 1024), P("data", None, None), bf16),
+                 ("rms", (8, 1024, 1024), P(None, "data", None), bf16),
+                 ("layer", (4096, 1024), P("data", None), f32)]
+        if args.quick:
+            cases = cases[1:4]
+        if args.tiny:
+            cases = [("layer", (4, 16, 1024), P("data", None, None), bf16),
+                     ("rms", (64, 1024), P("data", None), f32)]
+
+        def report(label, what, ok, detail=""):
+            print(f"{'PASS' if ok else 'FAIL'} {label}: {what}"
+                  + (f" ({detail})" if detail else ""), flush=True)
+
+        def step(kind):
+            """jit(grad) of a loss with dy = g; a fresh function each call
+            (norm_opt.jax reads NORM_OPT_JAX_PARTITION when it traces)."""
+            if kind == "layer":
+                def loss(x, w, b, g):
+                    return jnp.sum(nj.layer_norm(x, w, b).astype(f32)
+                                   * g.astype(f32))
+                return jax.grad(loss, argnums=(0, 1, 2))
+
+            def loss(x, w, g):
+                return jnp.sum(nj.rms_norm(x, w, 1e-6).astype(f32)
+                               * g.astype(f32))
+            return jax.grad(loss, argnums=(0, 1))
+
+        def hlo_check(text, kind, shape):
+            """(ok, why) of a compiled per-device module: our call's x-shaped
+            operands and results on the local rows (rows / 2), and no
+            all-gather of an x-sized array (the unpartitioned call gathers
+            x and dy)."""
+            target = jax_plan.TARGETS[kind]
+            n, size = shape[-1], math.prod(shape)
+            local = math.prod(shape[:-1]) // ndev
+            rows, gathers = [], 0
+            for line in text.splitlines():
+                shapes = [tuple(int(d) for d in dims.split(",") if d)
+                          for dims in re.findall(
+                              r"\b(?:bf16|f16|f32|f64|u8|s8|s32|pred)"
+                              r"\[([0-9,]*)\]", line)]
+                if f'custom_call_target="{target}"' in line:
+                    rows += [math.prod(t[:-1]) for t in shapes
+                             if len(t) == len(shape) and t[-1] == n]
+                if (re.search(r"\ball-gather(?:-start)?\(", line)
+                        and any(math.prod(t) == size for t in shapes)):
+                    gathers += 1
+            why = (f"{target}: {len(rows)} x-shaped buffers with rows "
+                   f"{sorted(set(rows))} (local {local}), {gathers} "
+                   f"all-gather(s) of {size} elements")
+            return bool(rows) and set(rows) == {local} and not gathers, why
+
+        def run_case(kind, shape, spec, dtype):
+            """(inputs, sharded arguments, jitted step, gradients)."""
+            x, dy, w, b = inputs(shape, dtype, dtype)
+            xs = NamedSharding(mesh, spec)
+            if kind == "layer":
+                a = (jax.device_put(x, xs), jax.device_put(w, rep),
+                     jax.device_put(b, rep), jax.device_put(dy, xs))
+                shardings = (xs, rep, rep, xs)
+            else:
+                a = (jax.device_put(x, xs), jax.device_put(w, rep),
+                     jax.device_put(dy, xs))
+                shardings = (xs, rep, xs)
+            jitted = jax.jit(step(kind), in_shardings=shardings)
+            local = (shape[0] // ndev,) + shape[1:]
+            bufs = [jax.device_put(np.full(s, np.nan, np.dtype(dtype)), d)
+                    for d in gpus[:ndev] for s in (local, shape[-1:],
+                                                   shape[-1:])]
+            for buf in bufs:  # poisoned outputs, as the other modes
+                buf.block_until_ready()
+                buf.delete()
+            return (x, dy, w, b), a, jitted, jitted(*a)
+
+        for kind, shape, spec, dtype in cases:
+            label = (f"shard-jit {kind} {np.dtype(dtype).name} {shape} "
+                     f"{spec}")
+            try:
+                (x, dy, w, b), a, jitted, got = run_case(kind, shape, spec,
+                                                         dtype)
+            except Exception as e:  # noqa: BLE001 - reported as a failure
+                checks.require(label, False,
+                               f"{type(e).__name__}: {str(e)[:600]}")
+                report(label, "the step ran", False, type(e).__name__)
+                continue
+            # (a) against float64
+            ref, scale = reference(kind, x, dy, w, b)
+            before = len(checks.failures)
+            errs = compare(label, kind, got, ref, scale, dtype, dtype, worst)
+            report(label, "gradients against float64",
+                   len(checks.failures) == before,
+                   ", ".join(f"{e:.2e}" for e in errs)
+                   + f"; tolerance {tol(np.dtype(dtype).name):g}")
+            # (b) the per-device module
+            ok, why = hlo_check(jitted.lower(*a).compile().as_text(), kind,
+                                shape)
+            checks.require(f"{label} per-device call, no gather of x", ok,
+                           why)
+            report(label, "per-device call on the local rows, no gather "
+                   "of x", ok, why)
+            # (c) bitwise determinism over 5 runs
+            runs = [got] + [jitted(*a) for _ in range(4)]
+            same = all(bitwise_equal(runs[0], r) for r in runs[1:])
+            checks.require(f"{label} bitwise determinism over 5 runs", same,
+                           "runs differ")
+            report(label, "bitwise equal over 5 runs", same)
+            # (d) dx sharded as x
+            ok = got[0].sharding.is_equivalent_to(a[0].sharding, len(shape))
+            checks.require(f"{label} dx sharded as x", ok,
+                           f"dx {got[0].sharding}, x {a[0].sharding}")
+            report(label, "dx sharded as x", ok,
+                   f"{getattr(got[0].sharding, 'spec', got[0].sharding)}")
+
+        # Self-check: with the switch off, the call is unpartitioned (XLA
+        # gathers its operands): the HLO check must fail there, and the
+        # gradients are still right.
+        kind, shape, spec, dtype = cases[0]
+        label = f"shard-jit {kind} {shape} {spec} NORM_OPT_JAX_PARTITION=0"
+        saved = os.environ.get(jax_plan.PARTITION_ENV)
+        os.environ[jax_plan.PARTITION_ENV] = "0"
+        try:
+            (x, dy, w, b), a, jitted, got = run_case(kind, shape, spec, dtype)
+            ok, why = hlo_check(jitted.lower(*a).compile().as_text(), kind,
+                                shape)
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            checks.require(label, False, f"{type(e).__name__}: {str(e)[:600]}")
+            report(label, "the step ran", False, type(e).__name__)
+            got = None
+        finally:
+            if saved is None:
+                os.environ.pop(jax_plan.PARTITION_ENV, None)
+            else:
+                os.environ[jax_plan.PARTITION_ENV] = saved
+        if got is not None:
+            checks.require(f"self-check: {label}: the HLO check catches the "
+                           "gathered call", not ok, f"it passed: {why}")
+            report(label, "self-check, the HLO check catches the gathered "
+                   "call", not ok, why)
+            ref, scale = reference(kind, x, dy, w, b)
+            before = len(checks.failures)
+            errs = compare(label, kind, got, ref, scale, dtype, dtype, worst)
+            report(label, "gradients against float64",
+                   len(checks.failures) == before,
+                   ", ".join(f"{e:.2e}" for e in errs))
+
+        # vmap under the sharded jit: custom_partitioning has no batching
+        # rule, so the call stays the plain one (a launch per example).
+        B, n = 2 * ndev, 512
+        xs = jnp.asarray(rng.standard_normal((B, 64, n)), f32)
+        dys = jnp.asarray(rng.standard_normal((B, 64, n)), f32)
+        w = jnp.asarray(1 + 0.3 * rng.standard_normal(n), f32)
+        b = jnp.asarray(0.2 * rng.standard_normal(n), f32)
+        bs = NamedSharding(mesh, P("data"))
+        f = lambda x, dy, w, b: jnp.vdot(nj.layer_norm(x, w, b), dy)
+        label = f"shard-jit vmap(grad) layer f32 {xs.shape} P('data')"
+        try:
+            g = jax.jit(jax.vmap(jax.grad(f, argnums=(0, 2, 3)),
+                                 in_axes=(0, 0, None, None)),
+                        in_shardings=(bs, bs, rep, rep))(
+                jax.device_put(xs, bs), jax.device_put(dys, bs),
+                jax.device_put(w, rep), jax.device_put(b, rep))
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            checks.require(label, False, f"{type(e).__name__}: {str(e)[:600]}")
+            report(label, "the step ran", False, type(e).__name__)
+            return
+        before = len(checks.failures)
+        for i in range(B):
+            ref, scale = reference("layer", xs[i], dys[i], w, b)
+            compare(f"{label} example {i}", "layer", [r[i] for r in g], ref,
+                    scale, f32, f32, worst)
+        report(label, "per-example gradients against float64",
+               len(checks.failures) == before)
+
     # check_grads: the custom_vjp against numerical differences (f32).
     from jax.test_util import check_grads
     if args.shard_only:
+        check_sharded()
+        worst.print()
+        return checks.finish()
+    if args.shard_jit:
+        check_shard_jit()
         check_sharded()
         worst.print()
         return checks.finish()

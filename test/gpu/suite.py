@@ -135,6 +135,9 @@ CHECKS = [
                "Flax, against float64"),
     Check("jax-sharded", ["test/gpu/jax_check.py", "--shard-only"], gpus=2,
           timeout=600, what="norm_opt.jax: rows sharded over 2 GPUs"),
+    Check("jax-shard-jit", ["test/gpu/jax_check.py", "--shard-jit"], gpus=2,
+          timeout=900, what="norm_opt.jax: a sharded jit without shard_map "
+                            "(custom_partitioning): per-device kernels"),
 ]
 
 # Each self-check's run: its harness on a few cases (harness.py's INJECT).
@@ -165,6 +168,7 @@ INJECTED = {
                "eager", "--dtypes", "f32"], {}),
     "ddp": (["test/gpu/ddp_check.py", "--steps", "2"], {}),
     "jax": (["test/gpu/jax_check.py", "--tiny"], {}),
+    "jax-shard-jit": (["test/gpu/jax_check.py", "--shard-jit", "--tiny"], {}),
 }
 INJECT_WHAT = {"nan": "a result poisoned with NaN", "empty": "nothing "
                "compared"}

@@ -539,9 +539,9 @@ void KernelPlanner::pickAsyncRing() {
   // (several rows per CTA, memory latency bound) and, for 16-bit rows,
   // wherever the register prefetch does not fit (LayerNorm, N >= 2048:
   // +9-12%) and on rows of >= 256 lanes (RMSNorm 16384x5120: 193 vs 201
-  // us). Where the prefetch fits on rows of 64-128 lanes it is faster
-  // (RMSNorm 4096: 83 vs 91 us); 32-bit rows have twice the copies per lane
-  // and lose 2-8% with the ring.
+  // us). Where the prefetch fits on rows of 64-128 lanes of one row per
+  // CTA it was faster (H100, RMSNorm 4096: 83 vs 91 us); 32-bit rows have
+  // twice the copies per lane and lose 2-8% with the ring.
   // Rows of fewer than kMinRingLanes lanes (32 and more rows per CTA: N <=
   // 128 at 16 bits) load faster without it (131072 x 128 and 262144 x 64
   // take 1.4-2.2x longer with the ring).
@@ -549,10 +549,19 @@ void KernelPlanner::pickAsyncRing() {
   // parts of 128 lanes 95.5 -> 94.0 us with the ring, 4096x32768 329.7 ->
   // 322.8).
   bool wideRow = plan.threadsPerRow >= 256 || plan.clusterCtas > 1;
+  // 16-bit rows of 64 lanes (four to a CTA, as a run-time N's tier of
+  // them) take the ring over the prefetch too (H200, perf-notes, "Ring for
+  // rows that share a CTA"): N = 1152 and 1536 (3 chunks a lane) 11-14%
+  // faster (LayerNorm bf16 65536x1152 148.4 -> 133.6 us, adaLN bf16
+  // 32x1024x1152 86.0 -> 75.0), RMSNorm N = 2048 3%; calls of at most a
+  // CTA row per SM (256-1024 rows of 2048) lose 0.2-0.8 us to the ring's
+  // start. Not at 128 lanes (two rows per CTA, a tier's one): 4096 gained
+  // 2-3%, 3000 lost 1-7%.
+  bool sharedCta = plan.rowsPerCta > 1 && plan.threadsPerRow <= 64;
   if (target.hasAsyncCopy && plan.resident() && plan.vector > 1 &&
       options.asyncStages >= 2 && plan.threadsPerRow >= kMinRingLanes &&
       (plan.threadsPerRow <= 32 ||
-       (widest < 4 && (!plan.prefetch || wideRow)))) {
+       (widest < 4 && (!plan.prefetch || wideRow || sharedCta)))) {
     int64_t offset = (plan.dynamicSharedBytes + 15) / 16 * 16;
     int64_t perStage = plan.chunksPerThread * op.getFull().size() * 16 *
                        plan.block();
