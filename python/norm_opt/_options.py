@@ -110,6 +110,12 @@ GPU_OPTIONS = (
               "split unit still walks at least this many bytes of every "
               "full input (a run-time rule: fewer, a CTA per unit); 0: "
               "wherever the units are at most half the SMs"),
+    GpuOption("slab-run-bytes", "slab_run_bytes", int, 128,
+              "Channels-last GroupNorm: a CTA takes the fewest adjacent "
+              "groups (dividing G) whose runs of one spatial position "
+              "together make at least this many contiguous bytes, while a "
+              "position's runs fit the CTA's 1024 threads (plan "
+              "slab_groups); at least 1"),
     GpuOption("latency-ctas", "latency_ctas", int, 16,
               "A static N on sm_90+ (+ptx81): the CTAs of the latency "
               "kernel's one thread-block cluster (the `_latency` kernels), "

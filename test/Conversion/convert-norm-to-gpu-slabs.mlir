@@ -4,6 +4,7 @@
 // RUN: norm-opt %s -split-input-file --norm-lower-to-nvvm --convert-norm-to-gpu-launch -canonicalize | FileCheck %s --check-prefix=MINBYTES
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=max-cluster-ctas=1 | FileCheck %s --check-prefix=NOSPLIT
 // RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu | norm-opt -split-input-file | FileCheck %s --check-prefix=REPARSE
+// RUN: norm-opt %s -split-input-file --norm-decompose --norm-fuse-mixed-reductions=multi-axis=gpu --convert-norm-to-gpu=slab-run-bytes=8 | FileCheck %s --check-prefix=RUNBYTES
 
 // GroupNorm (issue 42): its multi-axis group is a slab domain
 // ([N, G, C/G, HW], or [N, HW, G, C/G] channels last), and runs the slab
@@ -77,6 +78,9 @@ func.func @group_norm_nchw(%dy: tensor<2x8x4x4xbf16>, %x: tensor<2x8x4x4xbf16>, 
 // CHECK-LABEL: func.func @group_norm_nhwc_dynamic
 // CHECK:         split_column_groups = 8
 // CHECK-SAME:    slab_rows = true, slab_groups = 4
+// With slab-run-bytes=8, runs of 8 bytes: 2 groups a CTA.
+// RUNBYTES-LABEL: func.func @group_norm_nhwc_dynamic
+// RUNBYTES:         slab_rows = true, slab_groups = 2
 // CHECK:         gpu.func @group_norm_nhwc_dynamic_0_main_scalar(
 // With N and the spatial dims at run time the byte rule is the
 // launcher's: a unit's K = 4 slabs of `cols` bf16 elements (8 bytes a

@@ -198,6 +198,11 @@ def ConvertNormToGPU : Pass<"convert-norm-to-gpu", "::mlir::ModuleOp"> {
            "split unit still walks at least this many bytes of every full "
            "input (a run-time rule: fewer, a CTA per unit); 0: wherever the "
            "units are at most half the SMs">,
+    Option<"slabRunBytes", "slab-run-bytes", "int64_t", /*default=*/"128",
+           "Channels-last GroupNorm: a CTA takes the fewest adjacent groups "
+           "(dividing G) whose runs of one spatial position together make "
+           "at least this many contiguous bytes, while a position's runs "
+           "fit the CTA's 1024 threads (plan slab_groups); at least 1">,
     Option<"latencyCTAs", "latency-ctas", "int64_t", /*default=*/"16",
            "A static N on sm_90+ (+ptx81): the CTAs of the latency kernel's "
            "one thread-block cluster (the `_latency` kernels), which the "

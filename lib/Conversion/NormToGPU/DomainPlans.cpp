@@ -27,9 +27,6 @@ constexpr int64_t kSlabThreads = 512;
 /// per cluster).
 constexpr int64_t kSlabSplitCtas = 2;
 constexpr int64_t kSlabSplitCtasChannelsLast = 8;
-/// Channels last: a CTA takes adjacent groups whose runs of a position
-/// together make at least this many contiguous bytes.
-constexpr int64_t kSlabRunBytes = 128;
 /// Channels-first rows (planStridedRows; perf-notes, "Channels-first
 /// rows"): the W warps of a tile split N so each walks about this many
 /// columns (a few iterations per pass), at most 16 of them; a CTA of 16
@@ -73,7 +70,7 @@ KernelPlan mlir::norm::planSlabRows(MixedReductionOp op,
   plan.threadsPerRow =
       options.threadsPerRow >= 32 ? options.threadsPerRow : 32 * warps;
   // Channels last: the fewest adjacent groups (dividing G) whose runs
-  // make kSlabRunBytes, while a position's runs fit the CTA; a
+  // make slab-run-bytes, while a position's runs fit the CTA; a
   // position's runs need their K x C/G / V threads (also under a smaller
   // threads-per-row).
   if (slab.channelsLast) {
@@ -82,7 +79,7 @@ KernelPlan mlir::norm::planSlabRows(MixedReductionOp op,
       if (slab.aSize % k != 0 || k * slab.cSize / plan.vector > 1024)
         continue;
       plan.slabGroups = k;
-      if (k * runBytes >= kSlabRunBytes)
+      if (k * runBytes >= options.slabRunBytes)
         break;
     }
     plan.threadsPerRow = std::max<int64_t>(

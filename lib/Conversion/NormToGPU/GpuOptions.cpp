@@ -169,6 +169,9 @@ LogicalResult mlir::norm::validateGpuOptions(
   if (options.slabSplitMinBytes < 0)
     bad("slab-split-min-bytes", Twine(options.slabSplitMinBytes),
         "expected 0 (split wherever the units are few) or a byte count");
+  if (options.slabRunBytes < 1)
+    bad("slab-run-bytes", Twine(options.slabRunBytes),
+        "expected a byte count of at least 1");
   if (options.tierMinCols != 0 &&
       (!isPowerOfTwo(options.tierMinCols) ||
        options.tierMinCols < kMinTierColsLimit ||
