@@ -12,9 +12,11 @@ Both are `jax.custom_vjp` functions and work under `jit`, `grad`, `vmap`
 (per-device kernels; JAX's transpose sums the replicated weight's
 gradient over the devices), a sharded `jit` without shard_map (the call
 is a `custom_partitioning`: per-device kernels on the local rows, dW / dB
-psum'd; $NORM_OPT_JAX_PARTITION=0 turns it off) and inside XLA's command
+psum'd; $NORM_OPT_JAX_PARTITION=0 turns it off; on a mesh of Explicit
+axes, a shard_map over the types' shardings) and inside XLA's command
 buffers (the handlers are command-buffer compatible). The forward saves
-x, the weight and the fp32 statistics (mean, rstd), as torch's does.
+x, the weight (and LayerNorm's bias, for its type) and the fp32
+statistics (mean, rstd), as torch's does.
 
 What happens on first use (docs/jax.md):
 - the handlers (_jax_ffi.cc) are built against `jax.ffi.include_dir()`
@@ -234,9 +236,15 @@ def _ffi_call(kind, *operands):
     return tuple(call(*operands, **attrs)[:-1])
 
 
-def _backward(kind, dy, x, stats, w):
+def _backward(kind, dy, x, stats, w, like):
+    """(dx, dW[, dB]) of the call; `like`: the primal inputs (x, w[, b])
+    whose types (with their shardings, on a mesh of Explicit axes) the
+    results take."""
     operands = (dy.astype(x.dtype), x,
                 *[s.astype(jnp.float32) for s in stats], w)
+    mesh = _explicit_mesh(like)
+    if mesh is not None:
+        return _explicit_call(kind, operands, like, mesh)
     # Inside shard_map, each device's results are its own (varying over
     # the operands' mesh axes); the gradient of an input that does not
     # vary over an axis (the replicated weight) is the sum over it.
@@ -248,6 +256,58 @@ def _backward(kind, dy, x, stats, w):
     outs = _ffi_call(kind, *operands)
     return tuple(_summed_to(out, varying, _vma(a))
                  for out, a in zip(outs, (x, w, w)))
+
+
+# -- Explicit mesh axes: the call in a shard_map -------------------------------
+#
+# On a mesh of Explicit axes (jax.make_mesh's default, under jax.set_mesh)
+# every array's type carries its sharding, and a custom_vjp's backward must
+# return its inputs' types. The shardings are then known when the step is
+# traced, so the call goes into a shard_map over them: per-device kernels
+# on the local rows, dW / dB psum'd by the shard_map path above (_summed_to),
+# and every result resharded to its input's type.
+
+def _explicit_sharding(a):
+    """(mesh, spec padded to a's rank) of a's type where its mesh has
+    Explicit axes, else None."""
+    sharding = getattr(jax.typeof(a), "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    explicit = tuple(getattr(mesh, "explicit_axes", ()) or ())
+    if not explicit or getattr(mesh, "empty", True):
+        return None
+    spec = tuple(sharding.spec)
+    return mesh, spec + (None,) * (a.ndim - len(spec))
+
+
+def _explicit_mesh(arrays):
+    """The Explicit mesh that shards any of `arrays` by its type, else
+    None."""
+    for a in arrays:
+        found = _explicit_sharding(a)
+        if found is not None and any(d is not None for d in found[1]):
+            return found[0]
+    return None
+
+
+def _explicit_call(kind, operands, like, mesh):
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    x = operands[1]
+    found = _explicit_sharding(x)
+    spec = found[1] if found is not None else (None,) * x.ndim
+    full, stat, rep = P(*spec[:-1], None), P(*spec[:-1]), P()
+    nstats = len(operands) - 3
+    specs = (full, full) + (stat,) * nstats + (rep,)
+    # The kernel needs whole rows (N, a sharded hidden dim, is gathered)
+    # and the statistics and dy split as x's rows.
+    operands = [jax.sharding.reshard(a, NamedSharding(mesh, s_))
+                for a, s_ in zip(operands, specs)]
+    outs = jax.shard_map(
+        lambda *ops: tuple(_backward(kind, ops[0], ops[1], ops[2:-1],
+                                     ops[-1], like=())),
+        mesh=mesh, in_specs=specs,
+        out_specs=(full,) + (rep,) * (len(like) - 1))(*operands)
+    return tuple(jax.sharding.reshard(out, jax.typeof(a).sharding)
+                 for out, a in zip(outs, like))
 
 
 # -- sharded jit: the call as a custom_partitioning ---------------------------
@@ -441,12 +501,12 @@ def _layer_norm(x, w, b, eps, out_dtype):
 
 def _layer_norm_fwd(x, w, b, eps, out_dtype):
     y, mean, rstd = _layer_forward(x, w, b, eps, out_dtype)
-    return y, (x, w, mean, rstd)
+    return y, (x, w, b, mean, rstd)
 
 
 def _layer_norm_bwd(eps, out_dtype, res, dy):
-    x, w, mean, rstd = res
-    return tuple(_backward("layer", dy, x, (mean, rstd), w))
+    x, w, b, mean, rstd = res
+    return tuple(_backward("layer", dy, x, (mean, rstd), w, (x, w, b)))
 
 
 _layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
@@ -464,7 +524,7 @@ def _rms_norm_fwd(x, w, eps, out_dtype):
 
 def _rms_norm_bwd(eps, out_dtype, res, dy):
     x, w, rstd = res
-    return tuple(_backward("rms", dy, x, (rstd,), w))
+    return tuple(_backward("rms", dy, x, (rstd,), w, (x, w)))
 
 
 _rms_norm.defvjp(_rms_norm_fwd, _rms_norm_bwd)

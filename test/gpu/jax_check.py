@@ -282,6 +282,48 @@ def main():
             checks.require("shard_map over 2 or more GPUs", False,
                            f"{len(gpus)} GPU(s) here")
 
+    def explicit_case(case, report, step, hlo_check):
+        """One sharded-jit case on a mesh of Explicit axes: gradients
+        against float64, our call on the local rows, dx sharded as x."""
+        from jax.sharding import AxisType, NamedSharding
+        kind, shape, spec, dtype = case
+        label = f"shard-jit explicit axes {kind} {shape} {spec}"
+        try:
+            mesh = jax.make_mesh((2,), ("data",),
+                                 axis_types=(AxisType.Explicit,),
+                                 devices=jax.devices()[:2])
+            x, dy, w, b = inputs(shape, dtype, dtype)
+            xs, rep = NamedSharding(mesh, spec), NamedSharding(mesh, P())
+            args_ = ((x, xs), (w, rep), (b, rep), (dy, xs))
+            if kind != "layer":
+                args_ = (args_[0], args_[1], args_[3])
+            use_mesh = (getattr(jax, "set_mesh", None)
+                        or jax.sharding.use_mesh)
+            with use_mesh(mesh):
+                a = [jax.device_put(v, s_) for v, s_ in args_]
+                jitted = jax.jit(step(kind))
+                got = jitted(*a)
+                text = jitted.lower(*a).compile().as_text()
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            checks.require(label, False, f"{type(e).__name__}: {str(e)[:600]}")
+            report(label, "the step ran", False,
+                   f"{type(e).__name__}: {str(e)[:300]}")
+            return
+        ref, scale = reference(kind, x, dy, w, b)
+        before = len(checks.failures)
+        errs = compare(label, kind, got, ref, scale, dtype, dtype, worst)
+        report(label, "gradients against float64",
+               len(checks.failures) == before,
+               ", ".join(f"{e:.2e}" for e in errs))
+        ok, why = hlo_check(text, kind, shape)
+        checks.require(f"{label} per-device call, no gather of x", ok, why)
+        report(label, "per-device call on the local rows, no gather of x",
+               ok, why)
+        ok = got[0].sharding.is_equivalent_to(a[0].sharding, len(shape))
+        checks.require(f"{label} dx sharded as x", ok,
+                       f"dx {got[0].sharding}, x {a[0].sharding}")
+        report(label, "dx sharded as x", ok)
+
     def check_shard_jit():
         """Sharded jit without shard_map on 2 GPUs: x rows-sharded with a
         NamedSharding, the weight and bias replicated; our backward is a
@@ -413,6 +455,10 @@ def main():
                            f"dx {got[0].sharding}, x {a[0].sharding}")
             report(label, "dx sharded as x", ok,
                    f"{getattr(got[0].sharding, 'spec', got[0].sharding)}")
+
+        # Explicit mesh axes (jax.make_mesh's default under jax.set_mesh:
+        # shardings are part of the types); the same checks.
+        explicit_case(cases[0], report, step, hlo_check)
 
         # Self-check: with the switch off, the call is unpartitioned (XLA
         # gathers its operands): the HLO check must fail there, and the
