@@ -282,48 +282,6 @@ def main():
             checks.require("shard_map over 2 or more GPUs", False,
                            f"{len(gpus)} GPU(s) here")
 
-    def explicit_case(case, report, step, hlo_check):
-        """One sharded-jit case on a mesh of Explicit axes: gradients
-        against float64, our call on the local rows, dx sharded as x."""
-        from jax.sharding import AxisType, NamedSharding
-        kind, shape, spec, dtype = case
-        label = f"shard-jit explicit axes {kind} {shape} {spec}"
-        try:
-            mesh = jax.make_mesh((2,), ("data",),
-                                 axis_types=(AxisType.Explicit,),
-                                 devices=jax.devices()[:2])
-            x, dy, w, b = inputs(shape, dtype, dtype)
-            xs, rep = NamedSharding(mesh, spec), NamedSharding(mesh, P())
-            args_ = ((x, xs), (w, rep), (b, rep), (dy, xs))
-            if kind != "layer":
-                args_ = (args_[0], args_[1], args_[3])
-            use_mesh = (getattr(jax, "set_mesh", None)
-                        or jax.sharding.use_mesh)
-            with use_mesh(mesh):
-                a = [jax.device_put(v, s_) for v, s_ in args_]
-                jitted = jax.jit(step(kind))
-                got = jitted(*a)
-                text = jitted.lower(*a).compile().as_text()
-        except Exception as e:  # noqa: BLE001 - reported as a failure
-            checks.require(label, False, f"{type(e).__name__}: {str(e)[:600]}")
-            report(label, "the step ran", False,
-                   f"{type(e).__name__}: {str(e)[:300]}")
-            return
-        ref, scale = reference(kind, x, dy, w, b)
-        before = len(checks.failures)
-        errs = compare(label, kind, got, ref, scale, dtype, dtype, worst)
-        report(label, "gradients against float64",
-               len(checks.failures) == before,
-               ", ".join(f"{e:.2e}" for e in errs))
-        ok, why = hlo_check(text, kind, shape)
-        checks.require(f"{label} per-device call, no gather of x", ok, why)
-        report(label, "per-device call on the local rows, no gather of x",
-               ok, why)
-        ok = got[0].sharding.is_equivalent_to(a[0].sharding, len(shape))
-        checks.require(f"{label} dx sharded as x", ok,
-                       f"dx {got[0].sharding}, x {a[0].sharding}")
-        report(label, "dx sharded as x", ok)
-
     def check_shard_jit():
         """Sharded jit without shard_map on 2 GPUs: x rows-sharded with a
         NamedSharding, the weight and bias replicated; our backward is a
@@ -417,6 +375,59 @@ def main():
                 buf.delete()
             return (x, dy, w, b), a, jitted, jitted(*a)
 
+        def results_check(label, kind, shape, dtype, xs, a, got, text):
+            """A sharded step's results: gradients against float64, the
+            per-device module (`text`), dx sharded as x."""
+            x, dy, w, b = xs
+            ref, scale = reference(kind, x, dy, w, b)
+            before = len(checks.failures)
+            errs = compare(label, kind, got, ref, scale, dtype, dtype, worst)
+            report(label, "gradients against float64",
+                   len(checks.failures) == before,
+                   ", ".join(f"{e:.2e}" for e in errs)
+                   + f"; tolerance {tol(np.dtype(dtype).name):g}")
+            ok, why = hlo_check(text, kind, shape)
+            checks.require(f"{label} per-device call, no gather of x", ok,
+                           why)
+            report(label, "per-device call on the local rows, no gather "
+                   "of x", ok, why)
+            ok = got[0].sharding.is_equivalent_to(a[0].sharding, len(shape))
+            checks.require(f"{label} dx sharded as x", ok,
+                           f"dx {got[0].sharding}, x {a[0].sharding}")
+            report(label, "dx sharded as x", ok,
+                   f"{getattr(got[0].sharding, 'spec', got[0].sharding)}")
+
+        def explicit_case(kind, shape, spec, dtype):
+            """One case on a mesh of Explicit axes (jax.make_mesh's
+            default under jax.set_mesh: shardings are part of the types)."""
+            from jax.sharding import AxisType
+            label = f"shard-jit explicit axes {kind} {shape} {spec}"
+            try:
+                emesh = jax.make_mesh((2,), ("data",),
+                                      axis_types=(AxisType.Explicit,),
+                                      devices=gpus[:ndev])
+                x, dy, w, b = inputs(shape, dtype, dtype)
+                xs = NamedSharding(emesh, spec)
+                erep = NamedSharding(emesh, P())
+                pairs = ((x, xs), (w, erep), (b, erep), (dy, xs))
+                if kind != "layer":
+                    pairs = (pairs[0], pairs[1], pairs[3])
+                use_mesh = (getattr(jax, "set_mesh", None)
+                            or jax.sharding.use_mesh)
+                with use_mesh(emesh):
+                    a = [jax.device_put(v, s_) for v, s_ in pairs]
+                    jitted = jax.jit(step(kind))
+                    got = jitted(*a)
+                    text = jitted.lower(*a).compile().as_text()
+            except Exception as e:  # noqa: BLE001 - reported as a failure
+                checks.require(label, False,
+                               f"{type(e).__name__}: {str(e)[:600]}")
+                report(label, "the step ran", False,
+                       f"{type(e).__name__}: {str(e)[:300]}")
+                return
+            results_check(label, kind, shape, dtype, (x, dy, w, b), a, got,
+                          text)
+
         for kind, shape, spec, dtype in cases:
             label = (f"shard-jit {kind} {np.dtype(dtype).name} {shape} "
                      f"{spec}")
@@ -428,38 +439,19 @@ def main():
                                f"{type(e).__name__}: {str(e)[:600]}")
                 report(label, "the step ran", False, type(e).__name__)
                 continue
-            # (a) against float64
-            ref, scale = reference(kind, x, dy, w, b)
-            before = len(checks.failures)
-            errs = compare(label, kind, got, ref, scale, dtype, dtype, worst)
-            report(label, "gradients against float64",
-                   len(checks.failures) == before,
-                   ", ".join(f"{e:.2e}" for e in errs)
-                   + f"; tolerance {tol(np.dtype(dtype).name):g}")
-            # (b) the per-device module
-            ok, why = hlo_check(jitted.lower(*a).compile().as_text(), kind,
-                                shape)
-            checks.require(f"{label} per-device call, no gather of x", ok,
-                           why)
-            report(label, "per-device call on the local rows, no gather "
-                   "of x", ok, why)
-            # (c) bitwise determinism over 5 runs
+            results_check(label, kind, shape, dtype, (x, dy, w, b), a, got,
+                          jitted.lower(*a).compile().as_text())
+            # bitwise determinism over 5 runs
             runs = [got] + [jitted(*a) for _ in range(4)]
             same = all(bitwise_equal(runs[0], r) for r in runs[1:])
             checks.require(f"{label} bitwise determinism over 5 runs", same,
                            "runs differ")
             report(label, "bitwise equal over 5 runs", same)
-            # (d) dx sharded as x
-            ok = got[0].sharding.is_equivalent_to(a[0].sharding, len(shape))
-            checks.require(f"{label} dx sharded as x", ok,
-                           f"dx {got[0].sharding}, x {a[0].sharding}")
-            report(label, "dx sharded as x", ok,
-                   f"{getattr(got[0].sharding, 'spec', got[0].sharding)}")
 
         # Explicit mesh axes (jax.make_mesh's default under jax.set_mesh:
         # shardings are part of the types); the same checks.
         for case in [cases[0]] + [c for c in cases if c[0] == "rms"][-1:]:
-            explicit_case(case, report, step, hlo_check)
+            explicit_case(*case)
 
         # Self-check: with the switch off, the call is unpartitioned (XLA
         # gathers its operands): the HLO check must fail there, and the
